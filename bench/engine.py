@@ -1,0 +1,110 @@
+"""Engine throughput and round-transition cost, as ratios to bare-numpy baselines.
+
+    python -m bench.engine [--quick]
+
+engine: queries/s of ``Predictor.answer`` for thresholds with T classifiers, against a floor that
+does only the unavoidable work for the same batches (binary-search vote count + Laplace draws).
+transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
+S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from engine.concepts import Thresholds
+from engine.phases import Phase
+from engine.predictor import Predictor
+from engine.schedule import RoundSpec, Schedule
+
+BATCH = 1 << 16
+
+
+def best_of(fn: Callable[[], float], repeats: int) -> float:
+    return min(fn() for _ in range(repeats))
+
+
+def engine_row(T: int, queries: int, repeats: int) -> dict[str, float]:
+    lam = 10
+    spec = RoundSpec(T=T, lam=lam, R=10**12, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
+                     m_S=100, m_D=T * lam)
+    g = np.random.default_rng(0)
+    x = g.random(T * lam)
+    p = Predictor.create(Thresholds(), Schedule((spec,)), x, (x >= 0.5).astype(np.int8), seed=0)
+    qs = g.random(queries)
+
+    def engine() -> float:
+        t0 = time.perf_counter()
+        for i in range(0, queries, BATCH):
+            p.answer(qs[i : i + BATCH])
+        return time.perf_counter() - t0
+
+    sorted_t = np.sort(g.random(T))
+    rng = np.random.default_rng(1)
+
+    def floor() -> float:
+        t0 = time.perf_counter()
+        for i in range(0, queries, BATCH):
+            b = qs[i : i + BATCH]
+            np.searchsorted(sorted_t, b, side="right")
+            rng.laplace(0.0, 1.0, b.size)
+        return time.perf_counter() - t0
+
+    te, tf = best_of(engine, repeats), best_of(floor, repeats)
+    return {"T": T, "engine_qps": queries / te, "floor_qps": queries / tf, "ratio": tf / te}
+
+
+def transition_row(points: int, repeats: int) -> dict[str, float]:
+    lam = 10
+    T = points // lam
+    spec = RoundSpec(T=T, lam=lam, R=points, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
+                     m_S=1000, m_D=points)
+    g = np.random.default_rng(0)
+    x = g.random(points)
+    times = []
+    for r in range(repeats):
+        p = Predictor.create(Thresholds(), Schedule((spec,)), x, (x >= 0.5).astype(np.int8), seed=r)
+        for i in range(0, points, 1 << 20):
+            p.answer(g.random(min(1 << 20, points - i)))
+        assert p.phase is Phase.TRANSITION_DUE
+        t0 = time.perf_counter()
+        p.transition()
+        times.append(time.perf_counter() - t0)
+    pts = g.random(points)
+    sort_s = best_of(lambda: _timed(lambda: np.sort(pts)), repeats)
+    sec = min(times)
+    return {"points": points, "seconds": sec, "sort_seconds": sort_s, "ratio": sec / sort_s}
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    args = ap.parse_args(argv)
+    Ts = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
+    sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
+    queries = 1 << 18 if args.quick else 1 << 21
+    repeats = 2 if args.quick else 3
+    out: dict[str, list[dict[str, float]]] = {"engine": [], "transition": []}
+    for T in Ts:
+        print(f"engine T={T} ...", file=sys.stderr)
+        out["engine"].append(engine_row(T, queries, repeats))
+    for n in sizes:
+        print(f"transition points={n} ...", file=sys.stderr)
+        out["transition"].append(transition_row(n, repeats))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

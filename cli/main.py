@@ -1,0 +1,16 @@
+"""``everlast``: one console command, one subcommand per module in this package."""
+
+from __future__ import annotations
+
+import click
+
+from cli.simulate import simulate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="everlast")
+def main() -> None:
+    """Private everlasting prediction (GenericBBL) as a service."""
+
+
+main.add_command(simulate)

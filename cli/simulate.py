@@ -1,0 +1,123 @@
+"""``everlast simulate``: run the predictor in-process on synthetic data and score it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from adversary_sim.iid import DISTRIBUTIONS, make_task
+from adversary_sim.inprocess import run_iid
+from cli.common import emit_json, progress
+from engine.concepts import ConceptClass, from_spec
+from engine.errors import EngineError
+from engine.predictor import Predictor
+from engine.schedule import RoundSpec, Schedule
+
+# The default: several rounds in seconds on a laptop-class machine, thresholds, alpha = 0.1.
+# Its certified epsilon is weak (see README): a strong guarantee needs far more data.
+DEFAULT_ROUND: dict[str, Any] = {
+    "T": 10_000, "lam": 50, "R": 1_000_000, "c": 20_000, "eps_bt": 0.2, "delta_bt": 1e-8,
+    "alpha": 0.1, "m_S": 2_000, "m_D": 500_000, "gamma": None, "beta": 0.05,
+}
+SCHEDULE_FLAGS = {
+    "T": "T", "lam": "lam", "R": "R", "c": "c", "eps_bt": "eps_bt", "delta_bt": "delta_bt",
+    "alpha": "alpha", "m_s": "m_S", "m_d": "m_D", "gamma": "gamma",
+}
+
+
+def build_schedule(path: Path | None, flags: dict[str, Any]) -> Schedule:
+    given = {SCHEDULE_FLAGS[k]: v for k, v in flags.items() if v is not None}
+    if path is not None:
+        if given:
+            raise click.UsageError("give either --schedule or schedule flags, not both")
+        try:
+            return Schedule.from_dict(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise click.UsageError(f"cannot read schedule file: {exc}") from None
+    spec = dict(DEFAULT_ROUND)
+    spec.update(given)
+    return Schedule((RoundSpec.from_dict(spec),), repeat_last=True)
+
+
+def concept_for(name: str, d: int) -> ConceptClass:
+    return from_spec({"name": name, "d": d})
+
+
+@click.command()
+@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps"]), default="thresholds",
+              show_default=True, help="Concept class of the predictor and of the hidden target.")
+@click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Dimension (stumps only).")
+@click.option("--n", "n", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Size of the labeled training set.")
+@click.option("--queries", type=click.IntRange(min=0), default=5_000_000, show_default=True,
+              help="Number of i.i.d. queries to answer.")
+@click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
+@click.option("--seed", type=int, default=None, help="Seed (default: OS entropy). The data seed is seed or 0.")
+@click.option("--schedule", "schedule_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="JSON schedule file ({'rounds': [...], 'repeat_last': true}).")
+@click.option("--T", "T", type=click.IntRange(min=1), default=None,
+              help=f"Classifiers per round [{DEFAULT_ROUND['T']}].")
+@click.option("--lam", type=click.IntRange(min=1), default=None, help=f"Points per chunk [{DEFAULT_ROUND['lam']}].")
+@click.option("--R", "R", type=click.IntRange(min=1), default=None, help=f"Queries per round [{DEFAULT_ROUND['R']}].")
+@click.option("--c", "c", type=click.IntRange(min=1), default=None,
+              help=f"Tops allowed per round [{DEFAULT_ROUND['c']}].")
+@click.option("--eps-bt", type=float, default=None, help=f"BetweenThresholds eps' [{DEFAULT_ROUND['eps_bt']}].")
+@click.option("--delta-bt", type=float, default=None, help=f"BetweenThresholds delta' [{DEFAULT_ROUND['delta_bt']}].")
+@click.option("--alpha", type=float, default=None, help=f"Accuracy target alpha_i [{DEFAULT_ROUND['alpha']}].")
+@click.option("--gamma", type=float, default=None, help="Band half-width (default alpha).")
+@click.option("--m-s", type=click.IntRange(min=1), default=None, help=f"|S-hat| [{DEFAULT_ROUND['m_S']}].")
+@click.option("--m-d", type=click.IntRange(min=1), default=None, help=f"|D-hat| [{DEFAULT_ROUND['m_D']}].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def simulate(
+    concept: str, dim: int, n: int, queries: int, distribution: str, seed: int | None,
+    schedule_path: Path | None, as_json: bool, **flags: Any,
+) -> None:
+    """Run the predictor in-process on synthetic data labeled by a hidden concept."""
+    schedule = build_schedule(schedule_path, flags)
+    cls = concept_for(concept, dim)
+    task = make_task(cls, distribution, seed=seed or 0)
+    data_seed = seed if seed is not None else 0
+    x, y = task.sample(np.random.default_rng([data_seed, 0]), n)
+    try:
+        p = Predictor.create(cls, schedule, x, y, seed=seed)
+    except EngineError as exc:
+        raise click.ClickException(str(exc)) from None
+    with progress(queries, "simulate") as bar:
+        report = run_iid(p, task, queries, seed=data_seed, progress=bar.update)
+    out = {
+        "alpha": schedule.rounds[0].alpha,
+        "epsilon_certified": None,
+        "epsilon_training": None,
+        "epsilon_queries": None,
+        "delta": None,
+        "rounds": [r.to_json() for r in report.rounds],
+        "halted": report.halted,
+        "queries_per_second": report.queries_per_second,
+        "concept": concept,
+        "distribution": distribution,
+        "n": n,
+        "queries": report.queries,
+        "schedule": schedule.to_dict(),
+    }
+    if as_json:
+        emit_json(out)
+        return
+    _print_human(out)
+
+
+def _print_human(out: dict[str, Any]) -> None:
+    click.echo(f"{out['concept']} on {out['distribution']} data, n = {out['n']:,}, {out['queries']:,} queries")
+    click.echo(f"{'round':>5} {'queries':>10} {'refused':>8} {'tops':>14} {'err(answers)':>13} {'err(fresh)':>11}")
+    for r in out["rounds"]:
+        ea = "-" if r["error_answers"] is None else f"{r['error_answers']:.4f}"
+        ef = "-" if r["error_fresh"] is None else f"{r['error_fresh']:.4f}"
+        tops = f"{r['tops_used']}/{r['tops_allowed']}"
+        click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
+    click.echo(f"{out['queries_per_second']:,.0f} queries/s in the engine; halted: {out['halted']}")
+    if out["epsilon_certified"] is None:
+        click.echo("certified epsilon: none (no planner accounting for this schedule)")

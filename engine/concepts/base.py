@@ -1,0 +1,166 @@
+"""The interface every concept class implements, and the exponential-mechanism helpers they share.
+
+A concept class supplies three things to GenericBBL:
+  * ``fit``: a non-private ERM learner run on T disjoint chunks at once (vectorized over chunks);
+  * an ``Ensemble`` of the T fitted classifiers whose ``votes`` counts, for a batch of queries,
+    how many classifiers say 1 (fast: sub-linear in T per query);
+  * ``labelboost``: LabelBoost's step 4 (paper, Appendix C.1; Beimel-Nissim-Stemmer 2021): the
+    exponential mechanism with epsilon = 1 and sensitivity 1 over **all distinct dichotomies** of
+    the class on the distinct points of S-hat o D-hat, score = agreements with the labeled part,
+    i.e. P[h] = exp(score(h)/2) / Z. Sampled exactly (no approximate enumeration). Repeated
+    points count once (step 2): a dichotomy is a labeling of the *distinct* points.
+
+Points: classes on the reals take queries of shape (n,); stumps take (n, d); the finite class
+takes domain indices (integers, carried as floats on the wire).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engine.errors import InvalidInput
+
+Array = NDArray[Any]
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+I8 = NDArray[np.int8]
+
+
+class Ensemble(abc.ABC):
+    """The T classifiers of one round, stored for fast vote counting."""
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """T, the number of classifiers."""
+
+    @abc.abstractmethod
+    def votes(self, x: Array) -> I64:
+        """For each (validated) query, the number of classifiers that label it 1."""
+
+    @abc.abstractmethod
+    def to_arrays(self) -> dict[str, Array]:
+        """Plain arrays that ``ConceptClass.ensemble_from_arrays`` turns back into this ensemble."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelBoostResult:
+    """What LabelBoost's exponential mechanism chose, as labels of its inputs."""
+
+    labels_labeled: I8
+    """The chosen dichotomy on the labeled part S-hat (same order as given)."""
+    labels_unlabeled: I8
+    """The chosen dichotomy on the unlabeled part D-hat (same order as given): S_{i+1}'s labels."""
+    n_dichotomies: int
+    """|Pi_C(P)|: how many distinct dichotomies the mechanism chose among."""
+    score: int
+    """Agreements of the chosen dichotomy with the labeled part."""
+
+
+class ConceptClass(abc.ABC):
+    """A concept class C over a domain X, with what GenericBBL needs of it."""
+
+    name: ClassVar[str]
+    vc_dim: ClassVar[int]
+
+    @property
+    def point_dim(self) -> int:
+        """1 for classes on the reals and the finite class; d for stumps on R^d."""
+        return 1
+
+    def validate_points(self, x: Any, what: str = "query") -> F64:
+        """Return ``x`` as float64 of shape (n,) (point_dim 1) or (n, d); raise ``InvalidInput``
+        naming the position of the first bad point (never its value)."""
+        try:
+            arr = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"{what} points are not numeric") from None
+        d = self.point_dim
+        if d == 1:
+            if arr.ndim == 2 and arr.shape[1] == 1:
+                arr = arr[:, 0]
+            if arr.ndim != 1:
+                raise InvalidInput(f"{what} points must be scalars (got an array of rank {arr.ndim})")
+            bad: NDArray[np.bool_] = np.asarray(~np.isfinite(arr))
+        else:
+            if arr.ndim != 2 or arr.shape[1] != d:
+                raise InvalidInput(f"{what} points must have dimension {d}")
+            bad = np.asarray(~np.isfinite(arr).all(axis=1))
+        if bad.any():
+            raise InvalidInput(f"{what} point at position {int(np.argmax(bad))} is NaN or infinite")
+        self._check_domain(arr, what)
+        return arr
+
+    def _check_domain(self, x: F64, what: str) -> None:
+        """Extra domain checks (the finite class requires integer indices in range)."""
+
+    @abc.abstractmethod
+    def fit(self, x: F64, y: I8) -> Ensemble:
+        """ERM on each of T chunks at once. ``x`` has shape (T, lam) (or (T, lam, d)), ``y`` (T, lam)
+        in {0, 1}. Returns the ensemble of T minimizers of the empirical error."""
+
+    @abc.abstractmethod
+    def ensemble_from_arrays(self, arrays: dict[str, Array]) -> Ensemble:
+        """Inverse of ``Ensemble.to_arrays``."""
+
+    @abc.abstractmethod
+    def labelboost(self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator) -> LabelBoostResult:
+        """Sample a dichotomy of C on the distinct points of x_lab o x_unlab with probability
+        proportional to exp(agreements with (x_lab, y_lab) / 2), exactly."""
+
+    @abc.abstractmethod
+    def label(self, params: dict[str, Any], x: F64) -> I8:
+        """Apply one concept (the class's own parameterization) to points; used to score accuracy."""
+
+    def to_spec(self) -> dict[str, Any]:
+        """What ``concepts.from_spec`` needs to rebuild this class (name and parameters)."""
+        return {"name": self.name}
+
+
+# --- exponential mechanism, exactly, in log space -------------------------------------------------
+
+
+def sample_log_weights(log_w: F64, rng: np.random.Generator) -> int:
+    """Index i with probability exp(log_w[i]) / sum(exp(log_w)), by inverse CDF on one uniform.
+
+    Weights are shifted by their max before exponentiation, so scores in the millions are fine.
+    Consumes exactly one draw from ``rng``.
+    """
+    if log_w.size == 0:
+        raise ValueError("cannot sample from an empty set")
+    w = np.exp(log_w - log_w.max())
+    c = np.cumsum(w)
+    u = rng.random() * c[-1]
+    i = int(np.searchsorted(c, u, side="right"))
+    return min(i, log_w.size - 1)
+
+
+def logcumsumexp(a: F64) -> F64:
+    """log(cumsum(exp(a))) computed stably."""
+    return np.logaddexp.accumulate(a) if a.size else a.copy()
+
+
+def distinct_sorted(x: F64) -> tuple[F64, I64]:
+    """The distinct values of 1-D ``x`` in increasing order and, for each input, its rank among them."""
+    values, inverse = np.unique(x, return_inverse=True)
+    return values, inverse.astype(np.int64)
+
+
+def check_labels(y: Any, n: int, what: str = "training") -> I8:
+    """Labels as int8, checked to be in {0, 1} and to match the number of points."""
+    try:
+        arr = np.asarray(y)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what} labels are not numeric") from None
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise InvalidInput(f"{what} labels must be a vector with one label per point")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidInput(f"{what} labels must be 0 or 1 (found NaN or infinite)")
+    if arr.dtype.kind not in "biuf" or not np.isin(arr, (0, 1)).all():
+        raise InvalidInput(f"{what} labels must be 0 or 1")
+    return arr.astype(np.int8)

@@ -1,0 +1,59 @@
+"""D-hat_i: a uniform random subset of m of the round's R queries, in O(m) memory.
+
+The round length R is fixed by the schedule, so the reservoir sample can be drawn *as positions*
+at the start of the round (m distinct positions out of R, uniformly; numpy's ``choice`` without
+replacement) and filled as those positions arrive. This has exactly the distribution of classic
+reservoir sampling (Vitter's Algorithm R) over a stream of known length R, never holds more than
+m points, is independent of the query values, and is append-only within the round, so a
+checkpoint only needs the points added since the last one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+class Reservoir:
+    __slots__ = ("filled", "points", "positions")
+
+    def __init__(self, positions: NDArray[np.int64], points: NDArray[np.float64], filled: int) -> None:
+        self.positions = positions  # sorted, distinct, in [0, R)
+        self.points = points  # (m,) or (m, d); rows >= filled are unused
+        self.filled = filled
+
+    @classmethod
+    def draw(cls, R: int, m: int, point_dim: int, rng: np.random.Generator) -> Reservoir:
+        positions = np.sort(rng.choice(R, size=m, replace=False)).astype(np.int64)
+        shape: tuple[int, ...] = (m,) if point_dim == 1 else (m, point_dim)
+        return cls(positions, np.zeros(shape, dtype=np.float64), 0)
+
+    def offer(self, start: int, x: NDArray[np.float64]) -> None:
+        """The queries at round positions start, start+1, ... (in order) arrive."""
+        lo = int(np.searchsorted(self.positions, start, side="left"))
+        hi = int(np.searchsorted(self.positions, start + x.shape[0], side="left"))
+        if hi > lo:
+            self.points[self.filled : self.filled + hi - lo] = x[self.positions[lo:hi] - start]
+            self.filled += hi - lo
+
+    @property
+    def full(self) -> bool:
+        return self.filled == self.positions.size
+
+    def contents(self) -> NDArray[np.float64]:
+        return self.points[: self.filled]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"positions": self.positions, "points": self.contents(), "filled": self.filled}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Reservoir:
+        positions = np.asarray(d["positions"], dtype=np.int64)
+        filled = int(d["filled"])
+        got = np.asarray(d["points"], dtype=np.float64)
+        shape = (positions.size, *got.shape[1:])
+        points = np.zeros(shape, dtype=np.float64)
+        points[:filled] = got[:filled]
+        return cls(positions, points, filled)

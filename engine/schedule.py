@@ -1,0 +1,166 @@
+"""The per-round parameters GenericBBL runs with (section 5, step 3), as frozen values.
+
+A schedule is *input* to the engine: the planner (``engine.planner``) computes one from privacy
+targets, or a user writes one by hand for a simulation. The engine never derives privacy numbers
+itself; it only checks that the sizes chain (what the algorithm needs to be defined at all).
+
+Notation follows the paper: round i has a labeled set S_i of lambda_i * T_i points, cut into T_i
+chunks of lambda_i; BetweenThresholds (BT) with privacy parameters (eps'_i, delta'_i) answers R_i
+queries with thresholds 1/2 -+ gamma_i and at most c_i "top" outcomes; LabelBoost relabels a
+subsample S-hat_i (m_S points) together with a subsample D-hat_i (m_D of the R_i queries), and the
+relabeled D-hat_i supplies S_{i+1}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from engine.errors import InvalidSchedule
+
+HaltingPolicy = Literal["paper"]
+"""How a round ends when BT's top budget is spent. ``paper``: the predictor halts and fails
+(step 3(d)iv). Other policies (issue: query privacy) plug in here."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundSpec:
+    """Parameters of one round (one "phase" of GenericBBL)."""
+
+    T: int
+    """Number of chunks, hence of classifiers voting (T_i)."""
+    lam: int
+    """Points per chunk (lambda_i); |S_i| = lam * T."""
+    R: int
+    """Queries answered in the round (R_i)."""
+    c: int
+    """Top outcomes allowed in the round (c_i); the c-th top fails the predictor."""
+    eps_bt: float
+    """eps'_i: BT noise is Lap(2/(eps' T)) on the thresholds and Lap(6/(eps' T)) per query."""
+    delta_bt: float
+    """delta'_i: the delta each BT instance is charged (accounting only; no effect on sampling)."""
+    alpha: float
+    """alpha_i, the accuracy target of the round (accuracy only)."""
+    m_S: int
+    """|S-hat_i|: labeled points LabelBoost scores against (subsample of S_i)."""
+    m_D: int
+    """|D-hat_i|: queries of the round kept (uniformly, by reservoir) and relabeled by LabelBoost."""
+    gamma: float | None = None
+    """Half-width of BT's band: thresholds 1/2 -+ gamma. ``None`` means alpha (the paper)."""
+    beta: float = 0.05
+    """beta_i, the failure probability budget of the round (accuracy only)."""
+
+    @property
+    def band(self) -> float:
+        return self.alpha if self.gamma is None else self.gamma
+
+    @property
+    def labeled_size(self) -> int:
+        """|S_i| = lambda_i * T_i."""
+        return self.lam * self.T
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoundSpec:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise InvalidSchedule(f"unknown round fields: {sorted(unknown)}")
+        missing = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING} - set(d)
+        if missing:
+            raise InvalidSchedule(f"round is missing fields: {sorted(missing)}")
+        try:
+            spec = cls(
+                T=int(d["T"]), lam=int(d["lam"]), R=int(d["R"]), c=int(d["c"]),
+                eps_bt=float(d["eps_bt"]), delta_bt=float(d["delta_bt"]),
+                alpha=float(d["alpha"]), m_S=int(d["m_S"]), m_D=int(d["m_D"]),
+                gamma=None if d.get("gamma") is None else float(d["gamma"]),
+                beta=float(d.get("beta", 0.05)),
+            )
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidSchedule(f"round fields have the wrong type: {exc}") from None
+        return spec
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Rounds 1..K explicitly; round i > K repeats round K when ``repeat_last`` (else the
+    predictor refuses after round K: it never answers beyond what the schedule covers)."""
+
+    rounds: tuple[RoundSpec, ...]
+    repeat_last: bool = True
+    halting: HaltingPolicy = "paper"
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def spec(self, i: int) -> RoundSpec | None:
+        """Parameters of round ``i`` (1-based), or ``None`` past a non-repeating schedule."""
+        if i < 1:
+            raise ValueError("rounds are numbered from 1")
+        if i <= len(self.rounds):
+            return self.rounds[i - 1]
+        return self.rounds[-1] if self.repeat_last else None
+
+    @property
+    def initial_size(self) -> int:
+        """|S_1|: the fewest training examples round 1 needs."""
+        return self.rounds[0].labeled_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rounds": [r.to_dict() for r in self.rounds],
+            "repeat_last": self.repeat_last,
+            "halting": self.halting,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Schedule:
+        rounds = d.get("rounds")
+        if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
+            raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
+        halting = d.get("halting", "paper")
+        if halting != "paper":
+            raise InvalidSchedule(f"unknown halting policy {halting!r}")
+        return cls(
+            rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
+            repeat_last=bool(d.get("repeat_last", True)),
+            halting="paper",
+        )
+
+
+def validate(s: Schedule) -> None:
+    """Check that every round is well-formed and that the sizes chain (paper, Claim D.6:
+    the next round's labeled set is drawn from the relabeled D-hat_i, so m_D,i >= |S_{i+1}|)."""
+    if not s.rounds:
+        raise InvalidSchedule("a schedule needs at least one round")
+    for i, r in enumerate(s.rounds, start=1):
+        where = f"round {i}"
+        for name in ("T", "lam", "R", "c", "m_S", "m_D"):
+            if getattr(r, name) < 1:
+                raise InvalidSchedule(f"{where}: {name} must be >= 1")
+        for name in ("eps_bt", "alpha", "band"):
+            v = getattr(r, name)
+            if not (math.isfinite(v) and v > 0):
+                raise InvalidSchedule(f"{where}: {name} must be a positive finite number")
+        if not 0 < r.delta_bt < 1:
+            raise InvalidSchedule(f"{where}: delta_bt must lie in (0, 1)")
+        if not 0 < r.beta < 1:
+            raise InvalidSchedule(f"{where}: beta must lie in (0, 1)")
+        if r.band >= 0.5:
+            raise InvalidSchedule(f"{where}: the band half-width must be < 1/2")
+        if r.m_S > r.labeled_size:
+            raise InvalidSchedule(f"{where}: m_S exceeds |S_i| = lam * T")
+        if r.m_D > r.R:
+            raise InvalidSchedule(f"{where}: m_D exceeds R (D-hat is a subset of the round's queries)")
+        nxt = s.spec(i + 1)
+        if nxt is not None and r.m_D < nxt.labeled_size:
+            raise InvalidSchedule(
+                f"{where}: m_D = {r.m_D} cannot supply round {i + 1}'s labeled set of "
+                f"{nxt.labeled_size} = lam * T points"
+            )

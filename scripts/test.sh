@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test suite: pure, statistical and slow tests (broker tests join when the daemon lands).
+# Extra arguments go to pytest (e.g. -m "not statistical and not slow" for the seconds-fast subset).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+exec .venv/bin/python -m pytest "$@"
