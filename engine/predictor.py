@@ -308,10 +308,19 @@ class Predictor:
             "reservoir_positions": self._reservoir.positions,
         }
 
-    def live_state(self) -> dict[str, Any]:
-        """What changes with every query: counters, threshold noise, random streams, the reservoir
-        points collected so far (append-only within a round)."""
-        return {
+    @property
+    def reservoir_filled(self) -> int:
+        """Queries of the round kept for D-hat so far (append-only within a round)."""
+        return self._reservoir.filled
+
+    def reservoir_points(self, start: int, end: int) -> NDArray[np.float64]:
+        """D-hat points [start, end) in arrival order: what an incremental checkpoint appends."""
+        return self._reservoir.contents()[start:end].copy()
+
+    def live_state(self, include_reservoir: bool = True) -> dict[str, Any]:
+        """What changes with every query: counters, threshold noise, random streams and (unless
+        ``include_reservoir`` is false) the reservoir points collected so far."""
+        st: dict[str, Any] = {
             "round": self._round.index,
             "phase": self._phase.value,
             "answered": self._answered,
@@ -319,8 +328,11 @@ class Predictor:
             "mu": self._mu,
             "mu_units": self._mu_units,
             "streams": self.streams.state(),
-            "reservoir_points": self._reservoir.contents(),
+            "reservoir_filled": self._reservoir.filled,
         }
+        if include_reservoir:
+            st["reservoir_points"] = self._reservoir.contents()
+        return st
 
     def state(self) -> dict[str, Any]:
         """The whole predictor as plain values and numpy arrays (see ``engine.codec`` for bytes).
@@ -351,7 +363,11 @@ class Predictor:
             ensemble = concept.ensemble_from_arrays(dict(rs["ensemble"]))
             positions = np.asarray(rs["reservoir_positions"], dtype=np.int64)
             points = np.asarray(live["reservoir_points"], dtype=np.float64)
-            reservoir = Reservoir.from_dict({"positions": positions, "points": points, "filled": points.shape[0]})
+            if points.shape[0] != int(live.get("reservoir_filled", points.shape[0])):
+                raise CorruptState("reservoir points do not match the recorded count")
+            reservoir = Reservoir.from_dict(
+                {"positions": positions, "points": points, "filled": points.shape[0]}, concept.point_dim
+            )
             rnd = _Round(
                 index, spec, ensemble,
                 np.asarray(rs["s_hat_x"], dtype=np.float64), np.asarray(rs["s_hat_y"], dtype=np.int8),

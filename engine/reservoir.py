@@ -49,11 +49,13 @@ class Reservoir:
         return {"positions": self.positions, "points": self.contents(), "filled": self.filled}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Reservoir:
+    def from_dict(cls, d: dict[str, Any], point_dim: int) -> Reservoir:
         positions = np.asarray(d["positions"], dtype=np.int64)
         filled = int(d["filled"])
-        got = np.asarray(d["points"], dtype=np.float64)
-        shape = (positions.size, *got.shape[1:])
+        shape: tuple[int, ...] = (positions.size,) if point_dim == 1 else (positions.size, point_dim)
+        got = np.asarray(d["points"], dtype=np.float64).reshape((filled, *shape[1:]))
+        if filled > positions.size:
+            raise ValueError("more reservoir points than positions")
         points = np.zeros(shape, dtype=np.float64)
-        points[:filled] = got[:filled]
+        points[:filled] = got
         return cls(positions, points, filled)

@@ -66,7 +66,8 @@ class ConceptClass(abc.ABC):
     """A concept class C over a domain X, with what GenericBBL needs of it."""
 
     name: ClassVar[str]
-    vc_dim: ClassVar[int]
+    vc_dim: int
+    """VC dimension (a proven upper bound where the exact value is not known); planners use it."""
 
     @property
     def point_dim(self) -> int:
@@ -78,8 +79,8 @@ class ConceptClass(abc.ABC):
         naming the position of the first bad point (never its value)."""
         try:
             arr = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InvalidInput(f"{what} points are not numeric") from None
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInput(f"{what} points are not numeric or out of range") from None
         d = self.point_dim
         if d == 1:
             if arr.ndim == 2 and arr.shape[1] == 1:
@@ -155,7 +156,7 @@ def check_labels(y: Any, n: int, what: str = "training") -> I8:
     """Labels as int8, checked to be in {0, 1} and to match the number of points."""
     try:
         arr = np.asarray(y)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidInput(f"{what} labels are not numeric") from None
     if arr.ndim != 1 or arr.shape[0] != n:
         raise InvalidInput(f"{what} labels must be a vector with one label per point")

@@ -95,7 +95,7 @@ class Thresholds(ConceptClass):
     """c_t(x) = 1[x >= t], t in R. Dichotomies on l distinct points: the l + 1 suffixes."""
 
     name: ClassVar[str] = "thresholds"
-    vc_dim: ClassVar[int] = 1
+    vc_dim: int = 1
 
     def fit(self, x: F64, y: I8) -> ThresholdEnsemble:
         order = np.argsort(x, axis=1, kind="stable")
