@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from cli.plan import plan
+from cli.serve import serve
 from cli.simulate import simulate
 
 
@@ -14,3 +16,5 @@ def main() -> None:
 
 
 main.add_command(simulate)
+main.add_command(serve)
+main.add_command(plan)

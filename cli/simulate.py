@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +15,38 @@ from adversary_sim.inprocess import run_iid
 from cli.common import emit_json, progress
 from engine.concepts import ConceptClass, from_spec
 from engine.errors import EngineError
+from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
+from engine.planner.report import certificate_json
 from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
 # The default: several rounds in seconds on a laptop-class machine, thresholds, alpha = 0.1.
 # Its certified epsilon is weak (see README): a strong guarantee needs far more data.
 DEFAULT_ROUND: dict[str, Any] = {
-    "T": 10_000, "lam": 50, "R": 1_000_000, "c": 20_000, "eps_bt": 0.2, "delta_bt": 1e-8,
-    "alpha": 0.1, "m_S": 2_000, "m_D": 500_000, "gamma": None, "beta": 0.05,
+    "T": 10_000,
+    "lam": 50,
+    "R": 1_000_000,
+    "c": 20_000,
+    "eps_bt": 0.2,
+    "delta_bt": 1e-8,
+    "alpha": 0.1,
+    "m_S": 2_000,
+    "m_D": 500_000,
+    "gamma": None,
+    "beta": 0.05,
 }
+MAX_INPROCESS_POINTS = 200_000_000
 SCHEDULE_FLAGS = {
-    "T": "T", "lam": "lam", "R": "R", "c": "c", "eps_bt": "eps_bt", "delta_bt": "delta_bt",
-    "alpha": "alpha", "m_s": "m_S", "m_d": "m_D", "gamma": "gamma",
+    "T": "T",
+    "lam": "lam",
+    "R": "R",
+    "c": "c",
+    "eps_bt": "eps_bt",
+    "delta_bt": "delta_bt",
+    "alpha": "alpha",
+    "m_s": "m_S",
+    "m_d": "m_D",
+    "gamma": "gamma",
 }
 
 
@@ -48,37 +69,82 @@ def concept_for(name: str, d: int) -> ConceptClass:
 
 
 @click.command()
-@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps"]), default="thresholds",
-              show_default=True, help="Concept class of the predictor and of the hidden target.")
-@click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Dimension (stumps only).")
-@click.option("--n", "n", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-              help="Size of the labeled training set.")
-@click.option("--queries", type=click.IntRange(min=0), default=5_000_000, show_default=True,
-              help="Number of i.i.d. queries to answer.")
+@click.option(
+    "--concept",
+    type=click.Choice(["thresholds", "intervals", "stumps"]),
+    default="thresholds",
+    show_default=True,
+    help="Concept class of the predictor and of the hidden target.",
+)
+@click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True, help="Dimension (stumps only).")
+@click.option(
+    "--n",
+    "n",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Size of the labeled training set.",
+)
+@click.option(
+    "--queries",
+    type=click.IntRange(min=0),
+    default=5_000_000,
+    show_default=True,
+    help="Number of i.i.d. queries to answer.",
+)
 @click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
 @click.option("--seed", type=int, default=None, help="Seed (default: OS entropy). The data seed is seed or 0.")
-@click.option("--schedule", "schedule_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="JSON schedule file ({'rounds': [...], 'repeat_last': true}).")
-@click.option("--T", "T", type=click.IntRange(min=1), default=None,
-              help=f"Classifiers per round [{DEFAULT_ROUND['T']}].")
+@click.option(
+    "--schedule",
+    "schedule_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="JSON schedule file ({'rounds': [...], 'repeat_last': true}).",
+)
+@click.option(
+    "--T", "T", type=click.IntRange(min=1), default=None, help=f"Classifiers per round [{DEFAULT_ROUND['T']}]."
+)
 @click.option("--lam", type=click.IntRange(min=1), default=None, help=f"Points per chunk [{DEFAULT_ROUND['lam']}].")
 @click.option("--R", "R", type=click.IntRange(min=1), default=None, help=f"Queries per round [{DEFAULT_ROUND['R']}].")
-@click.option("--c", "c", type=click.IntRange(min=1), default=None,
-              help=f"Tops allowed per round [{DEFAULT_ROUND['c']}].")
+@click.option(
+    "--c", "c", type=click.IntRange(min=1), default=None, help=f"Tops allowed per round [{DEFAULT_ROUND['c']}]."
+)
 @click.option("--eps-bt", type=float, default=None, help=f"BetweenThresholds eps' [{DEFAULT_ROUND['eps_bt']}].")
 @click.option("--delta-bt", type=float, default=None, help=f"BetweenThresholds delta' [{DEFAULT_ROUND['delta_bt']}].")
 @click.option("--alpha", type=float, default=None, help=f"Accuracy target alpha_i [{DEFAULT_ROUND['alpha']}].")
 @click.option("--gamma", type=float, default=None, help="Band half-width (default alpha).")
 @click.option("--m-s", type=click.IntRange(min=1), default=None, help=f"|S-hat| [{DEFAULT_ROUND['m_S']}].")
 @click.option("--m-d", type=click.IntRange(min=1), default=None, help=f"|D-hat| [{DEFAULT_ROUND['m_D']}].")
+@click.option(
+    "--epsilon",
+    type=float,
+    default=None,
+    help="Privacy target: plan the schedule with the tight accounting instead of giving one.",
+)
+@click.option("--delta", type=float, default=1e-6, show_default=True, help="Delta of the guarantee.")
+@click.option("--accounting", type=click.Choice(["tight", "paper"]), default="tight", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def simulate(
-    concept: str, dim: int, n: int, queries: int, distribution: str, seed: int | None,
-    schedule_path: Path | None, as_json: bool, **flags: Any,
+    concept: str,
+    dim: int,
+    n: int,
+    queries: int,
+    distribution: str,
+    seed: int | None,
+    schedule_path: Path | None,
+    epsilon: float | None,
+    delta: float,
+    accounting: str,
+    as_json: bool,
+    **flags: Any,
 ) -> None:
-    """Run the predictor in-process on synthetic data labeled by a hidden concept."""
-    schedule = build_schedule(schedule_path, flags)
+    """Run the predictor in-process on synthetic data labeled by a hidden concept, and print the
+    privacy its schedule certifies for this n (docs/PRIVACY.md)."""
+    if epsilon is not None:
+        schedule = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
+    else:
+        schedule = build_schedule(schedule_path, flags)
+    cert = certify(schedule, n, accounting=accounting, delta=delta)  # type: ignore[arg-type]
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0)
     data_seed = seed if seed is not None else 0
@@ -89,12 +155,16 @@ def simulate(
         raise click.ClickException(str(exc)) from None
     with progress(queries, "simulate") as bar:
         report = run_iid(p, task, queries, seed=data_seed, progress=bar.update)
+    cj = certificate_json(cert)
     out = {
         "alpha": schedule.rounds[0].alpha,
-        "epsilon_certified": None,
-        "epsilon_training": None,
-        "epsilon_queries": None,
-        "delta": None,
+        "epsilon_certified": cj.get("epsilon"),
+        "epsilon_training": cj.get("epsilon_training"),
+        "epsilon_queries": cj.get("epsilon_queries"),
+        "delta": cert.delta,
+        "epsilon_queries_conditional": cj.get("epsilon_queries_conditional"),
+        "query_private": cert.query_private,
+        "guarantee": plain_guarantee(cert),
         "rounds": [r.to_json() for r in report.rounds],
         "halted": report.halted,
         "queries_per_second": report.queries_per_second,
@@ -103,6 +173,7 @@ def simulate(
         "n": n,
         "queries": report.queries,
         "schedule": schedule.to_dict(),
+        "certificate": cj,
     }
     if as_json:
         emit_json(out)
@@ -119,5 +190,52 @@ def _print_human(out: dict[str, Any]) -> None:
         tops = f"{r['tops_used']}/{r['tops_allowed']}"
         click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
     click.echo(f"{out['queries_per_second']:,.0f} queries/s in the engine; halted: {out['halted']}")
-    if out["epsilon_certified"] is None:
-        click.echo("certified epsilon: none (no planner accounting for this schedule)")
+    click.echo(out["guarantee"])
+
+
+def plain_guarantee(cert: Certificate) -> str:
+    """One honest sentence about what this run certifies."""
+    if math.isfinite(cert.epsilon_training):
+        strength = "weak" if cert.epsilon_training > 10 else "moderate" if cert.epsilon_training > 2 else "strong"
+        train = (
+            f"training set: ({cert.epsilon_training:.4g}, {cert.delta_training:.2g})-DP "
+            f"({strength}; {cert.accounting} accounting)"
+        )
+    else:
+        train = f"training set: no guarantee ({cert.training_reason})"
+    if cert.query_private:
+        return f"{train}; queries: ({cert.epsilon_queries:.4g}, {cert.delta_queries:.2g})-DP"
+    cond = cert.epsilon_queries_conditional
+    cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
+    return (
+        f"{train}; queries: NOT certified under this design (the published chain would give "
+        f"epsilon {cond_s}, but its in-round step is false: docs/PRIVACY.md)"
+    )
+
+
+def planned_schedule(
+    concept: str, d: int, n: int, epsilon: float, delta: float, alpha: float, accounting: str
+) -> Schedule:
+    """The planner's schedule for the targets, if this n supports it and it can run in-process."""
+    targets = Targets(epsilon=epsilon, delta=delta, alpha=alpha, concept=concept, d=d, accounting=accounting)  # type: ignore[arg-type]
+    try:
+        p = plan(targets)
+    except PlanInfeasible as exc:
+        raise click.ClickException(f"no schedule meets the targets: {exc}") from None
+    if p.schedule is None or p.n_required > n:
+        best = best_epsilon(n, targets)
+        better = (
+            f"n = {n:,} supports epsilon = {best.epsilon:.3g} at most"
+            if math.isfinite(best.epsilon)
+            else f"n = {n:,} certifies no finite epsilon at alpha = {alpha}"
+        )
+        raise click.ClickException(
+            f"epsilon = {epsilon} at alpha = {alpha} needs n = {p.n_required:.3g} labeled examples; {better}. "
+            "Run with an explicit schedule (the default) to see the guarantee a small run certifies."
+        )
+    if p.schedule.initial_size > MAX_INPROCESS_POINTS:
+        raise click.ClickException(
+            f"the planned schedule needs |S_1| = {p.schedule.initial_size:.3g} points in memory; "
+            "too large to simulate in-process"
+        )
+    return p.schedule

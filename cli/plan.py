@@ -1,0 +1,79 @@
+"""``everlast plan``: from privacy/accuracy targets to a schedule and the data it needs.
+
+The numbers and the chain come from ``engine.planner`` (see docs/PRIVACY.md); this module only
+parses options and prints. With ``--json`` exactly one JSON object goes to stdout.
+"""
+
+from __future__ import annotations
+
+import click
+
+from cli.common import emit_json
+from engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon
+from engine.planner import plan as make_plan
+from engine.planner.report import infeasible_json, plan_json, plan_text
+
+
+@click.command("plan")
+@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps", "finite"]),
+              default="thresholds", show_default=True,
+              help="Concept class: VC 1 (thresholds), 2 (intervals), a bound from --d (stumps), "
+                   "--vc-dim (finite).")
+@click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
+              show_default=True, help="Target epsilon (training set; queries conditionally).")
+@click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              default=1e-6, show_default=True, help="Target delta.")
+@click.option("--alpha", type=click.FloatRange(0.0, 0.5, min_open=True, max_open=True),
+              default=0.1, show_default=True, help="Accuracy target (alpha_i = alpha / 2^i).")
+@click.option("--beta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+              default=0.05, show_default=True, help="Failure probability target.")
+@click.option("--accounting", type=click.Choice(["tight", "paper"]), default="tight",
+              show_default=True, help="paper: the paper's formulas and lemmas (its n is reported, "
+                                      "not run); tight: BBG amplification, exact composition.")
+@click.option("--halts", type=click.Choice(["paper", "split-votes"]), default="paper",
+              show_default=True, help="Halt budget c_i (accuracy only): paper = min(R_i, 64 "
+                                      "alpha_i R_i) (uncapped under --accounting paper); "
+                                      "split-votes = k R_i p_top (thresholds).")
+@click.option("--k", "k", type=click.FloatRange(min=1.0), default=2.0, show_default=True,
+              help="Safety factor of the split-votes halt budget.")
+@click.option("--d", "dim", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Dimension (stumps): VC <= max{m: 2^m <= 2 + 2d(m-1)}.")
+@click.option("--vc-dim", type=click.IntRange(min=1), default=None,
+              help="VC dimension of the finite class (required for --concept finite).")
+@click.option("--rounds", type=click.IntRange(min=2, max=40), default=12, show_default=True,
+              help="Rounds listed in the schedule (the last repeats).")
+@click.option("--lambda-log", type=click.Choice(["log2", "ln"]), default="log2", show_default=True,
+              help="Log base inside lambda_i (Theorem A.2; accuracy only).")
+@click.option("--n", "n", type=click.IntRange(min=1), default=None,
+              help="Training-set size available: also report the best epsilon it certifies.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: float,
+             accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
+             lambda_log: str, n: int | None, as_json: bool) -> None:
+    """Plan a schedule for privacy/accuracy targets and certify it step by step."""
+    if concept == "finite" and vc_dim is None:
+        raise click.UsageError("--concept finite needs --vc-dim")
+    targets = Targets(
+        epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, concept=concept, d=dim,
+        vc_dim=vc_dim, accounting=accounting,  # type: ignore[arg-type]
+        halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
+    )
+    achievable: Achievable | None = best_epsilon(n, targets) if n is not None else None
+    try:
+        p = make_plan(targets)
+    except PlanInfeasible as exc:
+        if as_json:
+            emit_json(infeasible_json(targets, str(exc), achievable))
+        else:
+            click.echo(f"The targets cannot be met by any schedule: {exc}")
+            if achievable is not None:
+                click.echo(f"n = {n}: best epsilon = {achievable.epsilon:g} {achievable.reason}")
+        return
+    if as_json:
+        emit_json(plan_json(p, achievable))
+    else:
+        click.echo(plan_text(p, achievable))
+
+
+plan = plan_cmd
+"""The click command (``from cli.plan import plan``)."""

@@ -1,0 +1,110 @@
+"""Accuracy-only formulas: none of these can weaken privacy (privacy holds for any value of them),
+they only decide how often a round fails or how accurate its answers are.
+
+* lambda_i, chunk size: Theorem A.2 (VC bound, Blumer-Ehrenfeucht-Haussler-Warmuth 1989):
+  lambda = (8 VC log(13/alpha) + 4 log(2/beta)) / alpha. The paper does not give the base; Blumer
+  et al. state it with log base 2, which is the default here (``lambda_log="log2"``, as
+  ``calibration.md``); ``"ln"`` is accepted.
+* |S-hat_i|: LabelBoost's utility, Lemma C.2 / Claim D.8: |D-hat| <= (beta/e) VC exp(alpha |S-hat| /
+  (2 VC)) - |S-hat|, and |S-hat_i| >= lambda_{i+1} so that Claim E.1's generalisation step applies.
+* the halt budget c_i (Claims D.2-D.5): "paper" = 64 alpha_i R_i (capped at R_i, since a round has
+  only R_i queries); "split-votes" = ceil(k R_i p_top) with p_top = b (-ln(1 - 2 gamma))/lambda,
+  the share of queries whose vote lands in the band for thresholds with midpoint ERM under any
+  continuous distribution (calibration.md section 2; b = 1 boundary). For the other classes the
+  same formula times their number of boundaries is a heuristic (flagged as such).
+* T floors: Claim D.2 (T >= 96 ln(1/alpha_i)) and Claim D.7 / Lemma C.4.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+LambdaLog = Literal["log2", "ln"]
+HaltBudget = Literal["paper", "split-votes"]
+
+
+def lambda_real(alpha: float, beta: float, vc_dim: int, lambda_log: LambdaLog = "log2") -> float:
+    """Theorem A.2: (8 VC log(13/alpha) + 4 log(2/beta)) / alpha (not rounded)."""
+    lg = math.log2 if lambda_log == "log2" else math.log
+    return (8.0 * vc_dim * lg(13.0 / alpha) + 4.0 * lg(2.0 / beta)) / alpha
+
+
+def chunk_size(alpha: float, beta: float, vc_dim: int, lambda_log: LambdaLog = "log2") -> int:
+    """lambda_i rounded up (a chunk holds an integer number of points)."""
+    return math.ceil(lambda_real(alpha, beta, vc_dim, lambda_log) - 1e-9)
+
+
+def p_top(gamma: float, lam: int, boundaries: int = 1) -> float:
+    """Expected share of split votes: boundaries * (-ln(1 - 2 gamma)) / lambda (thresholds,
+    midpoint ERM, continuous distribution; calibration.md section 2)."""
+    return boundaries * -math.log1p(-2.0 * gamma) / lam
+
+
+def halt_budget(policy: HaltBudget, R: int, alpha: float, gamma: float, lam: int, k: float = 2.0,
+                boundaries: int = 1, cap: bool = True) -> int:
+    """c_i for a round of R queries: "paper" = min(R, ceil(64 alpha R)) (Claim D.5, capped),
+    "split-votes" = min(R, ceil(k R p_top)). ``cap=False`` leaves the paper's 64 alpha R uncapped
+    (only to reproduce calibration.md table (iii); a round never has more than R tops)."""
+    share = 64.0 * alpha if policy == "paper" else k * p_top(gamma, lam, boundaries)
+    c = math.ceil(share * R)
+    return max(1, min(R, c) if cap else c)
+
+
+def split_votes_failure(c: int, R: int, p: float) -> float:
+    """Chernoff bound on P[more than c tops among R queries] when each is a top w.p. <= p
+    (accuracy only): exp(-(x^2/(2+x)) R p) with c = (1+x) R p; 1 if c <= R p."""
+    mean = R * p
+    if c <= mean or mean <= 0.0:
+        return 1.0
+    x = c / mean - 1.0
+    return math.exp(-x * x / (2.0 + x) * mean)
+
+
+def labelboost_size(m_D: int, alpha: float, beta: float, vc_dim: int) -> int:
+    """Smallest m with (beta/e) VC exp(alpha m / (2 VC)) - m >= m_D (Lemma C.2 with |T| = m_D)."""
+    m = 1
+    for _ in range(200):
+        need = math.ceil(2.0 * vc_dim / alpha * math.log(math.e * (m_D + m) / (beta * vc_dim)))
+        if need <= m:
+            break
+        m = need
+    while beta / math.e * vc_dim * math.exp(min(700.0, alpha * m / (2.0 * vc_dim))) - m < m_D:
+        m += 1
+    return m
+
+
+def d2_floor(alpha: float) -> int:
+    """Claim D.2: T_i >= 96 ln(1/alpha_i)."""
+    return math.ceil(96.0 * math.log(1.0 / alpha))
+
+
+def stumps_vc_bound(d: int) -> int:
+    """Upper bound on the VC dimension of decision stumps on R^d (x_j >= theta or x_j < theta):
+    on m points they realise at most 2 + 2 d (m - 1) dichotomies, so a shattered set has
+    2^m <= 2 + 2 d (m - 1). Gives 2 for d = 1, 3 for d = 2, ~log2(d) in general."""
+    m = 1
+    while 2 ** (m + 1) <= 2 + 2 * d * m:
+        m += 1
+    return m
+
+
+def vc_dimension(concept: str, d: int = 1, vc_dim: int | None = None) -> int:
+    """VC dimension used for lambda_i: thresholds 1, intervals 2, stumps ``stumps_vc_bound(d)``,
+    finite: ``vc_dim`` (must be given)."""
+    if concept == "thresholds":
+        return 1
+    if concept == "intervals":
+        return 2
+    if concept == "stumps":
+        return stumps_vc_bound(d)
+    if concept == "finite":
+        if vc_dim is None or vc_dim < 1:
+            raise ValueError("the finite class needs its VC dimension (vc_dim >= 1)")
+        return vc_dim
+    raise ValueError(f"unknown concept class {concept!r}")
+
+
+def boundaries(concept: str) -> int:
+    """How many decision boundaries a classifier of the class has (split-votes heuristic)."""
+    return {"thresholds": 1, "intervals": 2, "stumps": 1}.get(concept, 1)

@@ -1,0 +1,36 @@
+"""docs/PRIVACY.md quotes numbers the planner produces: regenerate them and compare.
+
+To refresh the doc after a deliberate change: EVERLAST_REGEN_DOCS=1 pytest tests/planner/test_doc.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from engine.planner.report import doc_blocks
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "PRIVACY.md"
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"(<!-- BEGIN GENERATED: {re.escape(name)} -->\n)(.*?)(<!-- END GENERATED: {re.escape(name)} -->)",
+        re.S,
+    )
+
+
+def test_privacy_doc_numbers_match_the_planner() -> None:
+    text = DOC.read_text()
+    blocks = doc_blocks()
+    if os.environ.get("EVERLAST_REGEN_DOCS") == "1":
+        for name, body in blocks.items():
+            text = _pattern(name).sub(lambda m, b=body: m.group(1) + b + "\n" + m.group(3), text)
+        DOC.write_text(text)
+    for name, body in blocks.items():
+        m = _pattern(name).search(text)
+        assert m is not None, f"docs/PRIVACY.md lacks the generated block {name!r}"
+        assert m.group(2).strip() == body.strip(), (
+            f"docs/PRIVACY.md block {name!r} is stale; regenerate with EVERLAST_REGEN_DOCS=1"
+        )
