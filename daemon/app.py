@@ -1,0 +1,99 @@
+"""Start-up and shutdown around the run loop: plan every model (refuse to start when a target
+cannot be met), start the embedded broker when none is configured, serve metrics and health,
+stop cleanly on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from importlib.metadata import PackageNotFoundError, version
+
+from daemon.broker import EmbeddedBroker
+from daemon.config import Config
+from daemon.errors import ConfigError
+from daemon.metrics import HealthServer, Metrics
+from daemon.model import ModelRuntime
+from daemon.service import Service
+
+log = logging.getLogger("everlast.daemon")
+
+
+def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
+    if not cfg.models:
+        raise ConfigError("no models configured: add a [[models]] table (id, data, concept, schedule or targets)")
+    models = {}
+    for mc in cfg.models:
+        m = ModelRuntime.prepare(mc)
+        g = m.guarantee
+        eps_t = "none" if g.epsilon_training == float("inf") else f"{g.epsilon_training:.4g}"
+        log.info(
+            "model %s: %s, n=%d, training-set epsilon %s (delta %.2g, %s accounting)",
+            m.id,
+            m.concept.name,
+            m.n_train,
+            eps_t,
+            g.delta,
+            g.accounting,
+        )
+        if g.weak:
+            log.warning("model %s: the training-set guarantee is weak (epsilon %s); see `everlast plan`", m.id, eps_t)
+        if not g.query_private:
+            log.warning(
+                "model %s: queries are NOT certified private under this design (%s)",
+                m.id,
+                "; ".join(g.warnings)[:300] or "see docs/PRIVACY.md",
+            )
+        models[m.id] = m
+    return models
+
+
+async def serve(
+    cfg: Config,
+    stop: asyncio.Event | None = None,
+    status: dict[str, object] | None = None,
+    *,
+    handle_signals: bool = True,
+) -> int:
+    """Run until ``stop`` is set (or a signal arrives). Returns the process exit code. ``status``, if
+    given, receives the bound metrics port and the service object (for tests and tools)."""
+    models = prepare_models(cfg)
+    metrics = Metrics()
+    try:
+        metrics.build.info({"version": version("everlast")})
+    except PackageNotFoundError:
+        metrics.build.info({"version": "dev"})
+    for m in models.values():
+        g = m.guarantee
+        metrics.eps.labels(model=m.id, protects="training").set(g.epsilon_training)
+        metrics.eps.labels(model=m.id, protects="queries").set(g.epsilon_queries)
+        metrics.delta.labels(model=m.id, protects="training").set(g.delta)
+        metrics.delta.labels(model=m.id, protects="queries").set(g.delta)
+    broker: EmbeddedBroker | None = None
+    bootstrap = cfg.broker.bootstrap_servers
+    if bootstrap is None:
+        broker = EmbeddedBroker().start()
+        bootstrap = broker.bootstrap
+        log.warning(
+            "no broker configured: started the embedded Tansu broker at %s (in memory; for development)", bootstrap
+        )
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    svc = Service(cfg, models, metrics, bootstrap)
+    health = HealthServer(metrics, svc.heartbeat.alive, svc.ready)
+    port = await health.start(cfg.metrics.host, cfg.metrics.port)
+    log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", cfg.metrics.host, port)
+    if status is not None:
+        status.update({"metrics_port": port, "service": svc, "bootstrap": bootstrap})
+    try:
+        await svc.run(stop)
+    finally:
+        await health.stop()
+        if broker is not None:
+            broker.stop()
+    log.info("stopped cleanly")
+    return 0

@@ -1,0 +1,127 @@
+"""Blob stores: named byte strings per model. A local directory (atomic write + rename, fsync,
+mode 0600) or a Kafka topic (newest record per key, chunked, no reliance on compaction).
+Optional AES-256-GCM encryption at rest wraps either one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from daemon.errors import CheckpointError, CorruptCheckpoint
+
+
+class BlobStore(Protocol):
+    async def put(self, model: str, name: str, data: bytes) -> None: ...
+    async def get(self, model: str, name: str) -> bytes | None: ...
+    async def names(self, model: str) -> list[str]: ...
+    async def delete(self, model: str, names: Iterable[str]) -> None: ...
+
+
+class DirStore:
+    """``<root>/<model>/<name>``; directories 0700, files 0600; every write is atomic and durable."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _dir(self, model: str) -> Path:
+        d = self.root / model
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return d
+
+    async def put(self, model: str, name: str, data: bytes) -> None:
+        await asyncio.to_thread(self._put, model, name, data)
+
+    def _put(self, model: str, name: str, data: bytes) -> None:
+        d = self._dir(model)
+        tmp = d / f".{name}.tmp-{os.getpid()}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, d / name)
+            dfd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise CheckpointError(f"cannot write checkpoint {model}/{name}: {exc.strerror}") from None
+
+    async def get(self, model: str, name: str) -> bytes | None:
+        path = self.root / model / name
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read checkpoint {model}/{name}: {exc.strerror}") from None
+
+    async def names(self, model: str) -> list[str]:
+        d = self.root / model
+        if not d.is_dir():
+            return []
+        return sorted(p.name for p in d.iterdir() if not p.name.startswith("."))
+
+    async def delete(self, model: str, names: Iterable[str]) -> None:
+        for n in names:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / model / n).unlink()
+
+
+class EncryptedStore:
+    """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext; the
+    associated data binds it to its model and name, so blobs cannot be swapped or renamed."""
+
+    def __init__(self, inner: BlobStore, key: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if len(key) != 32:
+            raise CheckpointError("the checkpoint key must be 32 bytes (64 hex characters)")
+        self.inner = inner
+        self.aead = AESGCM(key)
+
+    async def put(self, model: str, name: str, data: bytes) -> None:
+        nonce = os.urandom(12)
+        await self.inner.put(model, name, nonce + self.aead.encrypt(nonce, data, f"{model}/{name}".encode()))
+
+    async def get(self, model: str, name: str) -> bytes | None:
+        from cryptography.exceptions import InvalidTag
+
+        blob = await self.inner.get(model, name)
+        if blob is None:
+            return None
+        try:
+            return self.aead.decrypt(blob[:12], blob[12:], f"{model}/{name}".encode())
+        except (InvalidTag, ValueError):
+            raise CorruptCheckpoint(
+                f"checkpoint {model}/{name} fails authentication (wrong key, or tampered)"
+            ) from None
+
+    async def names(self, model: str) -> list[str]:
+        return await self.inner.names(model)
+
+    async def delete(self, model: str, names: Iterable[str]) -> None:
+        await self.inner.delete(model, names)
+
+
+def key_from_env(var: str) -> bytes | None:
+    """The AES key from environment variable ``var`` (64 hex characters), or None if unset."""
+    raw = os.environ.get(var)
+    if not raw:
+        return None
+    try:
+        key = bytes.fromhex(raw.strip())
+    except ValueError:
+        raise CheckpointError(f"{var} must hold 64 hex characters (an AES-256 key)") from None
+    if len(key) != 32:
+        raise CheckpointError(f"{var} must hold 64 hex characters (an AES-256 key)")
+    return key

@@ -1,0 +1,136 @@
+"""One model's checkpoint on a blob store: what changed since the last save, and restore.
+
+Blobs (all msgpack via ``engine.codec``):
+  ``round-K``        {"format", "concept", "schedule", "round_state"}: written once per round
+  ``res-K-START``    {"start", "end", "points"}: D-hat points appended since the previous save
+  ``live``           {"live" (engine live state without reservoir points), "offsets", "round",
+                      "round_digest", "meta"}: written at every save, last (it commits the rest)
+A save writes the round blob (if new), the reservoir chunk (if any), then ``live``; older rounds
+are deleted only after the new ``live`` is durable, so a crash at any point leaves a consistent
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from daemon.checkpoint.blobs import BlobStore
+from daemon.errors import CorruptCheckpoint
+from engine import codec
+from engine.errors import CorruptState
+from engine.predictor import FORMAT, Predictor
+
+
+@dataclass
+class Restored:
+    predictor: Predictor
+    offsets: dict[int, int]
+    meta: dict[str, Any]
+
+
+@dataclass
+class ModelCheckpointer:
+    store: BlobStore
+    model: str
+    _round_written: int | None = None
+    _round_digest: str = ""
+    _res_written: int = 0
+    saves: int = field(default=0)
+
+    async def save(self, p: Predictor, offsets: dict[int, int], meta: dict[str, Any] | None = None) -> None:
+        k = p.round
+        if self._round_written != k:
+            st = p.state()
+            blob = codec.pack(
+                {
+                    "format": st["format"],
+                    "concept": st["concept"],
+                    "schedule": st["schedule"],
+                    "round_state": st["round_state"],
+                }
+            )
+            await self.store.put(self.model, f"round-{k}", blob)
+            self._round_written, self._round_digest, self._res_written = k, hashlib.sha256(blob).hexdigest(), 0
+        filled = p.reservoir_filled
+        if filled > self._res_written:
+            chunk = codec.pack(
+                {"start": self._res_written, "end": filled, "points": p.reservoir_points(self._res_written, filled)}
+            )
+            await self.store.put(self.model, f"res-{k}-{self._res_written:015d}", chunk)
+            self._res_written = filled
+        live = {
+            "live": p.live_state(include_reservoir=False),
+            "offsets": {str(tp): int(o) for tp, o in offsets.items()},
+            "round": k,
+            "round_digest": self._round_digest,
+            "meta": meta or {},
+        }
+        await self.store.put(self.model, "live", codec.pack(live))
+        self.saves += 1
+        stale = [n for n in await self.store.names(self.model) if _round_of(n) not in (None, k)]
+        if stale:
+            await self.store.delete(self.model, stale)
+
+    async def load(self) -> Restored | None:
+        raw = await self.store.get(self.model, "live")
+        if raw is None:
+            return None
+        try:
+            live = codec.unpack(raw)
+            k = int(live["round"])
+            rblob = await self.store.get(self.model, f"round-{k}")
+            if rblob is None or hashlib.sha256(rblob).hexdigest() != live["round_digest"]:
+                raise CorruptCheckpoint(f"checkpoint of model {self.model}: round {k} is missing or does not match")
+            rnd = codec.unpack(rblob)
+            if rnd.get("format") != FORMAT:
+                raise CorruptCheckpoint(f"checkpoint of model {self.model} was written by an incompatible version")
+            filled = int(live["live"]["reservoir_filled"])
+            points = await self._reservoir(k, filled)
+            state = {
+                "format": rnd["format"],
+                "concept": rnd["concept"],
+                "schedule": rnd["schedule"],
+                "round_state": rnd["round_state"],
+                "live": {**live["live"], "reservoir_points": points},
+            }
+            p = Predictor.from_state(state)
+        except CorruptState as exc:
+            raise CorruptCheckpoint(f"checkpoint of model {self.model}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptCheckpoint(f"checkpoint of model {self.model} is malformed ({type(exc).__name__})") from None
+        self._round_written, self._round_digest, self._res_written = k, live["round_digest"], filled
+        offsets = {int(tp): int(o) for tp, o in live["offsets"].items()}
+        return Restored(p, offsets, dict(live.get("meta", {})))
+
+    async def _reservoir(self, k: int, filled: int) -> np.ndarray:
+        names = sorted(n for n in await self.store.names(self.model) if n.startswith(f"res-{k}-"))
+        parts, pos = [], 0
+        for n in names:
+            if pos >= filled:
+                break
+            raw = await self.store.get(self.model, n)
+            if raw is None:
+                continue
+            c = codec.unpack(raw)
+            if int(c["start"]) != pos:
+                continue  # a stale chunk from an interrupted save
+            parts.append(np.asarray(c["points"], dtype=np.float64))
+            pos = int(c["end"])
+        if pos < filled:
+            raise CorruptCheckpoint(f"checkpoint of model {self.model}: reservoir chunks are missing")
+        if not parts:
+            return np.zeros(0)
+        pts = np.concatenate(parts)
+        return pts[:filled]
+
+
+def _round_of(name: str) -> int | None:
+    if name.startswith("round-"):
+        return int(name.split("-")[1])
+    if name.startswith("res-"):
+        return int(name.split("-")[1])
+    return None

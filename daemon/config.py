@@ -1,0 +1,214 @@
+"""``everlast serve`` configuration: a TOML file, overridden by environment variables
+(``EVERLAST_<SECTION>__<KEY>``, e.g. ``EVERLAST_BROKER__BOOTSTRAP_SERVERS``), overridden by flags.
+Validated at start (pydantic); every error names the setting and what would work.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from daemon.errors import ConfigError
+
+_MODEL_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BrokerConfig(_Strict):
+    """Passed through to aiokafka. No ``bootstrap_servers``: start the embedded broker."""
+
+    bootstrap_servers: str | None = None
+    client_id: str = "everlast"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"] | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    request_timeout_ms: int = Field(40_000, ge=1000)
+    reconnect_backoff_ms: int = Field(200, ge=10)
+    max_backoff_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _sasl_needs_mechanism(self) -> BrokerConfig:
+        if self.security_protocol.startswith("SASL") and self.sasl_mechanism is None:
+            raise ValueError("security_protocol SASL_* needs broker.sasl_mechanism (e.g. PLAIN or SCRAM-SHA-512)")
+        return self
+
+    def aiokafka_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+            "request_timeout_ms": self.request_timeout_ms,
+            "retry_backoff_ms": self.reconnect_backoff_ms,
+        }
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            kw["ssl_context"] = create_ssl_context(
+                cafile=str(self.ssl_cafile) if self.ssl_cafile else None,
+                certfile=str(self.ssl_certfile) if self.ssl_certfile else None,
+                keyfile=str(self.ssl_keyfile) if self.ssl_keyfile else None,
+            )
+        if self.sasl_mechanism is not None:
+            kw["sasl_mechanism"] = self.sasl_mechanism
+            kw["sasl_plain_username"] = self.sasl_plain_username
+            kw["sasl_plain_password"] = self.sasl_plain_password
+        return kw
+
+
+class TopicsConfig(_Strict):
+    queries: str = "everlast.queries"
+    labels: str = "everlast.labels"
+    dead_letters: str = "everlast.dead-letters"
+    checkpoints: str = "everlast.checkpoints"
+    partitions: int = Field(4, ge=1, description="used only when the daemon creates missing topics")
+    create: bool = Field(True, description="create missing topics at start")
+
+
+class ConsumerConfig(_Strict):
+    group_id: str = "everlast"
+    fetch_max_wait_ms: int = Field(20, ge=0, le=60_000)
+    session_timeout_ms: int = Field(10_000, ge=500)
+    heartbeat_interval_ms: int = Field(1_000, ge=50)
+    max_records: int = Field(5_000, ge=1, description="records per fetch (bounds in-flight work)")
+    max_record_bytes: int = Field(65_536, ge=64, description="larger query records are invalid")
+
+
+class CheckpointConfig(_Strict):
+    store: Literal["dir", "kafka"] = "dir"
+    dir: Path = Path("checkpoints")
+    every_queries: int = Field(10_000, ge=1)
+    every_seconds: float = Field(5.0, gt=0)
+    key_env: str = Field(
+        "EVERLAST_CHECKPOINT_KEY", description="env var holding the AES-256 key (hex); unset: no encryption"
+    )
+    max_chunk_bytes: int = Field(900_000, ge=1024, description="Kafka store: larger blobs are split")
+
+
+class MetricsConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(9464, ge=0, le=65535)
+    expose_halts_used: bool = Field(
+        False, description="export the round's top count: it moves with single queries' outcomes (not query-private)"
+    )
+
+
+class LogConfig(_Strict):
+    format: Literal["text", "json"] = "text"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class TargetsConfig(_Strict):
+    epsilon: float = Field(gt=0)
+    delta: float = Field(gt=0, lt=1)
+    alpha: float = Field(gt=0, lt=0.5)
+    beta: float = Field(0.05, gt=0, lt=1)
+    accounting: Literal["tight", "paper"] = "tight"
+
+
+class ModelConfig(_Strict):
+    id: str
+    data: Path
+    concept: Literal["thresholds", "intervals", "stumps"] = "thresholds"
+    d: int = Field(1, ge=1, description="dimension (stumps)")
+    schedule: Path | None = Field(None, description="a JSON schedule file; its privacy is certified at start")
+    targets: TargetsConfig | None = Field(None, description="privacy targets; the planner makes the schedule")
+    seed: int | None = Field(None, description="root seed; default OS entropy (the checkpoint keeps it either way)")
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _MODEL_ID.match(v):
+            raise ValueError("model id must be 1-128 characters of [A-Za-z0-9._-]")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if (self.schedule is None) == (self.targets is None):
+            raise ValueError(f"model {self.id}: give exactly one of 'schedule' (a file) or 'targets'")
+        return self
+
+
+class Config(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="EVERLAST_", env_nested_delimiter="__", extra="forbid", frozen=True)
+
+    broker: BrokerConfig = BrokerConfig()
+    topics: TopicsConfig = TopicsConfig()
+    consumer: ConsumerConfig = ConsumerConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    log: LogConfig = LogConfig()
+    models: list[ModelConfig] = Field(default_factory=list)
+    shutdown_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> Config:
+        ids = [m.id for m in self.models]
+        if len(ids) != len(set(ids)):
+            raise ValueError("model ids must be unique")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = _TOML_PATH.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+
+_TOML_PATH: dict[str, Path | None] = {"path": None}
+
+
+def load(path: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """File, then environment, then ``overrides`` (flags, nested dicts). Relative paths in the file
+    (training data, schedules, checkpoint dir) are resolved against the file's directory."""
+    if path is not None and not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    _TOML_PATH["path"] = path
+    try:
+        cfg = Config(**(overrides or {}))
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+    except (OSError, ValueError) as exc:  # TOML syntax errors arrive as ValueError
+        raise ConfigError(f"cannot read config: {exc}") from None
+    finally:
+        _TOML_PATH["path"] = None
+    return _resolve_paths(cfg, path.parent if path is not None else Path.cwd())
+
+
+def _explain(exc: ValidationError) -> str:
+    lines = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "config"
+        lines.append(f"{where}: {e['msg']}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _resolve_paths(cfg: Config, base: Path) -> Config:
+    def rel(p: Path | None) -> Path | None:
+        return None if p is None or p.is_absolute() else base / p
+
+    models = [
+        m.model_copy(update={"data": rel(m.data) or m.data, "schedule": rel(m.schedule) or m.schedule})
+        for m in cfg.models
+    ]
+    ck = cfg.checkpoint.model_copy(update={"dir": rel(cfg.checkpoint.dir) or cfg.checkpoint.dir})
+    return cfg.model_copy(update={"models": models, "checkpoint": ck})

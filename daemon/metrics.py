@@ -1,0 +1,158 @@
+"""Prometheus metrics and the health endpoints.
+
+Every metric is public information (counts of queries and records, rounds, schedule parameters,
+timings, the planner's guarantee) or a function of what the mechanism releases (labels, refusals,
+halts). Nothing is computed from votes, training data or query values. The count of tops used in
+the current round moves with each query's outcome, so it is *not* exported unless
+``metrics.expose_halts_used`` is set (docs/PRIVACY.md explains the leak).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "everlast"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.build = Info(f"{PREFIX}_build", "Build information", registry=r)
+        self.queries = Counter(f"{PREFIX}_queries_total", "Query records by outcome", ["model", "status"], registry=r)
+        self.invalid = Counter(
+            f"{PREFIX}_invalid_records_total", "Malformed query records by reason", ["reason"], registry=r
+        )
+        self.dead_letters = Counter(
+            f"{PREFIX}_dead_letters_total", "Records sent to the dead-letter topic", ["reason"], registry=r
+        )
+        self.rounds_completed = Counter(
+            f"{PREFIX}_rounds_completed_total", "Round transitions completed", ["model"], registry=r
+        )
+        self.round = Gauge(f"{PREFIX}_round", "Current round of the model", ["model"], registry=r)
+        self.round_answered = Gauge(
+            f"{PREFIX}_round_queries_answered", "Queries answered in the current round", ["model"], registry=r
+        )
+        self.round_allowed = Gauge(
+            f"{PREFIX}_round_queries_allowed", "Queries the current round answers (R_i)", ["model"], registry=r
+        )
+        self.halts_allowed = Gauge(
+            f"{PREFIX}_round_halts_allowed", "Top outcomes the current round allows (c_i)", ["model"], registry=r
+        )
+        self.halts_used = Gauge(
+            f"{PREFIX}_round_halts_used",
+            "Top outcomes used in the current round (only if expose_halts_used)",
+            ["model"],
+            registry=r,
+        )
+        self.halted = Gauge(
+            f"{PREFIX}_model_halted", "1 if the model has failed and refuses every query", ["model"], registry=r
+        )
+        self.eps = Gauge(
+            f"{PREFIX}_guarantee_epsilon",
+            "Epsilon the running configuration guarantees (planner; +Inf: none)",
+            ["model", "protects"],
+            registry=r,
+        )
+        self.delta = Gauge(
+            f"{PREFIX}_guarantee_delta", "Delta of the guarantee (planner)", ["model", "protects"], registry=r
+        )
+        self.transition_seconds = Histogram(
+            f"{PREFIX}_round_transition_seconds",
+            "Duration of a round transition",
+            ["model"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800),
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            f"{PREFIX}_batch_seconds",
+            "Fetch-to-ack latency of a processed batch",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+            registry=r,
+        )
+        self.lag = Gauge(
+            f"{PREFIX}_consumer_lag_records", "High watermark minus processed offset", ["partition"], registry=r
+        )
+        self.checkpoint_seconds = Histogram(
+            f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write", registry=r
+        )
+        self.checkpoint_failures = Counter(
+            f"{PREFIX}_checkpoint_failures_total", "Checkpoint writes that failed", registry=r
+        )
+        self.broker_up = Gauge(f"{PREFIX}_broker_up", "1 while the broker answers", registry=r)
+        self.log_resets = Counter(
+            f"{PREFIX}_log_resets_total", "Partitions whose log went backwards (broker lost data)", registry=r
+        )
+        self.models_active = Gauge(f"{PREFIX}_models_active", "Models served by this replica", registry=r)
+
+
+class HealthServer:
+    """GET /metrics, /healthz (the loop is alive) and /readyz (serving: broker up, models restored)."""
+
+    def __init__(self, metrics: Metrics, live: Callable[[], bool], ready: Callable[[], bool]) -> None:
+        self.metrics, self.live, self.ready = metrics, live, ready
+        self.server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        self.server = await asyncio.start_server(self._handle, host, port)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            with contextlib.suppress(Exception):
+                await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), 5)
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass
+            parts = line.decode("latin-1").split()
+            path = parts[1].split("?")[0] if len(parts) >= 2 else ""
+            if path == "/metrics":
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+            elif path == "/healthz":
+                ok = self.live()
+                status, ctype, body = (
+                    ("200 OK" if ok else "503 Service Unavailable"),
+                    "text/plain",
+                    (b"ok\n" if ok else b"stalled\n"),
+                )
+            elif path == "/readyz":
+                ok = self.ready()
+                status, ctype, body = (
+                    ("200 OK" if ok else "503 Service Unavailable"),
+                    "text/plain",
+                    (b"ready\n" if ok else b"not ready\n"),
+                )
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
+            head = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            writer.write((head + "Connection: close\r\n\r\n").encode() + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError, UnicodeDecodeError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class Heartbeat:
+    """The run loop beats once per iteration; /healthz fails if it has not beaten for ``stall_s``."""
+
+    def __init__(self, stall_s: float = 60.0) -> None:
+        self.stall_s = stall_s
+        self.last = time.monotonic()
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+    def alive(self) -> bool:
+        return time.monotonic() - self.last < self.stall_s

@@ -1,0 +1,95 @@
+"""The guarantee a model runs under, from the planner (``engine.planner``), computed at start."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.config import ModelConfig
+from daemon.errors import ConfigError
+from engine.concepts import ConceptClass
+from engine.errors import InvalidSchedule
+from engine.schedule import Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Guarantee:
+    accounting: str
+    epsilon_training: float
+    epsilon_queries: float
+    delta: float
+    query_private: bool
+    warnings: tuple[str, ...]
+
+    @property
+    def weak(self) -> bool:
+        return not math.isfinite(self.epsilon_training) or self.epsilon_training > 10
+
+    def to_json(self) -> dict[str, Any]:
+        def num(v: float) -> float | None:
+            return v if math.isfinite(v) else None
+
+        return {
+            "accounting": self.accounting,
+            "epsilon_training": num(self.epsilon_training),
+            "epsilon_queries": num(self.epsilon_queries),
+            "delta": self.delta,
+            "query_private": self.query_private,
+            "warnings": list(self.warnings),
+        }
+
+
+def _from_certificate(cert: Any) -> Guarantee:
+    return Guarantee(
+        accounting=str(cert.accounting),
+        epsilon_training=float(cert.epsilon_training),
+        epsilon_queries=float(cert.epsilon_queries),
+        delta=float(cert.delta),
+        query_private=bool(cert.query_private),
+        warnings=tuple(cert.warnings),
+    )
+
+
+def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule, Guarantee]:
+    """A schedule file is certified as given; targets are planned, and refused (saying what would
+    work) when n is too small for them."""
+    from engine.planner import PlanInfeasible, Targets, best_epsilon, certify, plan
+
+    if cfg.schedule is not None:
+        try:
+            schedule = Schedule.from_dict(json.loads(cfg.schedule.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"model {cfg.id}: cannot read schedule {cfg.schedule}: {exc}") from None
+        except InvalidSchedule as exc:
+            raise ConfigError(f"model {cfg.id}: {exc}") from None
+        return schedule, _from_certificate(certify(schedule, n))
+    t = cfg.targets
+    assert t is not None
+    targets = Targets(
+        epsilon=t.epsilon,
+        delta=t.delta,
+        alpha=t.alpha,
+        beta=t.beta,
+        concept=concept.name,
+        d=cfg.d,
+        accounting=t.accounting,
+    )
+    try:
+        p = plan(targets)
+    except PlanInfeasible as exc:
+        raise ConfigError(f"model {cfg.id}: no schedule meets the targets ({exc})") from None
+    if p.n_required > n or p.schedule is None:
+        best = best_epsilon(n, targets)
+        better = (
+            f"n = {n} supports epsilon = {best.epsilon:.3g} at most"
+            if math.isfinite(best.epsilon)
+            else f"n = {n} certifies no finite epsilon at alpha = {t.alpha}"
+        )
+        raise ConfigError(
+            f"model {cfg.id}: epsilon = {t.epsilon} at alpha = {t.alpha} needs {p.n_required:.3g} training examples "
+            f"(the training set has {n}); {better}. Give more data, relax the targets, or give an explicit "
+            f"schedule (its guarantee is certified and reported at start)."
+        )
+    return p.schedule, _from_certificate(certify(p.schedule, n, accounting=t.accounting, delta=t.delta))

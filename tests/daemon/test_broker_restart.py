@@ -1,0 +1,50 @@
+"""The broker goes away and comes back (the in-memory test broker comes back empty): the daemon
+reconnects, keeps its state, and answers the queries produced after the restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daemon.broker import EmbeddedBroker
+from tests.daemon.kafka_helpers import (
+    collect,
+    collect_ids,
+    create_topics,
+    produce,
+    query_records,
+    running,
+    write_config,
+)
+
+pytestmark = [pytest.mark.broker, pytest.mark.asyncio]
+
+
+async def test_a_broker_restart_is_survived(tmp_path: Path) -> None:
+    b = EmbeddedBroker().start()
+    try:
+        cfg, topics = write_config(tmp_path, b.bootstrap, ["m"])
+        names = [topics["queries"], topics["labels"], topics["dead_letters"]]
+        await create_topics(b.bootstrap, names)
+        xs = np.random.default_rng(6).random(8_000)
+        async with running(cfg) as st:
+            await produce(b.bootstrap, topics["queries"], query_records("m", xs[:4_000]))
+            assert len(await collect(b.bootstrap, topics["labels"], until=4_000)) >= 4_000
+            svc = st["service"]
+            b.stop()
+            await asyncio.sleep(2.0)
+            b.start()  # same port, empty log
+            await create_topics(b.bootstrap, names)
+            await produce(b.bootstrap, topics["queries"], query_records("m", xs[4_000:], start_id=4_000))
+            labels = await collect_ids(b.bootstrap, topics["labels"], set(range(4_000, 8_000)))
+            assert svc.metrics.log_resets._value.get() >= 1  # type: ignore[attr-defined]
+        # every query produced after the restart is answered; answers in flight during the outage
+        # (ids below 4000 whose first delivery the old broker lost) may be delivered too
+        assert set(range(4_000, 8_000)) <= {lab["id"] for lab in labels}
+        assert all(lab["status"] == "ok" for lab in labels)
+        assert st["exit_code"] == 0
+    finally:
+        b.stop()

@@ -1,0 +1,112 @@
+"""SIGTERM drains and exits 0; a restart resumes exactly where the clean stop left off; metrics
+and health endpoints report what was produced."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from daemon.broker import EmbeddedBroker
+from tests.daemon.kafka_helpers import collect, create_topics, produce, query_records, running, write_config
+from tests.daemon.test_crash import start_daemon
+
+pytestmark = [pytest.mark.broker, pytest.mark.asyncio]
+
+
+async def test_sigterm_drains_and_a_restart_resumes_without_replay(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    cfg, topics = write_config(tmp_path, broker.bootstrap, ["m"])
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    xs = np.random.default_rng(2).random(30_000)
+    await produce(broker.bootstrap, topics["queries"], query_records("m", xs[:20_000]))
+    log = tmp_path / "d.log"
+    proc = start_daemon(cfg, log)
+    assert len(await collect(broker.bootstrap, topics["labels"], until=20_000)) >= 20_000
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
+    assert time.monotonic() - t0 < 30
+    assert "stopped cleanly" in log.read_text()
+    await produce(broker.bootstrap, topics["queries"], query_records("m", xs[20_000:], start_id=20_000))
+    proc = start_daemon(cfg, log)
+    recs = await collect(broker.bootstrap, topics["labels"], until=30_000)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    ids = [msgpack.unpackb(r.value)["id"] for r in recs]
+    assert sorted(ids) == list(range(30_000))  # exactly one label each: the clean stop checkpointed
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    sel = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pat = re.compile(rf"^{re.escape(name)}(\{{(.*)\}})? (\S+)$", re.M)
+    for m in pat.finditer(text):
+        got = dict(kv.split("=", 1) for kv in (m.group(2) or "").split(",") if kv)
+        if all(got.get(k) == f'"{v}"' for k, v in labels.items()):
+            return float(m.group(3))
+    raise AssertionError(f"{name}{{{sel}}} not exported")
+
+
+async def test_metrics_match_what_was_produced(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    cfg_path, topics = write_config(tmp_path, broker.bootstrap, ["m"])
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    xs = np.random.default_rng(4).random(25_000)
+    bad = [(b"m", msgpack.packb({"id": "bad", "x": [1.0, 2.0]}), []), (b"m", b"\xc1", [])]
+    async with running(cfg_path) as status:
+        await produce(broker.bootstrap, topics["queries"], query_records("m", xs) + bad)
+        await collect(broker.bootstrap, topics["labels"], until=25_001)
+        await asyncio.sleep(0.3)
+        await check_metrics(int(status["metrics_port"]))  # type: ignore[call-overload]
+    assert status["exit_code"] == 0
+
+
+async def check_metrics(port: int) -> None:
+    code, text = await asyncio.to_thread(scrape, port)
+    assert code == 200
+    assert metric(text, "everlast_queries_total", model="m", status="ok") == 25_000
+    assert metric(text, "everlast_queries_total", model="m", status="invalid") == 1
+    assert metric(text, "everlast_invalid_records_total", reason="dimension") == 1
+    assert metric(text, "everlast_dead_letters_total", reason="undecodable") == 1
+    assert metric(text, "everlast_round", model="m") == 2
+    assert metric(text, "everlast_rounds_completed_total", model="m") == 1
+    assert metric(text, "everlast_round_queries_answered", model="m") == 5_000
+    assert metric(text, "everlast_round_queries_allowed", model="m") == 20_000
+    assert metric(text, "everlast_round_halts_allowed", model="m") == 5_000
+    assert metric(text, "everlast_model_halted", model="m") == 0
+    assert "everlast_round_halts_used{" not in text  # private unless explicitly exposed
+    assert metric(text, "everlast_guarantee_delta", model="m", protects="training") > 0
+    assert (await asyncio.to_thread(scrape, port, "/healthz"))[0] == 200
+    assert (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 200
+    allowed = {
+        "model": {"m"},
+        "status": {"ok", "refused", "invalid"},
+        "protects": {"training", "queries"},
+        "reason": {
+            "undecodable",
+            "schema",
+            "oversized",
+            "unknown_model",
+            "dimension",
+            "non_finite",
+            "domain",
+            "wrong_partition",
+        },
+    }
+    for line in text.splitlines():  # label values come from fixed sets: never a query value or a client id
+        if line.startswith("everlast_") and "{" in line:
+            for k, v in re.findall(r'(\w+)="([^"]*)"', line.split("} ")[0]):
+                assert k in ("le", "version", "partition") or v in allowed[k], line
