@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from cli.demo import demo
 from cli.plan import plan
+from cli.replay import replay_cmd
 from cli.serve import serve
 from cli.simulate import simulate
 
@@ -17,4 +19,6 @@ def main() -> None:
 
 main.add_command(simulate)
 main.add_command(serve)
+main.add_command(demo)
+main.add_command(replay_cmd)
 main.add_command(plan)

@@ -73,7 +73,7 @@ async def serve(
     broker: EmbeddedBroker | None = None
     bootstrap = cfg.broker.bootstrap_servers
     if bootstrap is None:
-        broker = EmbeddedBroker().start()
+        broker = EmbeddedBroker(port=cfg.broker.embedded_port).start()
         bootstrap = broker.bootstrap
         log.warning(
             "no broker configured: started the embedded Tansu broker at %s (in memory; for development)", bootstrap

@@ -61,6 +61,10 @@ class EmbeddedBroker:
     def start(self, timeout: float = 10.0) -> EmbeddedBroker:
         if self.port == 0:
             self.port = free_port()
+        else:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    raise BrokerError(f"port {self.port} is taken: set broker.embedded_port (0 = any free port)")
         url = f"tcp://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],

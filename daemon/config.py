@@ -25,6 +25,7 @@ class BrokerConfig(_Strict):
     """Passed through to aiokafka. No ``bootstrap_servers``: start the embedded broker."""
 
     bootstrap_servers: str | None = None
+    embedded_port: int = Field(9092, ge=0, le=65535, description="port of the embedded broker (0: any free port)")
     client_id: str = "everlast"
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"] | None = None

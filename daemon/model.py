@@ -96,9 +96,9 @@ class ModelRuntime:
         self.since_checkpoint = 0
         self.last_checkpoint = time.monotonic()
 
-    def stack(self, xs: list[NDArray[np.float64]]) -> NDArray[np.float64]:
-        """Per-record coordinate vectors as the engine's batch layout."""
-        arr = np.stack(xs) if xs else np.zeros((0, self.concept.point_dim))
+    def stack(self, xs: list[tuple[float, ...]]) -> NDArray[np.float64]:
+        """Per-record coordinate tuples as the engine's batch layout (one conversion per batch)."""
+        arr = np.asarray(xs, dtype=np.float64).reshape(len(xs), self.concept.point_dim)
         return arr[:, 0] if self.concept.point_dim == 1 else arr
 
     def info(self) -> dict[str, Any]:

@@ -93,6 +93,7 @@ class Service:
         self.dirty: set[int] = set()
         self.parked: dict[int, list[Any]] = {}
         self.transitions: dict[int, asyncio.Task[None]] = {}
+        self._partitioner = DefaultPartitioner()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: AIOKafkaProducer | None = None
         self.store: BlobStore | None = None
@@ -324,7 +325,7 @@ class Service:
                 elif r.offset < m.offset:
                     items.append(_Item("skip"))  # answered before the checkpoint this state comes from
                     continue
-                elif dec.x.size != m.concept.point_dim:
+                elif len(dec.x) != m.concept.point_dim:
                     dec = wire.Rejected(
                         "dimension",
                         f"x must have {m.concept.point_dim} coordinate(s)",
@@ -365,8 +366,11 @@ class Service:
                 items[i].label = int(lab)
                 items[i].round = ans.round
             m.since_checkpoint += len(take)
+        counts: dict[tuple[str, str], int] = {}
         for i in range(cut):
-            self._emit(items[i], recs[i], out)
+            self._emit(items[i], recs[i], out, counts)
+        for (model, status), k in counts.items():
+            self.metrics.queries.labels(model=model, status=status).inc(k)
         self.next_offset[part] = recs[cut].offset if cut < len(recs) else recs[-1].offset + 1
         if cut > 0:
             self.last_fp[part] = fingerprint(recs[cut - 1])
@@ -431,7 +435,7 @@ class Service:
         self.consumer.seek(tp, 0)
         return []
 
-    def _emit(self, it: _Item, r: Any, out: Outbox) -> None:
+    def _emit(self, it: _Item, r: Any, out: Outbox, counts: dict[tuple[str, str], int]) -> None:
         t = self.cfg.topics
         if it.kind == "skip":
             return
@@ -454,7 +458,7 @@ class Service:
                 wire.encode_label(q.id, label, status, it.round, reason, q.content_type),
                 wire.label_headers(q.content_type),
             )
-            self.metrics.queries.labels(model=q.model, status=status).inc()
+            counts[(q.model, status)] = counts.get((q.model, status), 0) + 1
             return
         rej = it.rejected
         assert rej is not None
@@ -469,7 +473,7 @@ class Service:
                 wire.label_headers(rej.content_type),
             )
             if m is not None:
-                self.metrics.queries.labels(model=m.id, status="invalid").inc()
+                counts[(m.id, "invalid")] = counts.get((m.id, "invalid"), 0) + 1
         out.add(
             t.dead_letters,
             r.key,
@@ -480,15 +484,15 @@ class Service:
 
     async def _send(self, out: Outbox, stop: asyncio.Event) -> None:
         """Produce every record and wait for the broker's acks; retry with backoff while the broker
-        is away (re-sent records are byte-identical, so duplicates are harmless)."""
+        is away (re-sent records are byte-identical, so duplicates are harmless). Records go out as
+        one batch per (topic, partition), keyed partitioning as Kafka's default (murmur2)."""
         assert self.producer is not None
         if not out.records:
             return
         backoff = 0.1
         while True:
             try:
-                futs = [await self.producer.send(tp, value=v, key=k, headers=h) for tp, k, v, h in out.records]
-                await asyncio.gather(*futs)
+                await self._send_batches(out)
                 self._broker(True)
                 return
             except KafkaError as exc:
@@ -498,6 +502,26 @@ class Service:
                 log.warning("produce failed (%s); retrying in %.1fs", type(exc).__name__, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.cfg.broker.max_backoff_s)
+
+    async def _send_batches(self, out: Outbox) -> None:
+        assert self.producer is not None
+        groups: dict[tuple[str, int], list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]]] = {}
+        for topic, key, value, headers in out.records:
+            parts = sorted(await self.producer.partitions_for(topic))
+            p = self._partitioner(key, parts, parts) if key is not None else parts[0]
+            groups.setdefault((topic, p), []).append((key, value, headers))
+        futs = []
+        for (topic, p), recs in groups.items():
+            batch = self.producer.create_batch()
+            for key, value, headers in recs:
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    futs.append(await self.producer.send_batch(batch, topic, partition=p))
+                    batch = self.producer.create_batch()
+                    if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                        raise KafkaError("a label record is larger than the producer's batch size")
+            if batch.record_count():
+                futs.append(await self.producer.send_batch(batch, topic, partition=p))
+        await asyncio.gather(*futs)
 
     async def _transition(self, part: int, models: list[ModelRuntime]) -> None:
         try:

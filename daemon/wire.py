@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgpack
-import numpy as np
-from numpy.typing import NDArray
 
 ContentType = Literal["msgpack", "json"]
 JSON_CT = b"application/json"
@@ -38,8 +36,8 @@ Headers = Sequence[tuple[str, bytes]]
 class Query:
     model: str
     id: str | int
-    x: NDArray[np.float64]
-    """Shape (k,): the coordinates (k = 1 for scalar classes)."""
+    x: tuple[float, ...]
+    """The coordinates (one for scalar classes); finite floats."""
     client: str | None
     content_type: ContentType
 
@@ -124,20 +122,22 @@ def _valid_id(v: Any) -> bool:
     return isinstance(v, str) and 0 < len(v) <= MAX_ID_CHARS
 
 
-def _coords(v: Any) -> tuple[NDArray[np.float64] | None, str]:
+def _coords(v: Any) -> tuple[tuple[float, ...] | None, str]:
     items = v if isinstance(v, list) else [v]
     if not items or len(items) > 4096:
         return None, "schema"
+    out = []
     for c in items:
         if isinstance(c, bool) or not isinstance(c, int | float):
             return None, "schema"
-    try:
-        arr = np.array([float(c) for c in items], dtype=np.float64)
-    except OverflowError:  # an integer too large for a float is not finite either
-        return None, "non_finite"
-    if not np.isfinite(arr).all():
-        return None, "non_finite"
-    return arr, ""
+        try:
+            f = float(c)
+        except OverflowError:  # an integer too large for a float is not finite either
+            return None, "non_finite"
+        if not math.isfinite(f):
+            return None, "non_finite"
+        out.append(f)
+    return tuple(out), ""
 
 
 def encode_label(
@@ -164,6 +164,3 @@ def dead_letter_headers(code: str, message: str, topic: str, partition: int, off
         ("everlast-source", f"{topic}/{partition}/{offset}".encode()),
     ]
 
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)

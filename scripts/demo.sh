@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: an end-to-end in-process run of the predictor on synthetic data (several rounds).
-# Extra arguments go to `everlast simulate` (try --json, --concept intervals, --queries 10000000).
+# The main job, end to end: the daemon on the embedded Kafka-protocol broker serving a sample model,
+# a stream of queries replayed through Kafka, and a summary of answers, rounds and the guarantee.
+# Extra arguments go to `everlast demo` (try --json or --queries 1000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/everlast simulate --seed 1 "$@"
+exec .venv/bin/everlast demo "$@"

@@ -1,0 +1,214 @@
+"""Replay a query stream through Kafka against a running daemon and measure what comes back.
+
+Produces query records (msgpack, key = model id) at a target rate or as fast as possible, consumes
+the labels topic, matches answers to queries by id, and reports throughput, latency percentiles,
+statuses and accuracy against the true labels when the stream has them. Adaptive streams run
+closed-loop: each batch waits for its answers before the stream picks the next one.
+
+Ids are ``<run>-<i>`` strings with a fresh run prefix, so labels of other runs on the same topic
+are ignored (the labels consumer may also re-read part of the topic's tail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import msgpack
+import numpy as np
+from numpy.typing import NDArray
+
+
+class Stream(Protocol):
+    """What replay needs of a stream: points (and true labels, if known) batch by batch."""
+
+    adaptive: bool
+
+    def next_batch(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.int8] | None]: ...
+
+    def observe(self, labels: NDArray[np.int8]) -> None: ...
+
+
+@dataclass
+class IIDStream:
+    """I.i.d. points from a task (distribution + hidden concept)."""
+
+    task: Any
+    seed: int
+    adaptive: bool = False
+    _g: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._g = np.random.default_rng([self.seed, 7])
+
+    def next_batch(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.int8] | None]:
+        x, y = self.task.sample(self._g, n)
+        return x, y
+
+    def observe(self, labels: NDArray[np.int8]) -> None:
+        pass
+
+
+@dataclass
+class ReplayReport:
+    sent: int = 0
+    answered: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    correct: int = 0
+    scored: int = 0
+    seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    rounds: dict[int, int] = field(default_factory=dict)
+    missing: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.zeros(0)
+
+        def pct(q: float) -> float | None:
+            return float(np.percentile(lat, q)) if lat.size else None
+
+        return {
+            "sent": self.sent,
+            "answered": self.answered,
+            "missing": self.missing,
+            "statuses": dict(sorted(self.statuses.items())),
+            "rounds": {str(k): v for k, v in sorted(self.rounds.items())},
+            "accuracy": (self.correct / self.scored) if self.scored else None,
+            "throughput_qps": self.answered / self.seconds if self.seconds > 0 else None,
+            "seconds": self.seconds,
+            "latency_ms": {"p50": pct(50), "p90": pct(90), "p99": pct(99), "max": pct(100)},
+        }
+
+
+async def replay(
+    bootstrap: str,
+    queries_topic: str,
+    labels_topic: str,
+    model: str,
+    stream: Stream,
+    total: int,
+    *,
+    rate: float | None = None,
+    batch: int = 1000,
+    timeout_s: float = 120.0,
+    record: bool = False,
+    progress: Callable[[int], None] | None = None,
+    producer_kwargs: dict[str, Any] | None = None,
+) -> ReplayReport:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    run = os.urandom(4).hex()
+    kw = dict(producer_kwargs or {})
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, **kw)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=10, **kw)
+    await producer.start()
+    await consumer.start()
+    rep = ReplayReport()
+    sent_at: dict[str, float] = {}
+    truth: dict[str, int] = {}
+    points: dict[str, Any] = {}
+    got: dict[str, dict[str, Any]] = {}
+    try:
+        parts = await _partitions(consumer, labels_topic)
+        tps = [TopicPartition(labels_topic, p) for p in parts]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:  # force the positions now: later records belong to this run
+            await consumer.position(tp)
+        done = asyncio.Event()
+        waiting_for: set[str] = set()
+        batch_done = asyncio.Event()
+
+        async def consume() -> None:
+            while not done.is_set():
+                res = await consumer.getmany(timeout_ms=50, max_records=50_000)
+                now = time.perf_counter()
+                for recs in res.values():
+                    for r in recs:
+                        try:
+                            lab = msgpack.unpackb(r.value, raw=False)
+                        except Exception:
+                            continue
+                        qid = lab.get("id") if isinstance(lab, dict) else None
+                        if not isinstance(qid, str) or not qid.startswith(run) or qid in got:
+                            continue
+                        got[qid] = lab
+                        rep.latencies_ms.append((now - sent_at[qid]) * 1000.0)
+                        waiting_for.discard(qid)
+                        if progress is not None:
+                            progress(1)
+                if not waiting_for:
+                    batch_done.set()
+
+        consumer_task = asyncio.create_task(consume())
+        t0 = time.perf_counter()
+        i = 0
+        while i < total:
+            n = min(batch, total - i)
+            x, y = stream.next_batch(n)
+            ids = [f"{run}-{i + k}" for k in range(n)]
+            batch_done.clear()
+            waiting_for.update(ids)
+            futs = []
+            for k, qid in enumerate(ids):
+                xv = x[k]
+                payload = {"id": qid, "x": float(xv) if np.ndim(xv) == 0 else [float(v) for v in xv]}
+                sent_at[qid] = time.perf_counter()
+                futs.append(await producer.send(queries_topic, key=model.encode(), value=msgpack.packb(payload)))
+                if y is not None:
+                    truth[qid] = int(y[k])
+                if record:
+                    points[qid] = payload["x"]
+            await asyncio.gather(*futs)
+            i += n
+            if stream.adaptive:
+                await asyncio.wait_for(batch_done.wait(), timeout_s)
+                stream.observe(np.asarray([_label(got[q]) for q in ids], dtype=np.int8))
+            if rate:
+                ahead = i / rate - (time.perf_counter() - t0)
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+        deadline = time.perf_counter() + timeout_s
+        while waiting_for and time.perf_counter() < deadline:
+            await asyncio.sleep(0.02)
+        rep.seconds = time.perf_counter() - t0
+        done.set()
+        await consumer_task
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    rep.sent = len(sent_at)
+    rep.answered = len(got)
+    rep.missing = rep.sent - rep.answered
+    for qid, lab in got.items():
+        st = str(lab.get("status"))
+        rep.statuses[st] = rep.statuses.get(st, 0) + 1
+        rnd = int(lab.get("round", 0))
+        rep.rounds[rnd] = rep.rounds.get(rnd, 0) + 1
+        if st == "ok" and qid in truth:
+            rep.scored += 1
+            rep.correct += int(lab.get("label") == truth[qid])
+        if record:
+            rep.records.append({"id": qid, "x": points[qid], "true_label": truth.get(qid), **{
+                k: lab.get(k) for k in ("label", "status", "round", "reason")}})
+    return rep
+
+
+def _label(lab: dict[str, Any]) -> int:
+    v = lab.get("label")
+    return int(v) if isinstance(v, int) else -1
+
+
+async def _partitions(consumer: Any, topic: str) -> list[int]:
+    for _ in range(50):
+        parts = consumer.partitions_for_topic(topic)
+        if parts:
+            return sorted(parts)
+        await consumer._client.force_metadata_update()
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"topic {topic} has no partitions (does it exist?)")

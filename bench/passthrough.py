@@ -1,0 +1,58 @@
+"""The baseline of ``bench.e2e``: a raw aiokafka echo with the daemon's I/O shape.
+
+Consume with getmany, msgpack-decode each value, msgpack-encode a reply, produce the batch with
+``send_batch`` (one batch per partition), wait for the acks, commit. No engine, no validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+import msgpack
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+
+async def main(bootstrap: str, src: str, dst: str, group: str, max_records: int, fetch_wait: int) -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    c = AIOKafkaConsumer(src, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                         auto_offset_reset="earliest", fetch_max_wait_ms=fetch_wait, session_timeout_ms=2000,
+                         heartbeat_interval_ms=200)
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)
+    await c.start()
+    await p.start()
+    try:
+        while not stop.is_set():
+            batch = await c.getmany(timeout_ms=100, max_records=max_records)
+            futs = []
+            for tp, recs in batch.items():
+                b = p.create_batch()
+                for r in recs:
+                    q = msgpack.unpackb(r.value, raw=False)
+                    out = msgpack.packb({"id": q["id"], "label": 0, "status": "ok", "round": 1})
+                    if b.append(key=r.key, value=out, timestamp=None, headers=[]) is None:
+                        futs.append(await p.send_batch(b, dst, partition=tp.partition))
+                        b = p.create_batch()
+                        b.append(key=r.key, value=out, timestamp=None, headers=[])
+                if b.record_count():
+                    futs.append(await p.send_batch(b, dst, partition=tp.partition))
+            if futs:
+                await asyncio.gather(*futs)
+                await c.commit()
+    finally:
+        await c.stop()
+        await p.stop()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--dst", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--max-records", type=int, default=5000)
+    ap.add_argument("--fetch-wait", type=int, default=20)
+    a = ap.parse_args()
+    asyncio.run(main(a.bootstrap, a.src, a.dst, a.group, a.max_records, a.fetch_wait))

@@ -1,0 +1,68 @@
+"""``everlast replay``: replay a query stream through Kafka against a running daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+from adversary_sim.iid import DISTRIBUTIONS, make_task
+from adversary_sim.kafka_replay import IIDStream, ReplayReport, replay
+from cli.common import emit_json, progress
+from engine.concepts import from_spec
+
+
+@click.command("replay")
+@click.option("--bootstrap-servers", required=True, help="Kafka bootstrap servers of the daemon's broker.")
+@click.option("--queries-topic", default="everlast.queries", show_default=True)
+@click.option("--labels-topic", default="everlast.labels", show_default=True)
+@click.option("--model", required=True, help="Model id (the record key).")
+@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps"]), default="thresholds",
+              show_default=True, help="Concept class of the hidden target that labels the stream.")
+@click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True, help="Dimension (stumps).")
+@click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
+@click.option("--queries", type=click.IntRange(min=1), default=10_000, show_default=True)
+@click.option("--rate", type=float, default=None, help="Target queries per second (default: as fast as possible).")
+@click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for the last answers.")
+@click.option("--record", "record_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write every query and its answer as JSON lines.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, model: str, concept: str, dim: int,
+               distribution: str, queries: int, rate: float | None, batch: int, seed: int, timeout_s: float,
+               record_path: Path | None, as_json: bool) -> None:
+    """Produce queries, match the label records by id, report throughput, latency, statuses, accuracy."""
+    task = make_task(from_spec({"name": concept, "d": dim}), distribution, seed=seed)
+    with progress(queries, "replay") as bar:
+        rep = asyncio.run(replay(bootstrap_servers, queries_topic, labels_topic, model, IIDStream(task, seed),
+                                 queries, rate=rate, batch=batch, timeout_s=timeout_s,
+                                 record=record_path is not None, progress=bar.update))
+    if record_path is not None:
+        write_record(record_path, rep)
+    out = {**rep.to_json(), "model": model, "stream": f"iid:{distribution}", "concept": concept}
+    if as_json:
+        emit_json(out)
+    else:
+        print_summary(out)
+
+
+def write_record(path: Path, rep: ReplayReport) -> None:
+    with path.open("w") as f:
+        for r in rep.records:
+            f.write(json.dumps(r) + "\n")
+
+
+def print_summary(out: dict[str, object]) -> None:
+    lat = out["latency_ms"]
+    assert isinstance(lat, dict)
+    acc = out["accuracy"]
+    qps = out["throughput_qps"]
+    click.echo(f"sent {out['sent']:,}, answered {out['answered']:,}, missing {out['missing']:,}")
+    click.echo(f"statuses: {out['statuses']}; answers by round: {out['rounds']}")
+    click.echo("accuracy against the hidden concept: " + ("-" if acc is None else f"{acc:.4f}"))
+    click.echo(("throughput: -" if qps is None else f"throughput: {qps:,.0f} queries/s") +
+               (f"; latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms" if lat.get("p50") is not None else ""))
