@@ -47,19 +47,65 @@ def query_noise_scale(eps_bt: float, T: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class Rules:
+    """When the threshold noise restarts and when the round fails (engine.schedule policies).
+
+    Per query j, in this order: its outcome; the halting test (the query is answered either way);
+    the restart test (a fresh threshold noise for query j+1).
+      restarts "per-top": restart after every top.
+      restarts "private": restart when block_tops + zeta_j >= k0 + rho_r, or block_tops >= k_max
+        (AboveThreshold on the block's top count; zeta_j ~ Lap(4/eps_r), rho_r ~ Lap(2/eps_r) drawn
+        with each threshold noise).
+      restarts "stateless": a fresh threshold noise before every query.
+      halting "paper" / "never": fail when round_tops >= c ("never" schedules have c >= R).
+      halting "noisy": fail when round_tops + xi_j >= c0 + rho_h (xi_j ~ Lap(4/eps_h), rho_h ~
+        Lap(2/eps_h) once per round), or round_tops >= c.
+    """
+
+    restarts: str = "per-top"
+    halting: str = "paper"
+    c: int = 1
+    k0: float = 0.0
+    k_max: int = 1
+    c0: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BTState:
+    """What BetweenThresholds carries from one query to the next within a round."""
+
+    mu: float
+    """Threshold noise in force."""
+    rho_r: float = 0.0
+    """Noise of the private restart test's threshold (restarts "private")."""
+    block_tops: int = 0
+    """Tops since the last restart."""
+    tops: int = 0
+    """Tops in the round."""
+    rho_h: float = 0.0
+    """Noise of the noisy halting test's threshold (halting "noisy")."""
+
+
+@dataclass(frozen=True, slots=True)
 class BTRun:
     """Result of feeding a batch to BetweenThresholds."""
 
     outcomes: NDArray[np.int8]
     """L / R / TOP for each query answered (length ``answered``)."""
     answered: int
-    """Queries answered: the whole batch, or up to and including the c-th top."""
-    mu: float
-    """Threshold noise in force after the batch."""
-    tops: int
-    """Tops used so far in the round."""
+    """Queries answered: the whole batch, or up to and including the one after which the round failed."""
+    state: BTState
+    """State after the batch."""
     halted: bool
-    """True if the c-th top was reached in this batch."""
+    """True if the round failed in this batch."""
+
+    @property
+    def mu(self) -> float:
+        return self.state.mu
+
+    @property
+    def tops(self) -> int:
+        return self.state.tops
 
 
 def run(
@@ -67,47 +113,110 @@ def run(
     nu: NDArray[np.float64],
     *,
     band: float,
-    mu: float,
-    tops: int,
-    c: int,
-    draw_mu: Callable[[], float],
+    state: BTState | None = None,
+    rules: Rules | None = None,
+    draw_restart: Callable[[], tuple[float, float]] | None = None,
+    mu_per_query: NDArray[np.float64] | None = None,
+    zeta: NDArray[np.float64] | None = None,
+    xi: NDArray[np.float64] | None = None,
+    # the paper's interface (per-top restarts, fail at the c-th top), kept for tests and peers:
+    mu: float | None = None,
+    tops: int = 0,
+    c: int | None = None,
+    draw_mu: Callable[[], float] | None = None,
     restart_after_top: bool = True,
 ) -> BTRun:
-    """Answer the queries with fractions ``q`` and query noise ``nu`` (same length), thresholds
-    1/2 -+ ``band``. ``draw_mu`` draws the next threshold noise (called once per restart, in order,
-    which keeps the threshold stream batch-invariant)."""
+    """Answer the queries with fractions ``q`` and query noise ``nu``, thresholds 1/2 -+ ``band``.
+
+    ``draw_restart`` returns the next (mu, rho_r) at each restart, in order (batch-invariant).
+    ``mu_per_query`` is the threshold noise of each query (restarts "stateless"); ``zeta`` and ``xi``
+    are the per-query noises of the restart and halting tests (required by "private" / "noisy").
+    """
+    if rules is None:  # the paper's interface
+        assert mu is not None and c is not None and draw_mu is not None
+        rules = Rules(restarts="per-top" if restart_after_top else "none", halting="paper", c=c)
+        state = BTState(mu=mu, tops=tops)
+        draw = draw_mu
+
+        def draw_restart_paper() -> tuple[float, float]:
+            return draw(), 0.0
+
+        draw_restart = draw_restart_paper
+    assert state is not None
     n = q.size
     t_l = 0.5 - band
     above = (q + nu) - t_l  # c_j - t_l
     slack = np.minimum(above, 2.0 * band - above)  # min(c_j - t_l, t_u - c_j)
-    top_at: list[int] = []
-    mus = [mu]
-    p = 0
-    w = _FIRST_WINDOW
+    if rules.restarts == "stateless":
+        assert mu_per_query is not None
+        return _run_stateless(above, slack, mu_per_query, state, rules, xi)
+    assert draw_restart is not None
+    out = np.empty(n, dtype=np.int8)
+    mu_, rho_r, btops, ctops = state.mu, state.rho_r, state.block_tops, state.tops
+    p, w = 0, _FIRST_WINDOW
     halted = False
     while p < n:
         e = min(n, p + w)
-        hits = np.flatnonzero(slack[p:e] >= mu)
-        if hits.size == 0:
-            p = e
-            w *= 2
-            continue
-        k = p + int(hits[0])
-        top_at.append(k)
-        p = k + 1
-        tops += 1
-        if tops >= c:
+        is_top = slack[p:e] >= mu_
+        seg_out = np.where(above[p:e] < mu_, L, R).astype(np.int8)
+        seg_out[is_top] = TOP
+        cum = np.cumsum(is_top, dtype=np.int64)
+        round_tops = ctops + cum
+        halt = round_tops >= rules.c
+        if rules.halting == "noisy":
+            assert xi is not None
+            halt |= round_tops + xi[p:e] >= rules.c0 + state.rho_h
+        if rules.restarts == "per-top":
+            restart = is_top
+        elif rules.restarts == "private":
+            assert zeta is not None
+            block = btops + cum
+            restart = (block + zeta[p:e] >= rules.k0 + rho_r) | (block >= rules.k_max)
+        else:  # "none": one threshold noise for the round (tests only)
+            restart = np.zeros(e - p, dtype=bool)
+        h = int(np.argmax(halt)) if halt.any() else -1
+        r_ = int(np.argmax(restart)) if restart.any() else -1
+        if h >= 0 and (r_ < 0 or h <= r_):
+            k = h + 1
+            out[p : p + k] = seg_out[:k]
+            ctops += int(cum[h])
+            btops += int(cum[h])
+            p += k
             halted = True
             break
-        if restart_after_top:
-            mu = draw_mu()
-        mus.append(mu)
-        w = _FIRST_WINDOW
-    answered = p if halted else n
-    # the threshold noise in force at each query: piecewise constant, changing after each top
-    seg_len = np.diff(np.r_[0, np.asarray(top_at, dtype=np.int64) + 1, answered])[: len(mus)]
-    mu_at = np.repeat(np.asarray(mus[: seg_len.size]), seg_len)
-    a = above[:answered]
-    out = np.where(a < mu_at, L, R).astype(np.int8)
-    out[np.asarray(top_at, dtype=np.int64)] = TOP
-    return BTRun(out, answered, mu, tops, halted)
+        if r_ >= 0:
+            k = r_ + 1
+            out[p : p + k] = seg_out[:k]
+            ctops += int(cum[r_])
+            p += k
+            mu_, rho_r = draw_restart()
+            btops = 0
+            w = _FIRST_WINDOW
+            continue
+        out[p:e] = seg_out
+        ctops += int(cum[-1])
+        btops += int(cum[-1])
+        p = e
+        w *= 2
+    new = BTState(mu=mu_, rho_r=rho_r, block_tops=btops, tops=ctops, rho_h=state.rho_h)
+    return BTRun(out[:p], p, new, halted)
+
+
+def _run_stateless(above: NDArray[np.float64], slack: NDArray[np.float64], mus: NDArray[np.float64],
+                   state: BTState, rules: Rules, xi: NDArray[np.float64] | None) -> BTRun:
+    """Every query is its own BetweenThresholds instance with its own threshold noise."""
+    is_top = slack >= mus
+    out = np.where(above < mus, L, R).astype(np.int8)
+    out[is_top] = TOP
+    round_tops = state.tops + np.cumsum(is_top, dtype=np.int64)
+    halt = round_tops >= rules.c
+    if rules.halting == "noisy":
+        assert xi is not None
+        halt |= round_tops + xi >= rules.c0 + state.rho_h
+    if halt.any():
+        k = int(np.argmax(halt)) + 1
+        return BTRun(out[:k], k, BTState(mu=float(mus[k - 1]), tops=int(round_tops[k - 1]), rho_h=state.rho_h),
+                     True)
+    tops = int(round_tops[-1]) if round_tops.size else state.tops
+    mu = float(mus[-1]) if mus.size else state.mu
+    return BTRun(out, out.size, BTState(mu=mu, tops=tops, rho_h=state.rho_h), False)

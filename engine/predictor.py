@@ -36,7 +36,7 @@ from engine.reservoir import Reservoir
 from engine.rng import Streams, laplace
 from engine.schedule import RoundSpec, Schedule
 
-FORMAT = "everlast-engine/1"
+FORMAT = "everlast-engine/2"
 MU_BLOCK = 64
 
 
@@ -75,7 +75,7 @@ class Predictor:
     """The GenericBBL private everlasting predictor. Build with ``create`` or ``from_state``."""
 
     __slots__ = (
-        "_answered", "_mu", "_mu_units", "_phase", "_reservoir", "_round", "_tops", "concept", "schedule", "streams",
+        "_answered", "_bt", "_mu_units", "_phase", "_reservoir", "_round", "concept", "schedule", "streams",
     )
 
     def __init__(
@@ -88,8 +88,7 @@ class Predictor:
         *,
         phase: Phase,
         answered: int,
-        tops: int,
-        mu: float,
+        bt_state: bt.BTState,
         mu_units: NDArray[np.float64],
     ) -> None:
         self.concept = concept
@@ -99,9 +98,8 @@ class Predictor:
         self._reservoir = reservoir
         self._phase = phase
         self._answered = answered
-        self._tops = tops
-        self._mu = mu
-        self._mu_units = mu_units  # pre-drawn Lap(1) threshold noise, consumed front to back
+        self._bt = bt_state
+        self._mu_units = mu_units  # pre-drawn Lap(1) threshold-stream units, consumed front to back
 
     # -- construction ------------------------------------------------------------------------
 
@@ -151,20 +149,38 @@ class Predictor:
         hat = g.choice(spec.labeled_size, size=spec.m_S, replace=False)
         reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
         rnd = _Round(index, spec, ensemble, sx[hat].copy(), sy[hat].copy())
-        p = cls(concept, schedule, streams, rnd, reservoir, phase=Phase.ANSWERING, answered=0, tops=0,
-                mu=0.0, mu_units=np.zeros(0))
-        p._mu = p._draw_mu()
+        p = cls(concept, schedule, streams, rnd, reservoir, phase=Phase.ANSWERING, answered=0,
+                bt_state=bt.BTState(mu=0.0), mu_units=np.zeros(0))
+        mu, rho_r = p._draw_restart()
+        rho_h = 2.0 / spec.halt_eps * p._unit() if schedule.halting == "noisy" and spec.halt_eps else 0.0
+        p._bt = bt.BTState(mu=mu, rho_r=rho_r, rho_h=rho_h)
         return p
 
-    def _draw_mu(self) -> float:
-        """Next threshold noise Lap(2/(eps' T)). Drawn from the threshold stream in blocks of
-        ``MU_BLOCK`` unit draws: refills happen at the same points of the draw sequence however the
-        queries are batched, so answers stay batch-invariant; the unused block is part of the state."""
+    def _unit(self) -> float:
+        """Next Lap(1) draw of the threshold stream, taken in blocks of ``MU_BLOCK``: refills happen
+        at the same points of the draw sequence however queries are batched (batch invariance);
+        the unused part of the block is part of the state."""
         if self._mu_units.size == 0:
             self._mu_units = laplace(self.streams["threshold_noise"], 1.0, MU_BLOCK)
         unit, self._mu_units = float(self._mu_units[0]), self._mu_units[1:]
+        return unit
+
+    def _draw_restart(self) -> tuple[float, float]:
+        """A fresh threshold noise mu ~ Lap(2/(eps' T)) and, for private restarts, the restart test's
+        threshold noise rho_r ~ Lap(2/eps_r), in that order."""
         spec = self._round.spec
-        return bt.threshold_noise_scale(spec.eps_bt, spec.T) * unit
+        mu = bt.threshold_noise_scale(spec.eps_bt, spec.T) * self._unit()
+        rho = 0.0
+        if self.schedule.restarts == "private" and spec.restart_eps:
+            rho = 2.0 / spec.restart_eps * self._unit()
+        return mu, rho
+
+    def _rules(self) -> bt.Rules:
+        spec, sch = self._round.spec, self.schedule
+        return bt.Rules(
+            restarts=sch.restarts, halting=sch.halting, c=spec.c,
+            k0=spec.restart_threshold or 0.0, k_max=spec.block_cap or 1, c0=spec.halt_threshold or 0.0,
+        )
 
     # -- observation ---------------------------------------------------------------------------
 
@@ -188,7 +204,7 @@ class Predictor:
     def tops_in_round(self) -> int:
         """Tops used in the current round. Private in the queries (it moves with any one query's
         outcome): do not publish it while the round runs (see docs/PRIVACY.md)."""
-        return self._tops
+        return self._bt.tops
 
     @property
     def ensemble(self) -> Ensemble:
@@ -196,7 +212,7 @@ class Predictor:
 
     @property
     def threshold_noise(self) -> float:
-        return self._mu
+        return self._bt.mu
 
     # -- events --------------------------------------------------------------------------------
 
@@ -217,11 +233,19 @@ class Predictor:
         xb = xs[:n]
         q = self._round.ensemble.votes(xb).astype(np.float64) / spec.T
         nu = laplace(self.streams["query_noise"], bt.query_noise_scale(spec.eps_bt, spec.T), n)
-        res = bt.run(q, nu, band=spec.band, mu=self._mu, tops=self._tops, c=spec.c, draw_mu=self._draw_mu)
+        sch = self.schedule
+        zeta = xi = mus = None
+        if sch.restarts == "private":
+            zeta = laplace(self.streams["restart_test"], 4.0 / (spec.restart_eps or 1.0), n)
+        if sch.halting == "noisy":
+            xi = laplace(self.streams["halt_test"], 4.0 / (spec.halt_eps or 1.0), n)
+        if sch.restarts == "stateless":
+            mus = laplace(self.streams["threshold_noise"], bt.threshold_noise_scale(spec.eps_bt, spec.T), n)
+        res = bt.run(q, nu, band=spec.band, state=self._bt, rules=self._rules(), draw_restart=self._draw_restart,
+                     mu_per_query=mus, zeta=zeta, xi=xi)
         self._reservoir.offer(self._answered, xb[: res.answered])
         self._answered += res.answered
-        self._tops = res.tops
-        self._mu = res.mu
+        self._bt = res.state
         labels = np.where(res.outcomes == bt.L, 0, 1).astype(np.int8)
         if res.halted:
             self._phase = Phase.HALTED
@@ -266,8 +290,7 @@ class Predictor:
         self._reservoir = new._reservoir
         self._phase = Phase.ANSWERING
         self._answered = 0
-        self._tops = 0
-        self._mu = new._mu
+        self._bt = new._bt
         self._mu_units = new._mu_units
 
     def answer_all(self, x: Any) -> Answers:
@@ -324,8 +347,11 @@ class Predictor:
             "round": self._round.index,
             "phase": self._phase.value,
             "answered": self._answered,
-            "tops": self._tops,
-            "mu": self._mu,
+            "tops": self._bt.tops,
+            "mu": self._bt.mu,
+            "rho_r": self._bt.rho_r,
+            "block_tops": self._bt.block_tops,
+            "rho_h": self._bt.rho_h,
             "mu_units": self._mu_units,
             "streams": self.streams.state(),
             "reservoir_filled": self._reservoir.filled,
@@ -374,13 +400,16 @@ class Predictor:
             )
             pred = cls(
                 concept, schedule, Streams.from_state(dict(live["streams"])), rnd, reservoir,
-                phase=Phase(live["phase"]), answered=int(live["answered"]), tops=int(live["tops"]),
-                mu=float(live["mu"]), mu_units=np.asarray(live["mu_units"], dtype=np.float64),
+                phase=Phase(live["phase"]), answered=int(live["answered"]),
+                bt_state=bt.BTState(mu=float(live["mu"]), rho_r=float(live["rho_r"]),
+                                    block_tops=int(live["block_tops"]), tops=int(live["tops"]),
+                                    rho_h=float(live["rho_h"])),
+                mu_units=np.asarray(live["mu_units"], dtype=np.float64),
             )
         except CorruptState:
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
-        if ensemble.size != spec.T or not 0 <= pred._answered <= spec.R or not 0 <= pred._tops <= spec.c:
+        if ensemble.size != spec.T or not 0 <= pred._answered <= spec.R or not 0 <= pred._bt.tops <= spec.c:
             raise CorruptState("state's counters do not fit its schedule")
         return pred

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from engine.errors import CorruptState
 
-STREAMS = ("query_noise", "threshold_noise", "sampling")
+STREAMS = ("query_noise", "threshold_noise", "sampling", "restart_test", "halt_test")
 """Named streams, spawned in this order from the root SeedSequence (order is part of the format)."""
 
 

@@ -21,9 +21,22 @@ from typing import Any, Literal
 
 from engine.errors import InvalidSchedule
 
-HaltingPolicy = Literal["paper"]
-"""How a round ends when BT's top budget is spent. ``paper``: the predictor halts and fails
-(step 3(d)iv). Other policies (issue: query privacy) plug in here."""
+HaltingPolicy = Literal["paper", "never", "noisy"]
+"""When a round fails (docs/PRIVACY.md, "query privacy"):
+``paper``: at the c_i-th top (step 3(d)iv; leaks the hidden query's outcome when c_i < R_i);
+``never``: c_i >= R_i is required, so no round can fail;
+``noisy``: an AboveThreshold test on the round's top count (threshold ``halt_threshold``, privacy
+``halt_eps``) decides, with c_i as a hard cap."""
+
+RestartPolicy = Literal["per-top", "private", "stateless"]
+"""When BetweenThresholds draws a fresh threshold noise:
+``per-top``: after every top (Observation 2; leaks through the restart channel);
+``private``: when an AboveThreshold test on the current block's top count fires (threshold
+``restart_threshold``, privacy ``restart_eps``), or at ``block_cap`` tops;
+``stateless``: before every query (each query is its own BetweenThresholds instance)."""
+
+POLICIES: dict[str, tuple[str, ...]] = {"halting": ("paper", "never", "noisy"),
+                                         "restarts": ("per-top", "private", "stateless")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +65,16 @@ class RoundSpec:
     """Half-width of BT's band: thresholds 1/2 -+ gamma. ``None`` means alpha (the paper)."""
     beta: float = 0.05
     """beta_i, the failure probability budget of the round (accuracy only)."""
+    halt_eps: float | None = None
+    """eps_h of the noisy halting test (halting "noisy")."""
+    halt_threshold: float | None = None
+    """c0: the noisy halting test fires when tops + Lap(4/eps_h) >= c0 + Lap(2/eps_h)."""
+    restart_eps: float | None = None
+    """eps_r of the private restart test (restarts "private")."""
+    restart_threshold: float | None = None
+    """k0: a block restarts when its tops + Lap(4/eps_r) >= k0 + Lap(2/eps_r)."""
+    block_cap: int | None = None
+    """k_max: a block restarts at this many tops whatever the test says (restarts "private")."""
 
     @property
     def band(self) -> float:
@@ -74,13 +97,19 @@ class RoundSpec:
         missing = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING} - set(d)
         if missing:
             raise InvalidSchedule(f"round is missing fields: {sorted(missing)}")
+        def opt(name: str, kind: type) -> Any:
+            v = d.get(name)
+            return None if v is None else kind(v)
+
         try:
             spec = cls(
                 T=int(d["T"]), lam=int(d["lam"]), R=int(d["R"]), c=int(d["c"]),
                 eps_bt=float(d["eps_bt"]), delta_bt=float(d["delta_bt"]),
                 alpha=float(d["alpha"]), m_S=int(d["m_S"]), m_D=int(d["m_D"]),
-                gamma=None if d.get("gamma") is None else float(d["gamma"]),
-                beta=float(d.get("beta", 0.05)),
+                gamma=opt("gamma", float), beta=float(d.get("beta", 0.05)),
+                halt_eps=opt("halt_eps", float), halt_threshold=opt("halt_threshold", float),
+                restart_eps=opt("restart_eps", float), restart_threshold=opt("restart_threshold", float),
+                block_cap=opt("block_cap", int),
             )
         except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidSchedule(f"round fields have the wrong type: {exc}") from None
@@ -95,6 +124,7 @@ class Schedule:
     rounds: tuple[RoundSpec, ...]
     repeat_last: bool = True
     halting: HaltingPolicy = "paper"
+    restarts: RestartPolicy = "per-top"
 
     def __post_init__(self) -> None:
         validate(self)
@@ -117,6 +147,7 @@ class Schedule:
             "rounds": [r.to_dict() for r in self.rounds],
             "repeat_last": self.repeat_last,
             "halting": self.halting,
+            "restarts": self.restarts,
         }
 
     @classmethod
@@ -125,12 +156,16 @@ class Schedule:
         if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
         halting = d.get("halting", "paper")
-        if halting != "paper":
-            raise InvalidSchedule(f"unknown halting policy {halting!r}")
+        restarts = d.get("restarts", "per-top")
+        if halting not in POLICIES["halting"]:
+            raise InvalidSchedule(f"unknown halting policy {halting!r}; known: {', '.join(POLICIES['halting'])}")
+        if restarts not in POLICIES["restarts"]:
+            raise InvalidSchedule(f"unknown restart policy {restarts!r}; known: {', '.join(POLICIES['restarts'])}")
         return cls(
             rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
             repeat_last=bool(d.get("repeat_last", True)),
-            halting="paper",
+            halting=halting,
+            restarts=restarts,
         )
 
 
@@ -158,9 +193,29 @@ def validate(s: Schedule) -> None:
             raise InvalidSchedule(f"{where}: m_S exceeds |S_i| = lam * T")
         if r.m_D > r.R:
             raise InvalidSchedule(f"{where}: m_D exceeds R (D-hat is a subset of the round's queries)")
+        _validate_policies(s, r, where)
         nxt = s.spec(i + 1)
         if nxt is not None and r.m_D < nxt.labeled_size:
             raise InvalidSchedule(
                 f"{where}: m_D = {r.m_D} cannot supply round {i + 1}'s labeled set of "
                 f"{nxt.labeled_size} = lam * T points"
             )
+
+
+def _validate_policies(s: Schedule, r: RoundSpec, where: str) -> None:
+    if s.halting not in POLICIES["halting"] or s.restarts not in POLICIES["restarts"]:
+        raise InvalidSchedule("unknown halting or restart policy")
+    if s.halting == "never" and r.c < r.R:
+        raise InvalidSchedule(f"{where}: halting 'never' needs c >= R (no round may fail)")
+    if s.halting == "noisy":
+        if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
+            raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_eps")
+        if r.halt_threshold is None or not (math.isfinite(r.halt_threshold) and r.halt_threshold > 0):
+            raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_threshold")
+    if s.restarts == "private":
+        if r.restart_eps is None or not (math.isfinite(r.restart_eps) and r.restart_eps > 0):
+            raise InvalidSchedule(f"{where}: restarts 'private' needs a positive restart_eps")
+        if r.block_cap is None or r.block_cap < 1:
+            raise InvalidSchedule(f"{where}: restarts 'private' needs block_cap >= 1")
+        if r.restart_threshold is None or not (math.isfinite(r.restart_threshold) and r.restart_threshold > 0):
+            raise InvalidSchedule(f"{where}: restarts 'private' needs a positive restart_threshold")
