@@ -1,0 +1,167 @@
+"""Daemon pieces without a broker: configuration errors, wire decoding, checkpoint stores
+(atomic, 0600, AES-GCM, incremental), structured logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from daemon import logs, wire
+from daemon.checkpoint.blobs import DirStore, EncryptedStore, key_from_env
+from daemon.checkpoint.model_state import ModelCheckpointer
+from daemon.config import load
+from daemon.errors import CheckpointError, ConfigError, CorruptCheckpoint
+from tests.daemon.kafka_helpers import write_model_files
+from tests.engine.helpers import run_in_batches, tiny_predictor
+
+
+def write(tmp: Path, body: str) -> Path:
+    p = tmp / "c.toml"
+    p.write_text(body)
+    return p
+
+
+def test_config_errors_name_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"consumer\.max_records"):
+        load(write(tmp_path, "[consumer]\nmax_records = 0\n"))
+    with pytest.raises(ConfigError, match="exactly one of 'schedule'"):
+        load(write(tmp_path, '[[models]]\nid = "m"\ndata = "d.csv"\n'))
+    with pytest.raises(ConfigError, match=r"models\.0\.id"):
+        load(write(tmp_path, '[[models]]\nid = "bad id!"\ndata = "d.csv"\nschedule = "s.json"\n'))
+    with pytest.raises(ConfigError, match="sasl_mechanism"):
+        load(write(tmp_path, '[broker]\nsecurity_protocol = "SASL_SSL"\n'))
+    with pytest.raises(ConfigError, match="not found"):
+        load(tmp_path / "missing.toml")
+
+
+def test_environment_and_flags_override_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = write(tmp_path, '[consumer]\nfetch_max_wait_ms = 30\n'
+                        '[[models]]\nid = "m"\ndata = "d.csv"\nschedule = "s.json"\n')
+    assert load(p).models[0].data == tmp_path / "d.csv"  # relative to the file
+    monkeypatch.setenv("EVERLAST_CONSUMER__FETCH_MAX_WAIT_MS", "7")
+    assert load(p).consumer.fetch_max_wait_ms == 7
+    assert load(p, {"consumer": {"fetch_max_wait_ms": 3}}).consumer.fetch_max_wait_ms == 3
+
+
+def test_targets_that_need_more_data_refuse_to_start_and_say_what_would_work(tmp_path: Path) -> None:
+    from daemon.model import ModelRuntime
+
+    data, _ = write_model_files(tmp_path, "m", n=1000)
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\n'
+                               "targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n"))
+    with pytest.raises(ConfigError, match=r"needs .* training examples .* has 1000"):
+        ModelRuntime.prepare(cfg.models[0])
+
+
+@pytest.mark.parametrize(("value", "ct", "code"), [
+    (msgpack.packb({"id": 1, "x": 0.5}), "msgpack", None),
+    (msgpack.packb({"id": "a", "x": [1, 2.5]}), "msgpack", None),
+    (json.dumps({"id": 1, "x": 0.5}).encode(), "json", None),
+    (b"\xc1", "msgpack", "undecodable"),
+    (msgpack.packb({"id": 1, "x": float("inf")}), "msgpack", "non_finite"),
+    (json.dumps({"id": 1, "x": 10**400}).encode(), "json", "non_finite"),
+    (msgpack.packb({"id": 1, "x": []}), "msgpack", "schema"),
+    (msgpack.packb({"id": 2**63, "x": 0.5}), "msgpack", "schema"),
+    (msgpack.packb({"id": "", "x": 0.5}), "msgpack", "schema"),
+    (msgpack.packb({"id": 1, "x": True}), "msgpack", "schema"),
+])
+def test_decode_query(value: bytes, ct: str, code: str | None) -> None:
+    headers = [("Content-Type", b"application/json; charset=utf-8")] if ct == "json" else []
+    got = wire.decode_query(b"m", value, headers, max_bytes=1024)
+    if code is None:
+        assert isinstance(got, wire.Query) and got.content_type == ct
+    else:
+        assert isinstance(got, wire.Rejected) and got.code == code
+
+
+def test_label_encoding_is_deterministic() -> None:
+    a = wire.encode_label("q1", 1, "ok", 3, None, "msgpack")
+    assert a == wire.encode_label("q1", 1, "ok", 3, None, "msgpack")
+    assert msgpack.unpackb(a) == {"id": "q1", "label": 1, "status": "ok", "round": 3}
+    assert json.loads(wire.encode_label(7, None, "refused", 2, "why", "json")) == {
+        "id": 7, "label": None, "status": "refused", "round": 2, "reason": "why"}
+
+
+def test_dir_store_writes_atomically_with_mode_0600(tmp_path: Path) -> None:
+    store = DirStore(tmp_path / "ck")
+    asyncio.run(store.put("m", "live", b"x" * 10))
+    asyncio.run(store.put("m", "live", b"y" * 5))
+    f = tmp_path / "ck" / "m" / "live"
+    assert f.read_bytes() == b"yyyyy"
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "ck" / "m").stat().st_mode) == 0o700
+    assert [p.name for p in (tmp_path / "ck" / "m").iterdir()] == ["live"]  # no temp files left
+
+
+def test_encrypted_store_authenticates_and_binds_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("K", os.urandom(32).hex())
+    key = key_from_env("K")
+    assert key is not None
+    inner = DirStore(tmp_path)
+    store = EncryptedStore(inner, key)
+    asyncio.run(store.put("m", "live", b"secret state"))
+    raw = (tmp_path / "m" / "live").read_bytes()
+    assert b"secret" not in raw
+    assert asyncio.run(store.get("m", "live")) == b"secret state"
+    (tmp_path / "m" / "other").write_bytes(raw)  # a blob moved under another name
+    with pytest.raises(CorruptCheckpoint):
+        asyncio.run(store.get("m", "other"))
+    with pytest.raises(CorruptCheckpoint):
+        asyncio.run(EncryptedStore(inner, os.urandom(32)).get("m", "live"))
+    monkeypatch.setenv("K", "zz")
+    with pytest.raises(CheckpointError):
+        key_from_env("K")
+
+
+def test_incremental_checkpoints_restore_identical_continuations(tmp_path: Path) -> None:
+    qs = np.random.default_rng(2).random(2600)
+    ref = run_in_batches(tiny_predictor(), qs, [])
+    p = tiny_predictor()
+    ck = ModelCheckpointer(DirStore(tmp_path), "m")
+    out = []
+    for lo, hi in [(0, 250), (250, 700), (700, 1300), (1300, 2600)]:
+        out.append(run_in_batches(p, qs[lo:hi], []))
+        asyncio.run(ck.save(p, {0: hi}))
+        restored = asyncio.run(ModelCheckpointer(DirStore(tmp_path), "m").load())
+        assert restored is not None and restored.offsets == {0: hi}
+        p = restored.predictor
+    assert np.array_equal(np.concatenate(out), ref)
+    names = sorted(os.listdir(tmp_path / "m"))
+    assert names[0].startswith("live") and all(n.split("-")[1] == "5" for n in names[1:])  # old rounds pruned
+
+
+def test_json_logs_carry_no_exception_text(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.setup("json", "INFO")
+    log = logging.getLogger("everlast.test")
+    try:
+        raise ValueError("secret 0.123456789")
+    except ValueError:
+        log.exception("model %s failed", "m")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    rec = json.loads(line)
+    assert rec["msg"] == "model m failed" and rec["error"] == "ValueError"
+    assert "0.123456789" not in line
+    logging.getLogger().handlers.clear()
+
+
+def test_training_data_formats(tmp_path: Path) -> None:
+    from daemon.data import load_training
+
+    x = np.random.default_rng(0).random(50)
+    y = (x > 0.5).astype(int)
+    np.savetxt(tmp_path / "t.csv", np.c_[x, y], delimiter=",", header="x,y", comments="")
+    np.savez(tmp_path / "t.npz", x=x, y=y)
+    for name in ("t.csv", "t.npz"):
+        gx, gy = load_training(tmp_path / name)
+        assert np.allclose(gx, x) and np.array_equal(gy, y)
+    (tmp_path / "bad.csv").write_text("x,y\n0.1\n")
+    with pytest.raises(ConfigError, match=r"bad\.csv"):
+        load_training(tmp_path / "bad.csv")
