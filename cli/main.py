@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.compare import compare
 from cli.demo import demo
 from cli.plan import plan
 from cli.replay import replay_cmd
@@ -22,3 +23,4 @@ main.add_command(serve)
 main.add_command(demo)
 main.add_command(replay_cmd)
 main.add_command(plan)
+main.add_command(compare)
