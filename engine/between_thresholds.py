@@ -151,15 +151,33 @@ def run(
         assert mu_per_query is not None
         return _run_stateless(above, slack, mu_per_query, state, rules, xi)
     assert draw_restart is not None
-    out = np.empty(n, dtype=np.int8)
     mu_, rho_r, btops, ctops = state.mu, state.rho_r, state.block_tops, state.tops
+    tops_at: list[int] = []
+    restarts_at: list[int] = []  # query index after which a new threshold noise applies
+    mus = [mu_]
     p, w = 0, _FIRST_WINDOW
     halted = False
+    simple = rules.restarts == "per-top" and rules.halting != "noisy"
     while p < n:
         e = min(n, p + w)
+        if simple:  # the paper's design: the only events are tops
+            hits = np.flatnonzero(slack[p:e] >= mu_)
+            if hits.size == 0:
+                p, w = e, w * 2
+                continue
+            k = p + int(hits[0])
+            tops_at.append(k)
+            ctops += 1
+            p = k + 1
+            if ctops >= rules.c:
+                halted = True
+                break
+            mu_, rho_r = draw_restart()
+            mus.append(mu_)
+            restarts_at.append(k)
+            w = _FIRST_WINDOW
+            continue
         is_top = slack[p:e] >= mu_
-        seg_out = np.where(above[p:e] < mu_, L, R).astype(np.int8)
-        seg_out[is_top] = TOP
         cum = np.cumsum(is_top, dtype=np.int64)
         round_tops = ctops + cum
         halt = round_tops >= rules.c
@@ -176,30 +194,30 @@ def run(
             restart = np.zeros(e - p, dtype=bool)
         h = int(np.argmax(halt)) if halt.any() else -1
         r_ = int(np.argmax(restart)) if restart.any() else -1
-        if h >= 0 and (r_ < 0 or h <= r_):
-            k = h + 1
-            out[p : p + k] = seg_out[:k]
-            ctops += int(cum[h])
-            btops += int(cum[h])
-            p += k
+        stop = h if h >= 0 and (r_ < 0 or h <= r_) else r_
+        last = stop if stop >= 0 else e - p - 1
+        tops_at.extend((p + np.flatnonzero(is_top[: last + 1])).tolist())
+        ctops += int(cum[last])
+        btops += int(cum[last])
+        p += last + 1
+        if stop >= 0 and stop == h:
             halted = True
             break
-        if r_ >= 0:
-            k = r_ + 1
-            out[p : p + k] = seg_out[:k]
-            ctops += int(cum[r_])
-            p += k
+        if stop >= 0:
             mu_, rho_r = draw_restart()
+            mus.append(mu_)
+            restarts_at.append(p - 1)
             btops = 0
             w = _FIRST_WINDOW
-            continue
-        out[p:e] = seg_out
-        ctops += int(cum[-1])
-        btops += int(cum[-1])
-        p = e
-        w *= 2
+        else:
+            w *= 2
+    # the threshold noise in force at each answered query: piecewise constant between restarts
+    seg = np.diff(np.r_[0, np.asarray(restarts_at, dtype=np.int64) + 1, p])
+    mu_at = np.repeat(np.asarray(mus[: seg.size]), seg)
+    out = np.where(above[:p] < mu_at, L, R).astype(np.int8)
+    out[np.asarray(tops_at, dtype=np.int64)] = TOP
     new = BTState(mu=mu_, rho_r=rho_r, block_tops=btops, tops=ctops, rho_h=state.rho_h)
-    return BTRun(out[:p], p, new, halted)
+    return BTRun(out, p, new, halted)
 
 
 def _run_stateless(above: NDArray[np.float64], slack: NDArray[np.float64], mus: NDArray[np.float64],
