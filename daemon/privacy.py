@@ -64,7 +64,14 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
             raise ConfigError(f"model {cfg.id}: cannot read schedule {cfg.schedule}: {exc}") from None
         except InvalidSchedule as exc:
             raise ConfigError(f"model {cfg.id}: {exc}") from None
-        return schedule, _from_certificate(certify(schedule, n))
+        cert = certify(schedule, n)
+        if not math.isfinite(cert.epsilon_training):
+            raise ConfigError(
+                f"model {cfg.id}: the schedule certifies no training-set guarantee ({cert.training_reason}). "
+                f"Lemma C.3 needs 2*gamma >= 12 (ln(10/eps') + ln(1/delta') + 1) / (eps' T) with eps' < 1: "
+                f"raise T or the band, or let the planner make the schedule (`everlast plan --n {n}`)."
+            )
+        return schedule, _from_certificate(cert)
     t = cfg.targets
     assert t is not None
     targets = Targets(

@@ -18,17 +18,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from engine.schedule import RoundSpec, Schedule
 
-SMALL_ROUND = {
-    "T": 200,
-    "lam": 20,
-    "R": 20_000,
-    "c": 5_000,
-    "eps_bt": 0.5,
-    "delta_bt": 1e-8,
-    "alpha": 0.1,
-    "m_S": 400,
-    "m_D": 10_000,
-}
+# Small enough for seconds-long tests, large enough that the planner certifies a (weak, finite)
+# training-set guarantee: the daemon refuses schedules that certify none.
+SMALL_ROUND = {"T": 2000, "lam": 10, "R": 20_000, "c": 2_000, "eps_bt": 0.8, "delta_bt": 1e-8,
+               "alpha": 0.1, "m_S": 400, "m_D": 20_000}
 
 
 def unique(prefix: str) -> str:

@@ -85,7 +85,7 @@ async def check_metrics(port: int) -> None:
     assert metric(text, "everlast_rounds_completed_total", model="m") == 1
     assert metric(text, "everlast_round_queries_answered", model="m") == 5_000
     assert metric(text, "everlast_round_queries_allowed", model="m") == 20_000
-    assert metric(text, "everlast_round_halts_allowed", model="m") == 5_000
+    assert metric(text, "everlast_round_halts_allowed", model="m") == 2_000
     assert metric(text, "everlast_model_halted", model="m") == 0
     assert "everlast_round_halts_used{" not in text  # private unless explicitly exposed
     assert metric(text, "everlast_guarantee_delta", model="m", protects="training") > 0

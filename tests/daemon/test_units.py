@@ -165,3 +165,14 @@ def test_training_data_formats(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("x,y\n0.1\n")
     with pytest.raises(ConfigError, match=r"bad\.csv"):
         load_training(tmp_path / "bad.csv")
+
+
+def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:
+    from daemon.model import ModelRuntime
+
+    data, sched = write_model_files(tmp_path, "m", round_={**{"T": 200, "lam": 20, "R": 20_000, "c": 5_000},
+                                                          "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,
+                                                          "m_S": 400, "m_D": 10_000})
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\nschedule = "{sched}"\n'))
+    with pytest.raises(ConfigError, match="certifies no training-set guarantee"):
+        ModelRuntime.prepare(cfg.models[0])
