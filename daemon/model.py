@@ -14,7 +14,7 @@ from daemon.checkpoint.blobs import BlobStore
 from daemon.checkpoint.model_state import ModelCheckpointer
 from daemon.config import ModelConfig
 from daemon.data import load_training
-from daemon.errors import ConfigError
+from daemon.errors import CheckpointError, ConfigError
 from daemon.privacy import Guarantee, plan_model
 from engine.concepts import ConceptClass, from_spec
 from engine.errors import EngineError
@@ -41,6 +41,8 @@ class ModelRuntime:
     been published beyond the checkpoint; only a replay from an intact log reproduces them)."""
     last_fp: str | None = None
     """Fingerprint of the last record processed on the home partition (saved with the checkpoint)."""
+    partitions: int | None = None
+    """Partition count of the queries topic this model was placed with (saved with the checkpoint)."""
     suspended: str | None = None
     """Why the model refuses (set when its state can no longer be proven consistent)."""
 
@@ -63,17 +65,26 @@ class ModelRuntime:
             )
         return cls(cfg, concept, schedule, guarantee, n)
 
-    async def activate(self, store: BlobStore, start_offset: int) -> bool:
+    async def activate(self, store: BlobStore, start_offset: int, partitions: int | None = None) -> bool:
         """Restore from the checkpoint store, or create the predictor and checkpoint it *before*
         answering anything (so a crash never re-draws the initial randomness). Returns True if
         restored."""
         self.checkpointer = ModelCheckpointer(store, self.id)
+        self.partitions = partitions
         restored = await self.checkpointer.load()
         if restored is not None:
             self.predictor = restored.predictor
             self.offset = next(iter(restored.offsets.values()), start_offset)
             self.unverified_restore = not restored.meta.get("handover", False)
             self.last_fp = restored.meta.get("last_fp")
+            self.suspended = restored.meta.get("suspended")  # survives restarts until an operator acts
+            parts = restored.meta.get("partitions")
+            if parts is not None and partitions is not None and int(parts) != partitions:
+                raise CheckpointError(
+                    f"model {self.id}: the queries topic had {parts} partitions when this checkpoint was written "
+                    f"and has {partitions} now; the model's queries would land on another partition. Restore the "
+                    "partition count (docs/OPERATIONS.md, 'Partitions')."
+                )
             return True
         x, y = load_training(self.cfg.data)
         try:
@@ -91,7 +102,8 @@ class ModelRuntime:
         """``handover``: written at a clean stop or a partition hand-over, when no answer has been
         published beyond it; a restore from it is exact even if the broker has lost the log."""
         assert self.predictor is not None and self.checkpointer is not None
-        meta = {"n_train": self.n_train, "handover": handover, "last_fp": self.last_fp}
+        meta = {"n_train": self.n_train, "handover": handover, "last_fp": self.last_fp,
+                "suspended": self.suspended, "partitions": self.partitions}
         await self.checkpointer.save(self.predictor, {partition: self.offset}, meta)
         self.since_checkpoint = 0
         self.last_checkpoint = time.monotonic()

@@ -87,6 +87,7 @@ class Service:
         self.heartbeat = Heartbeat()
         self.lock = asyncio.Lock()
         self.home: dict[str, int] = {}
+        self.n_partitions: int | None = None
         self.owned: set[int] = set()
         self.next_offset: dict[int, int] = {}
         self.last_fp: dict[int, str | None] = {}
@@ -205,6 +206,8 @@ class Service:
                         self.metrics.batch_seconds.observe(time.perf_counter() - t0)
                     self._update_lag()
                     await self._maybe_checkpoint(force=False)
+            if self.failed is not None:
+                raise self.failed
         finally:
             await self._shutdown()
 
@@ -237,11 +240,23 @@ class Service:
         parts = sorted(self.consumer.partitions_for_topic(self.cfg.topics.queries) or [])
         part = DefaultPartitioner()
         self.home = {m: part(m.encode(), parts, parts) for m in self.models}
+        self.n_partitions = len(parts)
 
     def _models_on(self, partition: int) -> list[ModelRuntime]:
         return [self.models[m] for m, p in self.home.items() if p == partition]
 
     async def assign(self, partitions: list[int]) -> None:
+        """Restore (or create) the models homed on the assigned partitions and seek there. A failure
+        (an unreadable checkpoint, a wrong key) stops the daemon: aiokafka would otherwise swallow it
+        and leave the partition silently unserved."""
+        try:
+            await self._assign(partitions)
+        except BaseException as exc:
+            log.error("partition assignment failed (%s): stopping", type(exc).__name__)
+            self.failed = exc
+            raise
+
+    async def _assign(self, partitions: list[int]) -> None:
         assert self.consumer is not None and self.store is not None
         async with self.lock:
             self._homes()
@@ -253,7 +268,7 @@ class Service:
                 start = int(committed) if committed is not None else 0
                 offsets = []
                 for m in self._models_on(part):
-                    restored = await m.activate(self.store, start)
+                    restored = await m.activate(self.store, start, self.n_partitions)
                     if not restored:
                         await self._checkpoint_model(m, part)  # before answering anything
                     log.info(
@@ -291,6 +306,8 @@ class Service:
                     m.deactivate()
                 self.owned.discard(part)
                 self.parked.pop(part, None)
+                with contextlib.suppress(KeyError):
+                    self.metrics.lag.remove(str(part))  # a gauge of a partition we no longer own would go stale
                 self.transitions.pop(part, None)
             self.metrics.models_active.set(sum(1 for m in self.models.values() if m.predictor is not None))
 

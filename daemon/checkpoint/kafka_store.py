@@ -1,27 +1,24 @@
 """A blob store on a Kafka topic, so a model's checkpoint follows its partition to another replica.
 
-Record key ``<model>/<name>``; a blob larger than ``max_chunk_bytes`` is split into chunks that
-carry headers ``everlast-blob`` (an id) and ``everlast-chunk`` ("i/n"), reassembled on read. The
-newest *complete* blob per key wins; a tombstone (no value) deletes. Nothing relies on the broker
-compacting the topic (Tansu never does; on Apache Kafka enable ``cleanup.policy=compact`` to bound
-its size), nor on ``end_offsets`` (read up to the high watermark seen in fetch responses).
+A blob is written as chunks of at most ``max_chunk_bytes``, each under its own key
+``<model>/<name>/<blob-id>/<i>``, then a manifest ``{"blob", "n"}`` under ``<model>/<name>``; the
+previous blob's chunks are then deleted with tombstones. Every key's newest record is all a
+reader needs, so the topic is safe under ``cleanup.policy=compact`` (which bounds its size on
+Apache Kafka), and correct without it (Tansu never compacts): a reader keeps the newest record
+per key itself, never relies on ``end_offsets`` (it reads up to the high watermark seen in fetch
+responses), and ignores a manifest whose chunks are not all present.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgpack
+
 from daemon.errors import CheckpointError
-
-
-@dataclass
-class _Partial:
-    blob: bytes
-    n: int
-    parts: dict[int, bytes] = field(default_factory=dict)
 
 
 class KafkaStore:
@@ -31,6 +28,8 @@ class KafkaStore:
         self.topic = topic
         self.max_chunk = max_chunk_bytes
         self.cache: dict[str, bytes] = {}
+        self.raw: dict[str, bytes] = {}
+        self.manifests: dict[str, tuple[str, int]] = {}
 
     async def refresh(self, timeout_s: float = 30.0) -> None:
         """Re-read the whole topic (after a rebalance another replica may have written)."""
@@ -49,16 +48,15 @@ class KafkaStore:
                 return
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
-            partial: dict[str, _Partial] = {}
-            newest: dict[str, bytes] = {}
-            import time
+            newest: dict[str, bytes | None] = {}
+
 
             deadline = time.monotonic() + timeout_s
             while True:
                 batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
                 for recs in batch.values():
                     for r in recs:
-                        self._apply(r, partial, newest)
+                        newest[r.key.decode() if r.key is not None else ""] = r.value
                 done = True
                 for tp in tps:
                     hw = consumer.highwater(tp)
@@ -68,44 +66,50 @@ class KafkaStore:
                     break
                 if time.monotonic() > deadline:
                     raise CheckpointError("timed out reading the checkpoint topic")
-            self.cache = newest
+            self.raw = {k: v for k, v in newest.items() if v is not None}
+            self.cache = self._assemble()
+            self.manifests = {}
+            for k in self.cache:
+                man = msgpack.unpackb(self.raw[k], raw=False)
+                self.manifests[k] = (str(man["blob"]), int(man["n"]))
         finally:
             await consumer.stop()
 
-    @staticmethod
-    def _apply(r: Any, partial: dict[str, _Partial], newest: dict[str, bytes]) -> None:
-        key = r.key.decode() if r.key is not None else ""
-        if r.value is None:
-            newest.pop(key, None)
-            partial.pop(key, None)
-            return
-        h = dict(r.headers or ())
-        blob, chunk = h.get("everlast-blob"), h.get("everlast-chunk")
-        if blob is None or chunk is None:
-            return
-        i_s, n_s = chunk.decode().split("/")
-        i, n = int(i_s), int(n_s)
-        cur = partial.get(key)
-        if cur is None or cur.blob != blob:
-            cur = partial[key] = _Partial(blob, n)
-        cur.parts[i] = r.value
-        if len(cur.parts) == cur.n:
-            newest[key] = b"".join(cur.parts[j] for j in range(cur.n))
-            del partial[key]
+    def _assemble(self) -> dict[str, bytes]:
+        """Blobs from manifests whose chunks are all present (an interrupted write is ignored)."""
+        out: dict[str, bytes] = {}
+        for key, value in self.raw.items():
+            if key.count("/") != 1:
+                continue  # a chunk
+            try:
+                man = msgpack.unpackb(value, raw=False)
+                parts = [self.raw.get(f"{key}/{man['blob']}/{i}") for i in range(int(man["n"]))]
+            except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+                continue
+            if all(p is not None for p in parts):
+                out[key] = b"".join(p for p in parts if p is not None)
+        return out
 
     async def put(self, model: str, name: str, data: bytes) -> None:
         key = f"{model}/{name}"
-        blob = os.urandom(8).hex().encode()
-        chunks = [data[i : i + self.max_chunk] for i in range(0, max(len(data), 1), self.max_chunk)] or [b""]
-        futs = []
-        for i, c in enumerate(chunks):
-            headers = [("everlast-blob", blob), ("everlast-chunk", f"{i}/{len(chunks)}".encode())]
-            futs.append(await self.producer.send(self.topic, key=key.encode(), value=c, headers=headers))
+        blob = os.urandom(8).hex()
+        chunks = [data[i : i + self.max_chunk] for i in range(0, len(data), self.max_chunk)] or [b""]
+        old = self.manifests.get(key)
         try:
+            futs = [await self.producer.send(self.topic, key=f"{key}/{blob}/{i}".encode(), value=c)
+                    for i, c in enumerate(chunks)]
             for f in futs:
                 await f
+            man = msgpack.packb({"blob": blob, "n": len(chunks)})
+            await (await self.producer.send(self.topic, key=key.encode(), value=man))
+            if old is not None:  # the previous blob's chunks are dead: tombstone them
+                futs = [await self.producer.send(self.topic, key=f"{key}/{old[0]}/{i}".encode(), value=None)
+                        for i in range(old[1])]
+                for f in futs:
+                    await f
         except Exception as exc:  # KafkaError and timeouts: the caller retries by policy
             raise CheckpointError(f"cannot write checkpoint {key} to Kafka ({type(exc).__name__})") from None
+        self.manifests[key] = (blob, len(chunks))
         self.cache[key] = data
 
     async def get(self, model: str, name: str) -> bytes | None:
@@ -118,7 +122,11 @@ class KafkaStore:
     async def delete(self, model: str, names: Iterable[str]) -> None:
         for n in names:
             key = f"{model}/{n}"
-            if key in self.cache:
-                fut = await self.producer.send(self.topic, key=key.encode(), value=None)
-                await fut
-                self.cache.pop(key, None)
+            if key not in self.cache:
+                continue
+            blob, count = self.manifests.pop(key, ("", 0))
+            keys = [key] + [f"{key}/{blob}/{i}" for i in range(count)]
+            futs = [await self.producer.send(self.topic, key=k.encode(), value=None) for k in keys]
+            for f in futs:
+                await f
+            self.cache.pop(key, None)

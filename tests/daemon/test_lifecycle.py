@@ -110,3 +110,24 @@ async def check_metrics(port: int) -> None:
         if line.startswith("everlast_") and "{" in line:
             for k, v in re.findall(r'(\w+)="([^"]*)"', line.split("} ")[0]):
                 assert k in ("le", "version", "partition") or v in allowed[k], line
+
+
+async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from daemon.errors import CorruptCheckpoint
+
+    cfg_path, topics = write_config(tmp_path, broker.bootstrap, ["m"])
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    monkeypatch.setenv("EVERLAST_CHECKPOINT_KEY", os.urandom(32).hex())
+    async with running(cfg_path):
+        await produce(broker.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 500)))
+        await collect(broker.bootstrap, topics["labels"], until=500)
+    monkeypatch.setenv("EVERLAST_CHECKPOINT_KEY", os.urandom(32).hex())  # the wrong key
+    with pytest.raises(CorruptCheckpoint):
+        async with running(cfg_path) as st:
+            for _ in range(300):
+                if st["service"].failed is not None:  # type: ignore[attr-defined]
+                    break
+                await asyncio.sleep(0.05)
