@@ -101,6 +101,7 @@ class Service:
         self.kafka_store: Any = None
         self.ready_flag = False
         self.broker_ok = False
+        self._last_probe = 0.0
         self.failed: BaseException | None = None
 
     # -- wiring ------------------------------------------------------------------------------
@@ -183,6 +184,7 @@ class Service:
                 self.heartbeat.beat()
                 if self.failed is not None:
                     raise self.failed
+                await self._probe_broker()
                 await self._resume_finished()
                 try:
                     batch = await self.consumer.getmany(timeout_ms=100, max_records=c.max_records)
@@ -627,6 +629,21 @@ class Service:
         g.halted.labels(model=m.id).set(1 if p.phase is Phase.HALTED else 0)
         if self.cfg.metrics.expose_halts_used:
             g.halts_used.labels(model=m.id).set(p.tops_in_round)
+
+    async def _probe_broker(self, every_s: float = 5.0) -> None:
+        """A metadata round trip every few seconds: the health signal while no traffic flows (aiokafka
+        retries quietly, so an idle consumer alone would never notice the broker is gone)."""
+        now = time.monotonic()
+        if now - self._last_probe < every_s or self.producer is None:
+            return
+        self._last_probe = now
+        try:
+            ok = await asyncio.wait_for(self.producer.client.force_metadata_update(), timeout=every_s)
+        except (TimeoutError, KafkaError):
+            ok = False
+        if not ok:
+            log.warning("the broker does not answer; retrying")
+        self._broker(bool(ok))
 
     def _broker(self, up: bool) -> None:
         self.broker_ok = up

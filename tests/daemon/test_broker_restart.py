@@ -19,6 +19,7 @@ from tests.daemon.kafka_helpers import (
     running,
     write_config,
 )
+from tests.daemon.test_lifecycle import scrape
 
 pytestmark = [pytest.mark.broker, pytest.mark.asyncio]
 
@@ -34,12 +35,22 @@ async def test_a_broker_restart_is_survived(tmp_path: Path) -> None:
             await produce(b.bootstrap, topics["queries"], query_records("m", xs[:4_000]))
             assert len(await collect(b.bootstrap, topics["labels"], until=4_000)) >= 4_000
             svc = st["service"]
+            port = int(st["metrics_port"])  # type: ignore[call-overload]
             b.stop()
-            await asyncio.sleep(2.0)
+            for _ in range(150):  # the health signal while the broker is away
+                if (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 503:
+                    break
+                await asyncio.sleep(0.1)
+            assert (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 503
             b.start()  # same port, empty log
             await create_topics(b.bootstrap, names)
             await produce(b.bootstrap, topics["queries"], query_records("m", xs[4_000:], start_id=4_000))
             labels = await collect_ids(b.bootstrap, topics["labels"], set(range(4_000, 8_000)))
+            for _ in range(100):  # ready again once the broker answers
+                if (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 200:
+                    break
+                await asyncio.sleep(0.1)
+            assert (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 200
             assert svc.metrics.log_resets._value.get() >= 1  # type: ignore[attr-defined]
         # every query produced after the restart is answered; answers in flight during the outage
         # (ids below 4000 whose first delivery the old broker lost) may be delivered too
