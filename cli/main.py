@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from cli.audit import audit
 from cli.compare import compare
 from cli.demo import demo
 from cli.plan import plan
 from cli.replay import replay_cmd
+from cli.report import report
 from cli.serve import serve
 from cli.simulate import simulate
 
@@ -24,3 +26,5 @@ main.add_command(demo)
 main.add_command(replay_cmd)
 main.add_command(plan)
 main.add_command(compare)
+main.add_command(audit)
+main.add_command(report)

@@ -1,0 +1,3 @@
+from adversary_sim.run import main
+
+main()

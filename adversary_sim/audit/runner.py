@@ -1,0 +1,155 @@
+"""Run an audit: play an attack's games in both worlds, bound epsilon, set it beside the claim.
+
+The claim is the planner's certificate (``engine.planner.certify``, tight accounting, delta 1e-6)
+for the attack's *nominal* configuration -- the same schedule and training-set size the games run
+(the broken variants change the engine's inputs, never the claim). For the training-set game the
+claim is ``epsilon_training``. For the query game the planner proves nothing today
+(``epsilon_queries`` = +inf: Claim E.6's in-round step is false, issue 8), so the audit sets the
+bound beside ``epsilon_queries_conditional`` -- the chain *if* the in-round step held -- and says so.
+
+Confidence: every attack's bound uses Clopper-Pearson limits at alpha / (2 * attacks) per rate, so
+the reported maximum over attacks holds with the stated confidence (Bonferroni).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from adversary_sim.audit.games import ATTACKS, DEFAULT_ATTACKS, PLANNED_ATTACKS, Attack
+from adversary_sim.audit.stats import audit_bound, max_bound_for_trials
+from adversary_sim.audit.variants import variant as get_variant
+from engine.planner import Certificate, certify
+
+GAMES = ("training", "query")
+CLAIM_DELTA = 1e-6
+HIST_BINS = 30
+
+
+def resolve_attacks(game: str, names: Sequence[str] | None, halting: str = "paper",
+                    queries: int | None = None) -> list[Attack]:
+    if game not in GAMES:
+        raise ValueError(f"unknown game {game!r}; known: {', '.join(GAMES)}")
+    known = ATTACKS[game]
+    if not names or list(names) == ["default"]:
+        names = DEFAULT_ATTACKS[game]
+    elif list(names) == ["all"]:
+        names = tuple(known)
+    out = []
+    for n in names:
+        if n in PLANNED_ATTACKS.get(game, ()):
+            raise NotImplementedError(f"attack {n!r} is planned (issue 8) but not implemented yet")
+        if n not in known:
+            raise ValueError(f"unknown attack {n!r} for the {game} game; known: {', '.join(known)}")
+        out.append(known[n](halting=halting, queries=queries))
+    return out
+
+
+def claim(game: str, cert: Certificate) -> dict[str, Any]:
+    """What the planner claims for this game, and how firmly."""
+    if game == "training":
+        return {"claimed_epsilon": cert.epsilon_training, "claimed_delta": cert.delta_training,
+                "claimed_kind": "proven", "claimed_epsilon_proven": cert.epsilon_training,
+                "claim_note": cert.training_reason}
+    if math.isfinite(cert.epsilon_queries):
+        return {"claimed_epsilon": cert.epsilon_queries, "claimed_delta": cert.delta_queries,
+                "claimed_kind": "proven", "claimed_epsilon_proven": cert.epsilon_queries,
+                "claim_note": ""}
+    return {"claimed_epsilon": cert.epsilon_queries_conditional, "claimed_delta": cert.delta_queries,
+            "claimed_kind": "conditional", "claimed_epsilon_proven": math.inf,
+            "claim_note": "claimed (conditional): the planner proves no query epsilon for this "
+                          f"configuration ({cert.queries_reason}); the number is the query chain "
+                          "without Claim E.6's in-round step"}
+
+
+def _histogram(s0: NDArray[np.float64], s1: NDArray[np.float64]) -> dict[str, Any]:
+    both = np.concatenate([s0, s1])
+    lo, hi = float(both.min()), float(both.max())
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, HIST_BINS + 1)
+    return {"edges": edges.tolist(), "world0": np.histogram(s0, edges)[0].tolist(),
+            "world1": np.histogram(s1, edges)[0].tolist()}
+
+
+def run_audit(
+    game: str,
+    variant: str = "real",
+    attacks: Sequence[str] | None = None,
+    trials: int = 2000,
+    seed: int = 0,
+    *,
+    halting: str = "paper",
+    confidence: float = 0.95,
+    queries: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Play ``trials`` games (half per world) of each attack against ``variant``; return the audit
+    record (the JSON object ``everlast audit --json`` prints)."""
+    if trials < 6:
+        raise ValueError("an audit needs at least 6 trials (3 per world)")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must lie in (0, 1)")
+    v = get_variant(variant)
+    chosen = resolve_attacks(game, attacks, halting, queries)
+    per_world = trials // 2
+    alpha = (1.0 - confidence) / len(chosen)
+    t0 = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    for att in chosen:
+        sc = att.scenario()
+        cert = certify(sc.schedule, sc.n, "tight", CLAIM_DELTA)
+        cl = claim(game, cert)
+        t1 = time.perf_counter()
+        s0 = att.play(v, 0, per_world, seed, progress)
+        s1 = att.play(v, 1, per_world, seed, progress)
+        b = audit_bound(s0, s1, delta=cl["claimed_delta"], alpha=alpha)
+        r: dict[str, Any] = {
+            **att.describe(), **cl, **b.to_json(),
+            "caught": b.epsilon_lower_bound > cl["claimed_epsilon"],
+            "max_bound_at_this_trial_count": max_bound_for_trials(b.n0, cl["claimed_delta"], alpha),
+            "seconds": time.perf_counter() - t1,
+            "scores": _histogram(s0, s1),
+            "config": {"concept": sc.concept.name, "n": sc.n, "schedule": sc.schedule.to_dict(),
+                       "engine_schedule": v.schedule(sc.schedule).to_dict()},
+            "certificate": {"epsilon_training": cert.epsilon_training, "delta_training": cert.delta_training,
+                            "epsilon_queries": cert.epsilon_queries,
+                            "epsilon_queries_conditional": cert.epsilon_queries_conditional,
+                            "delta_queries": cert.delta_queries, "query_private": cert.query_private,
+                            "warnings": list(cert.warnings)},
+        }
+        results.append(r)
+    top = max(results, key=lambda r: r["epsilon_lower_bound"] - r["claimed_epsilon"])
+    warnings = []
+    if game == "query" and top["claimed_kind"] == "conditional":
+        warnings.append("QUERY PRIVACY NOT PROVEN for this configuration: claimed_epsilon is the "
+                        "conditional chain (Claim E.6's in-round step is false; issue 8)")
+    if variant != "real" and not any(r["caught"] for r in results):
+        warnings.append(f"the broken variant {variant!r} was not caught by "
+                        f"{', '.join(r['attack'] for r in results)}; designed to catch it: "
+                        + ", ".join(f"{r['attack']} -> {', '.join(r['designed_to_catch'])}" for r in results))
+    return {
+        "game": game,
+        "variant": variant,
+        "attack": ",".join(r["attack"] for r in results),
+        "claimed_epsilon": top["claimed_epsilon"],
+        "claimed_delta": top["claimed_delta"],
+        "claimed_kind": top["claimed_kind"],
+        "claimed_epsilon_proven": top["claimed_epsilon_proven"],
+        "epsilon_lower_bound": max(r["epsilon_lower_bound"] for r in results),
+        "confidence": confidence,
+        "trials": 2 * per_world,
+        "trials_per_world": per_world,
+        "caught": any(r["caught"] for r in results),
+        "seed": seed,
+        "halting": halting,
+        "variant_description": v.description,
+        "seconds": time.perf_counter() - t0,
+        "attacks": results,
+        "warnings": warnings,
+    }

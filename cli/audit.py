@@ -1,0 +1,69 @@
+"""``everlast audit``: play the privacy game of Definition 3.4 / Figure 1 many times and print an
+empirical lower bound on epsilon beside the epsilon the planner claims (docs/ADVERSARY.md)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+from adversary_sim.audit.games import ATTACKS, PLANNED_ATTACKS
+from adversary_sim.audit.runner import GAMES, run_audit
+from adversary_sim.audit.variants import VARIANTS
+from cli.common import emit_json, progress
+
+_ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PLANNED_ATTACKS.values() for a in g})
+
+
+@click.command("audit")
+@click.option("--game", type=click.Choice(GAMES), required=True,
+              help="training: neighbouring training sets; query: two query streams differing in one query.")
+@click.option("--trials", type=click.IntRange(min=6), default=2000, show_default=True,
+              help="Games played in total (half in each world).")
+@click.option("--variant", type=click.Choice(VARIANTS), default="real", show_default=True,
+              help="The engine as shipped, or with one safeguard removed (to show the audit can see it).")
+@click.option("--attack", "attack", type=click.Choice(["default", "all", *_ATTACK_NAMES]), default="default",
+              show_default=True,
+              help="Adversary: training game flip|relabel (default both), query game chain (default)|halting.")
+@click.option("--halting", type=click.Choice(["paper", "never"]), default="paper", show_default=True,
+              help="Halting policy of the audited configuration (never: c = R).")
+@click.option("--queries", type=click.IntRange(min=1), default=None,
+              help="Probe queries per round (default: the round's R).")
+@click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=0.95, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+def audit(game: str, trials: int, variant: str, attack: str, halting: str, queries: int | None,
+          confidence: float, seed: int, as_json: bool) -> None:
+    """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim."""
+    from adversary_sim.audit.runner import resolve_attacks
+
+    try:
+        n_att = len(resolve_attacks(game, [attack], halting, queries))
+    except NotImplementedError as exc:
+        raise click.ClickException(str(exc)) from None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    with progress(n_att * 2 * (trials // 2), f"audit {game}/{variant}", unit="game") as bar:
+        out = run_audit(game, variant, [attack], trials, seed, halting=halting, confidence=confidence,
+                        queries=queries, progress=bar.update)
+    if as_json:
+        emit_json(out)
+        return
+    _print_human(out)
+
+
+def _fmt(x: Any) -> str:
+    return "inf" if isinstance(x, float) and math.isinf(x) else f"{x:.3f}"
+
+
+def _print_human(out: dict[str, Any]) -> None:
+    click.echo(f"audit: {out['game']} game, variant {out['variant']}, {out['trials']} games "
+               f"({out['trials_per_world']} per world), confidence {out['confidence']:.2f}")
+    click.echo(f"{'attack':>9} {'claimed':>10} {'kind':>12} {'lower bound':>12} {'FPR':>7} {'FNR':>7}  verdict")
+    for r in out["attacks"]:
+        verdict = "CAUGHT (bound above claim)" if r["caught"] else "consistent with the claim"
+        click.echo(f"{r['attack']:>9} {_fmt(r['claimed_epsilon']):>10} {r['claimed_kind']:>12} "
+                   f"{_fmt(r['epsilon_lower_bound']):>12} {r['fpr']:>7.4f} {r['fnr']:>7.4f}  {verdict}")
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}")

@@ -1,0 +1,463 @@
+"""``everlast report``: turn run records into PNG plots and a short Markdown summary.
+
+Reads the JSON that ``everlast simulate --json``, ``everlast replay --json``, ``everlast audit --json``
+and ``python -m adversary_sim ... --json`` print (one object per file, a JSON list of objects, or JSON
+lines), and query records (``everlast replay --record``, ``adversary_sim.recorded``). Each kind gets
+the plots that make sense for it:
+
+* round-by-round runs (simulate, in-process attacks): accuracy per round (answers, and the round's
+  decision rule on fresh points of the true distribution), tops used against the budget c_i;
+* replays: answers per round, statuses, latency percentiles (or their distribution when the record
+  holds every latency);
+* audits: the epsilon lower bound of every (game, variant, attack) beside the claimed epsilon, and
+  the adversary's score distribution in the two worlds.
+
+matplotlib is imported only here (the ``plots`` extra); the Agg backend writes files, no display.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+Obj = dict[str, Any]
+
+
+def load(path: Path) -> list[Obj]:
+    """The objects of a report input: a JSON object, a JSON list, or JSON lines."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        return [data]
+    if isinstance(data, list):
+        return [d for d in data if isinstance(d, dict)]
+    out = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise click.ClickException(f"{path.name}: line {i} is not JSON") from None
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def kind_of(obj: Obj) -> str:
+    if "epsilon_lower_bound" in obj and "game" in obj:
+        return "audit"
+    if "latency_ms" in obj or "throughput_qps" in obj:
+        return "replay"
+    if isinstance(obj.get("rounds"), list):
+        return "rounds"
+    if "x" in obj:
+        return "query"
+    if "format" in obj:
+        return "header"
+    return "unknown"
+
+
+def _plt() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException("everlast report needs matplotlib: pip install 'everlast[plots]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _int_ticks() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _fmt(v: Any, nd: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.{nd}f}"
+    return str(v)
+
+
+# -- round-by-round runs -----------------------------------------------------------------------------
+
+
+def report_rounds(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]]:
+    plt = _plt()
+    rounds = obj["rounds"]
+    idx = [r["round"] for r in rounds]
+    files: list[Path] = []
+    lines = [f"## {stem}: {obj.get('stream') or obj.get('distribution') or 'run'}", ""]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, name in (("error_answers", "answers to the stream's queries"),
+                      ("error_fresh", "decision rule on fresh points of the true distribution"),
+                      ("error_original", "decision rule on fresh points of the original distribution")):
+        ys = [None if r.get(key) is None else 1.0 - r[key] for r in rounds]
+        if any(y is not None for y in ys):
+            ax.plot(idx, [math.nan if y is None else y for y in ys], marker="o", label=name)
+    ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(_int_ticks())
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0.0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left")
+    ax.set_title(f"{stem}: accuracy per round")
+    f1 = out / f"{stem}-accuracy.png"
+    fig.tight_layout()
+    fig.savefig(f1, dpi=110)
+    plt.close(fig)
+    files.append(f1)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    used = [r.get("tops_used", 0) for r in rounds]
+    allowed = [r.get("tops_allowed", 0) for r in rounds]
+    ax.bar(idx, used, width=0.6, color="tab:orange", label="tops used")
+    ax.set_xlim(min(idx) - 0.7, max(idx) + 0.7)
+    ax.plot(idx, allowed, color="black", marker="_", markersize=20, linestyle="none", label="budget c_i")
+    halted = [r["round"] for r in rounds if r.get("halted_after") is not None or
+              (r.get("refused", 0) > 0 and r.get("tops_used") == r.get("tops_allowed"))]
+    for h in halted:
+        ax.annotate("halted", (h, allowed[idx.index(h)]), textcoords="offset points", xytext=(0, 6),
+                    ha="center", color="red")
+    ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(_int_ticks())
+    ax.set_ylabel("tops (halt budget)")
+    ax.set_ylim(0, 1.3 * max([1, *allowed, *used]))
+    ax.legend(loc="upper left", ncol=2, fontsize=8)
+    ax.set_title(f"{stem}: halt budget per round")
+    f2 = out / f"{stem}-halts.png"
+    fig.tight_layout()
+    fig.savefig(f2, dpi=110)
+    plt.close(fig)
+    files.append(f2)
+
+    orig = any(r.get("error_original") is not None for r in rounds)
+    lines += ["| round | queries | refused | tops / c | error (answers) | error (fresh) |"
+              + (" error (original) |" if orig else ""),
+              "|---:|---:|---:|---:|---:|---:|" + ("---:|" if orig else "")]
+    for r in rounds:
+        lines.append(f"| {r['round']} | {r.get('queries', '-')} | {r.get('refused', '-')} | "
+                     f"{r.get('tops_used', '-')} / {r.get('tops_allowed', '-')} | "
+                     f"{_fmt(r.get('error_answers'), 4)} | {_fmt(r.get('error_fresh'), 4)} |"
+                     + (f" {_fmt(r.get('error_original'), 4)} |" if orig else ""))
+    lines.append("")
+    if obj.get("halted"):
+        qh = obj.get("queries_to_halt")
+        lines.append("The predictor **halted**" + (f" after {qh:,} answered queries." if qh else "."))
+    det = obj.get("stream_details")
+    if det:
+        lines.append("Stream: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in det.items()))
+    if obj.get("guarantee"):
+        lines.append(str(obj["guarantee"]))
+    lines.append("")
+    return lines, files
+
+
+def report_traces(objs: list[tuple[str, Obj]], out: Path, name: str) -> tuple[list[str], list[Path]]:
+    """Tops used in the current round against queries sent, one line per stream run: how fast each
+    stream spends the halt budget (an availability attack spends it in about c queries)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    budget = 0
+    for label, o in objs:
+        tr = o["trace"]
+        ax.plot(tr["queries"], tr["tops"], label=label, drawstyle="steps-post")
+        budget = max(budget, *(r.get("tops_allowed", 0) for r in o["rounds"]))
+        if o.get("queries_to_halt"):
+            ax.axvline(o["queries_to_halt"], color="red", linestyle=":", linewidth=1)
+    ax.axhline(budget, color="black", linestyle="--", linewidth=1, label="budget c_i")
+    ax.set_xscale("log")
+    ax.set_xlabel("queries sent (log scale)")
+    ax.set_ylabel("tops used in the current round")
+    ax.set_title("halt budget spent over time (dotted: the predictor halted)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    f = out / f"{name}-tops.png"
+    fig.savefig(f, dpi=110)
+    plt.close(fig)
+    lines = ["## halt budget over time", "", "| run | queries sent | halted after |", "|---|---:|---:|"]
+    lines += [f"| {lab} | {o.get('queries')} | {_fmt(o.get('queries_to_halt'))} |" for lab, o in objs]
+    lines.append("")
+    return lines, [f]
+
+
+# -- replays -----------------------------------------------------------------------------------------
+
+
+def report_replay(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]]:
+    plt = _plt()
+    files: list[Path] = []
+    lines = [f"## {stem}: replay of {obj.get('stream', 'a stream')}", ""]
+    lat = obj.get("latency_ms") or {}
+    all_lat = obj.get("latencies_ms")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if isinstance(all_lat, list) and all_lat:
+        ax.hist(all_lat, bins=50, color="tab:blue")
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("queries")
+    else:
+        keys = [k for k in ("p50", "p90", "p99", "max") if lat.get(k) is not None]
+        ax.bar(keys, [lat[k] for k in keys], color="tab:blue")
+        ax.set_ylabel("latency (ms)")
+    ax.set_title(f"{stem}: latency")
+    f = out / f"{stem}-latency.png"
+    fig.tight_layout()
+    fig.savefig(f, dpi=110)
+    plt.close(fig)
+    files.append(f)
+    rounds = obj.get("rounds")
+    if isinstance(rounds, dict) and rounds:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ks = sorted(rounds, key=lambda k: int(k))
+        ax.bar([int(k) for k in ks], [rounds[k] for k in ks], color="tab:green")
+        ax.set_xlabel("round")
+        ax.set_ylabel("answers")
+        ax.set_title(f"{stem}: answers per round")
+        f = out / f"{stem}-rounds.png"
+        fig.tight_layout()
+        fig.savefig(f, dpi=110)
+        plt.close(fig)
+        files.append(f)
+    lines += [
+        f"- sent {obj.get('sent')}, answered {obj.get('answered')}, missing {obj.get('missing')}",
+        f"- statuses: {obj.get('statuses')}",
+        f"- accuracy against the true labels: {_fmt(obj.get('accuracy'), 4)}",
+        f"- throughput: {_fmt(obj.get('throughput_qps'), 0)} queries/s",
+        "- latency (ms): " + ", ".join(f"{k} {_fmt(v, 1)}" for k, v in lat.items()),
+        "",
+    ]
+    return lines, files
+
+
+def report_queries(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], list[Path]]:
+    """A query record (JSON lines with answers): accuracy and refusals per round, statuses."""
+    plt = _plt()
+    per: dict[int, list[int]] = {}
+    statuses: dict[str, int] = {}
+    lat: list[float] = []
+    for o in objs:
+        st = str(o.get("status", "-"))
+        statuses[st] = statuses.get(st, 0) + 1
+        if isinstance(o.get("latency_ms"), int | float):
+            lat.append(float(o["latency_ms"]))
+        r = o.get("round")
+        if not isinstance(r, int):
+            continue
+        c = per.setdefault(r, [0, 0, 0])  # answered, correct (of scored), scored
+        lab, y = o.get("label"), o.get("y", o.get("true_label"))
+        if lab in (0, 1):
+            c[0] += 1
+            if y in (0, 1):
+                c[2] += 1
+                c[1] += int(lab == y)
+    files: list[Path] = []
+    lines = [f"## {stem}: query record ({len(objs)} queries)", "", f"Statuses: {statuses}", ""]
+    if per:
+        ks = sorted(per)
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(ks, [per[k][1] / per[k][2] if per[k][2] else math.nan for k in ks], marker="o")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("round")
+        ax.set_ylabel("accuracy of the answers")
+        ax.set_title(f"{stem}: accuracy per round")
+        f = out / f"{stem}-accuracy.png"
+        fig.tight_layout()
+        fig.savefig(f, dpi=110)
+        plt.close(fig)
+        files.append(f)
+    if lat:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.hist(lat, bins=50)
+        ax.set_xlabel("latency (ms)")
+        ax.set_title(f"{stem}: latency")
+        f = out / f"{stem}-latency.png"
+        fig.tight_layout()
+        fig.savefig(f, dpi=110)
+        plt.close(fig)
+        files.append(f)
+    return lines, files
+
+
+# -- audits ------------------------------------------------------------------------------------------
+
+
+def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], list[Path]]:
+    plt = _plt()
+    rows = []
+    for o in objs:
+        for a in o.get("attacks") or [o]:
+            rows.append((o["game"], o["variant"], a.get("attack", o.get("attack", "?")),
+                         a.get("claimed_epsilon", o.get("claimed_epsilon")),
+                         a.get("claimed_kind", o.get("claimed_kind", "proven")),
+                         a.get("epsilon_lower_bound", o.get("epsilon_lower_bound")),
+                         a.get("caught", o.get("caught")), a, o))
+    order = {"real": 0, "no-noise": 1, "majority-relabel": 2, "no-halt-limit": 3}
+    rows.sort(key=lambda r: (r[0] != "training", r[2], order.get(r[1], 9),
+                             r[8].get("halting", "paper") != "paper"))
+    files: list[Path] = []
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.8))
+    xs = range(len(rows))
+    bounds = [r[5] or 0.0 for r in rows]
+    shown = [c for c in (r[3] for r in rows) if c is not None and math.isfinite(c) and c <= 20.0]
+    top = 1.25 * max([1.0, *bounds, *shown])
+    colors = ["tab:red" if r[6] else "tab:blue" for r in rows]
+    ax.bar(xs, bounds, color=colors, label="empirical lower bound")
+    for i, r in enumerate(rows):
+        ax.annotate(_fmt(r[5], 2), (i, bounds[i]), textcoords="offset points", xytext=(0, 2), ha="center",
+                    fontsize=7)
+        claim = r[3]
+        style = "-" if r[4] == "proven" else "--"
+        if claim is None or not math.isfinite(claim):
+            ax.annotate("claim: none", (i, top * 0.93), ha="center", fontsize=7)
+        elif claim > top:
+            ax.annotate(f"claim {claim:.3g}", (i, top * 0.93), ha="center", fontsize=7)
+        else:
+            ax.plot([i - 0.4, i + 0.4], [claim, claim], color="black", linestyle=style)
+    ax.set_ylim(0.0, top)
+    ax.plot([], [], color="black", label="claimed epsilon (planner)")
+    ax.plot([], [], color="black", linestyle="--", label="claimed, conditional (queries)")
+    ax.set_xticks(list(xs))
+    labels = []
+    for r in rows:
+        h = r[8].get("halting", "paper")
+        labels.append(f"{r[0]}\n{r[1]}\n{r[2]}" + ("" if h == "paper" else f"\nhalting {h}"))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("epsilon")
+    ax.set_title("audit: empirical lower bound (red: above the claim) vs claimed epsilon")
+    ax.legend(loc="upper left", fontsize=7)
+    fig.tight_layout()
+    f = out / f"{stem}-bounds.png"
+    fig.savefig(f, dpi=110)
+    plt.close(fig)
+    files.append(f)
+
+    hist_rows = [r for r in rows if isinstance(r[7].get("scores"), dict)]
+    if hist_rows:
+        n = len(hist_rows)
+        cols = min(4, n)
+        nrows = (n + cols - 1) // cols
+        fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+        for k, r in enumerate(hist_rows):
+            ax = axes[k // cols][k % cols]
+            h = r[7]["scores"]
+            e = h["edges"]
+            mids = [(e[i] + e[i + 1]) / 2 for i in range(len(e) - 1)]
+            w = (e[1] - e[0]) if len(e) > 1 else 1.0
+            ax.bar(mids, h["world0"], width=w, alpha=0.6, label="world 0")
+            ax.bar(mids, h["world1"], width=w, alpha=0.6, label="world 1")
+            h = r[8].get("halting", "paper")
+            ax.set_title(f"{r[0]}/{r[1]}/{r[2]}" + ("" if h == "paper" else f"/{h}"), fontsize=8)
+            ax.tick_params(labelsize=7)
+        for k in range(n, nrows * cols):
+            axes[k // cols][k % cols].axis("off")
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle("adversary's score in the two worlds", fontsize=9)
+        fig.tight_layout()
+        f = out / f"{stem}-scores.png"
+        fig.savefig(f, dpi=110)
+        plt.close(fig)
+        files.append(f)
+
+    lines = [f"## {stem}: privacy audit", "",
+             "| game | variant | attack | claimed epsilon | kind | lower bound | trials | verdict |",
+             "|---|---|---|---:|---|---:|---:|---|"]
+    for r in rows:
+        o = r[8]
+        verdict = "**caught**: bound above the claim" if r[6] else "consistent with the claim"
+        h = o.get("halting", "paper")
+        att = r[2] if h == "paper" else f"{r[2]} (halting {h})"
+        lines.append(f"| {r[0]} | {r[1]} | {att} | {_fmt(r[3])} | {r[4]} | {_fmt(r[5])} | "
+                     f"{o.get('trials', '-')} | {verdict} |")
+    conf = {o.get("confidence") for o in objs}
+    lines += ["", f"Lower bounds hold with confidence {', '.join(_fmt(c, 2) for c in conf)} (Clopper-Pearson, "
+              "Bonferroni over the attacks of a run)."]
+    warns = sorted({w for o in objs for w in o.get("warnings", [])})
+    lines += [f"- {w}" for w in warns]
+    lines.append("")
+    return lines, files
+
+
+# -- command -----------------------------------------------------------------------------------------
+
+
+def build_report(paths: list[Path], out: Path, name: str | None = None,
+                 summary: bool = True) -> tuple[Path | None, list[Path]]:
+    out.mkdir(parents=True, exist_ok=True)
+    md = ["# everlast report", ""]
+    files: list[Path] = []
+    audits: list[Obj] = []
+    traced: list[tuple[str, Obj]] = []
+    for path in paths:
+        objs = load(path)
+        if not objs:
+            raise click.ClickException(f"{path.name}: no JSON objects")
+        stem = path.stem
+        kinds = {kind_of(o) for o in objs} - {"header"}
+        if kinds == {"query"}:
+            lines, fs = report_queries([o for o in objs if kind_of(o) == "query"], out, stem)
+        else:
+            lines, fs = [], []
+            for i, o in enumerate(objs):
+                k = kind_of(o)
+                s = stem if len(objs) == 1 else f"{stem}-{i + 1}"
+                if k == "audit":
+                    audits.append(o)
+                    continue
+                if k == "rounds":
+                    ln, f = report_rounds(o, out, s)
+                    if isinstance(o.get("trace"), dict) and o["trace"].get("queries"):
+                        traced.append((s, o))
+                elif k == "replay":
+                    ln, f = report_replay(o, out, s)
+                else:
+                    raise click.ClickException(f"{path.name}: object {i + 1} is not a simulate, replay, "
+                                               "audit or query record")
+                lines += ln
+                fs += f
+        md += lines
+        files += fs
+    if traced:
+        lines, fs = report_traces(traced, out, name or (paths[0].stem if len(paths) == 1 else "streams"))
+        md += lines
+        files += fs
+    if audits:
+        stem = paths[0].stem if len(paths) == 1 else "audit"
+        lines, fs = report_audits(audits, out, stem)
+        md += lines
+        files += fs
+    for png in files:
+        md.append(f"![{png.stem}]({png.name})")
+    if not summary:
+        return None, files
+    if name is None:
+        name = paths[0].stem if len(paths) == 1 else "summary"
+    md_path = out / f"{name}.md"
+    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    return md_path, files
+
+
+@click.command("report")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("report"),
+              show_default=True, help="Directory for the PNGs and the Markdown summary.")
+@click.option("--name", default=None,
+              help="Base name of the summary (NAME.md) [the input's name, or 'summary' for several inputs].")
+@click.option("--summary/--no-summary", default=True, show_default=True, help="Write the Markdown summary.")
+def report(files: tuple[Path, ...], out_dir: Path, name: str | None, summary: bool) -> None:
+    """Plots and a Markdown summary from simulate, replay, audit or stream-run JSON (one or more FILES)."""
+    md, pngs = build_report(list(files), out_dir, name, summary)
+    for f in pngs:
+        click.echo(str(f))
+    if md is not None:
+        click.echo(str(md))

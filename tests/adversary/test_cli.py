@@ -1,0 +1,79 @@
+"""``everlast audit`` prints one JSON object with the contract keys; ``everlast report`` draws records;
+``python -m adversary_sim`` runs the streams in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+
+CONTRACT = {"game", "variant", "claimed_epsilon", "epsilon_lower_bound", "confidence", "trials"}
+
+
+@pytest.mark.parametrize("args", [
+    ["--game", "training", "--trials", "40", "--attack", "flip", "--queries", "200"],
+    ["--game", "query", "--trials", "20", "--variant", "no-noise", "--queries", "100"],
+    ["--game", "query", "--trials", "20", "--attack", "halting", "--halting", "never"],
+])
+def test_audit_prints_one_json_object(args: list[str]) -> None:
+    res = CliRunner().invoke(main, ["audit", *args, "--seed", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1
+    out = json.loads(lines[0])
+    assert set(out) >= CONTRACT
+    assert out["game"] == args[1] and out["trials"] == int(args[3])
+    assert isinstance(out["claimed_epsilon"], float) and isinstance(out["epsilon_lower_bound"], float)
+    assert out["confidence"] == 0.95
+    if out["game"] == "query":
+        assert out["claimed_kind"] == "conditional" and out["claimed_epsilon_proven"] is None  # +inf in JSON
+        assert any("NOT PROVEN" in w for w in out["warnings"])
+    else:
+        assert out["claimed_kind"] == "proven"
+
+
+def test_audit_human_output_and_errors() -> None:
+    r = CliRunner().invoke(main, ["audit", "--game", "training", "--trials", "20", "--attack", "relabel"])
+    assert r.exit_code == 0 and "relabel" in r.output and "claimed" in r.output
+    bad = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "restart", "--trials", "20"])
+    assert bad.exit_code != 0 and "issue 8" in bad.output
+    wrong = CliRunner().invoke(main, ["audit", "--game", "training", "--attack", "chain", "--trials", "20"])
+    assert wrong.exit_code == 2
+
+
+def test_stream_runner_and_report(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from adversary_sim.run import main as streams
+
+    runner = CliRunner()
+    rec = runner.invoke(streams, ["prober", "--queries", "20000", "--json"])
+    assert rec.exit_code == 0, rec.output
+    run = json.loads(rec.stdout)
+    assert run["halted"] and run["queries_to_halt"] < 5000
+    (tmp_path / "prober.json").write_text(rec.stdout)
+    audit = runner.invoke(main, ["audit", "--game", "training", "--trials", "20", "--queries", "100", "--json"])
+    (tmp_path / "audit.json").write_text(audit.stdout)
+    replay = {"sent": 10, "answered": 10, "missing": 0, "statuses": {"ok": 10}, "rounds": {"1": 10},
+              "accuracy": 0.9, "throughput_qps": 100.0, "seconds": 0.1,
+              "latency_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0, "max": 4.0}}
+    (tmp_path / "replay.json").write_text(json.dumps(replay))
+    (tmp_path / "queries.jsonl").write_text("".join(
+        json.dumps({"id": f"a-{i}", "x": i / 10, "true_label": int(i >= 5), "label": int(i >= 4), "status": "ok",
+                    "round": 1 + i // 5}) + "\n" for i in range(10)))
+    out = tmp_path / "report"
+    for name in ("prober.json", "audit.json", "replay.json", "queries.jsonl"):
+        r = runner.invoke(main, ["report", str(tmp_path / name), "--out", str(out)])
+        assert r.exit_code == 0, r.output
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert {"prober-accuracy.png", "prober-halts.png", "audit-bounds.png", "audit-scores.png",
+            "replay-latency.png", "replay-rounds.png", "queries-accuracy.png"} <= set(pngs)
+    md = (out / "audit.md").read_text()
+    assert "privacy audit" in md and "claimed epsilon" in md
+    assert "halted" in (out / "prober.md").read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"what": 1}))
+    assert runner.invoke(main, ["report", str(bad), "--out", str(out)]).exit_code != 0
