@@ -149,8 +149,10 @@ async def replay(
         t0 = time.perf_counter()
         i = 0
         while i < total:
-            n = min(batch, total - i)
-            x, y = stream.next_batch(n)
+            x, y = stream.next_batch(min(batch, total - i))
+            n = int(x.shape[0])
+            if n == 0:  # a recorded stream ran out
+                break
             ids = [f"{run}-{i + k}" for k in range(n)]
             batch_done.clear()
             waiting_for.update(ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,6 +24,11 @@ from engine.concepts import from_spec
               show_default=True, help="Concept class of the hidden target that labels the stream.")
 @click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True, help="Dimension (stumps).")
 @click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
+@click.option("--stream", "stream_name", type=click.Choice(["iid", "prober", "drift", "poisoning", "recorded"]),
+              default="iid", show_default=True,
+              help="i.i.d. queries, the adaptive boundary prober (closed loop), drift, poisoning, or a record.")
+@click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The recorded stream to replay (JSONL or msgpack; with --stream recorded).")
 @click.option("--queries", type=click.IntRange(min=1), default=10_000, show_default=True)
 @click.option("--rate", type=float, default=None, help="Target queries per second (default: as fast as possible).")
 @click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True)
@@ -33,21 +39,49 @@ from engine.concepts import from_spec
               help="Write every query and its answer as JSON lines.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, model: str, concept: str, dim: int,
-               distribution: str, queries: int, rate: float | None, batch: int, seed: int, timeout_s: float,
-               record_path: Path | None, as_json: bool) -> None:
-    """Produce queries, match the label records by id, report throughput, latency, statuses, accuracy."""
+               distribution: str, stream_name: str, input_path: Path | None, queries: int, rate: float | None,
+               batch: int, seed: int, timeout_s: float, record_path: Path | None, as_json: bool) -> None:
+    """Produce queries, match the label records by id, report throughput, latency, statuses, accuracy.
+    Adaptive streams (the prober) run closed-loop: each batch waits for its answers."""
     task = make_task(from_spec({"name": concept, "d": dim}), distribution, seed=seed)
+    stream = make_stream(stream_name, task, seed, input_path)
     with progress(queries, "replay") as bar:
-        rep = asyncio.run(replay(bootstrap_servers, queries_topic, labels_topic, model, IIDStream(task, seed),
+        rep = asyncio.run(replay(bootstrap_servers, queries_topic, labels_topic, model, stream,
                                  queries, rate=rate, batch=batch, timeout_s=timeout_s,
                                  record=record_path is not None, progress=bar.update))
     if record_path is not None:
         write_record(record_path, rep)
-    out = {**rep.to_json(), "model": model, "stream": f"iid:{distribution}", "concept": concept}
+    out = {**rep.to_json(), "model": model, "stream": stream_name, "distribution": distribution, "concept": concept}
+    extra = getattr(stream, "report", None)
+    if callable(extra):
+        out["stream_report"] = extra()
     if as_json:
         emit_json(out)
     else:
         print_summary(out)
+
+
+def make_stream(name: str, task: Any, seed: int, input_path: Path | None) -> Any:
+    """The stream objects of ``adversary_sim`` (the same ones the in-process runs use)."""
+    if name == "iid":
+        return IIDStream(task, seed)
+    if name == "prober":
+        from adversary_sim.prober import BoundaryProber
+
+        return BoundaryProber(task, seed)
+    if name == "drift":
+        from adversary_sim.drift import DriftStream
+
+        return DriftStream(task, seed)
+    if name == "poisoning":
+        from adversary_sim.poisoning import PoisoningStream
+
+        return PoisoningStream(task, seed)
+    if input_path is None:
+        raise click.UsageError("--stream recorded needs --input FILE")
+    from adversary_sim.recorded import RecordedStream
+
+    return RecordedStream(input_path)
 
 
 def write_record(path: Path, rep: ReplayReport) -> None:

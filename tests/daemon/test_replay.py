@@ -43,3 +43,39 @@ def test_demo_runs_end_to_end_and_prints_one_json_object() -> None:
     assert out["answered"] == 20_000 and out["statuses"] == {"ok": 20_000}
     assert out["guarantee"]["query_private"] is False  # stated plainly, never implied
     assert out["guarantee"]["epsilon_training"] > 10
+
+
+@pytest.mark.asyncio
+async def test_the_adaptive_prober_runs_closed_loop_through_kafka_and_halts_the_model(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    from adversary_sim.prober import BoundaryProber
+
+    cfg, topics = write_config(tmp_path, broker.bootstrap, ["m"])
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    prober = BoundaryProber(make_task(Thresholds(), "uniform", seed=0), seed=1)
+    async with running(cfg):
+        rep = await replay(broker.bootstrap, topics["queries"], topics["labels"], "m", prober, 6_000, batch=250)
+    out = rep.to_json()
+    assert out["missing"] == 0
+    assert out["statuses"].get("refused", 0) > 0  # the round's halt budget (c = 2000) was exhausted
+    assert prober.report()["refused"] == out["statuses"]["refused"]  # the stream saw its answers
+
+
+@pytest.mark.asyncio
+async def test_a_recorded_stream_replays_through_kafka(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    import numpy as np
+
+    from adversary_sim.recorded import RecordedStream, records_from_arrays, write_records
+
+    x = np.random.default_rng(4).random(1_500)
+    path = tmp_path / "rec.jsonl"
+    write_records(path, records_from_arrays(x, (x >= 0.5).astype(np.int8)))
+    cfg, topics = write_config(tmp_path, broker.bootstrap, ["m"])
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    async with running(cfg):
+        rep = await replay(broker.bootstrap, topics["queries"], topics["labels"], "m", RecordedStream(path), 5_000,
+                           batch=400)
+    out = rep.to_json()
+    assert out["sent"] == out["answered"] == 1_500  # the record ran out before the requested 5000
+    assert out["accuracy"] > 0.9
