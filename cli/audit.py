@@ -25,28 +25,41 @@ _ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PL
               help="The engine as shipped, or with one safeguard removed (to show the audit can see it).")
 @click.option("--attack", "attack", type=click.Choice(["default", "all", *_ATTACK_NAMES]), default="default",
               show_default=True,
-              help="Adversary: training game flip|relabel (default both), query game chain (default)|halting.")
-@click.option("--halting", type=click.Choice(["paper", "never"]), default="paper", show_default=True,
-              help="Halting policy of the audited configuration (never: c = R).")
+              help="Adversary: training game flip|relabel (default both), query game chain (default)|halting|restart.")
+@click.option("--halting", type=click.Choice(["paper", "never", "noisy"]), default="paper", show_default=True,
+              help="Halting policy of the audited configuration (never: c = R; noisy: restart attack only).")
+@click.option("--restarts", type=click.Choice(["per-top", "private", "stateless"]), default="per-top",
+              show_default=True, help="Threshold-noise restart policy (restart attack only).")
+@click.option("--wait-run", "wait_run", type=click.IntRange(min=1), default=18, show_default=True,
+              help="Restart attack: run of 0-labels m to wait for before the differing query.")
+@click.option("--probe-offset", "probe_offset", type=float, default=-1.0, show_default=True,
+              help="Restart attack: probe offset z (vote share t_l - z b, b = 2/(eps' T)).")
+@click.option("--theta", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Restart attack: guess world 0 iff N2 >= theta.")
 @click.option("--queries", type=click.IntRange(min=1), default=None,
               help="Probe queries per round (default: the round's R).")
 @click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=0.95, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
-def audit(game: str, trials: int, variant: str, attack: str, halting: str, queries: int | None,
-          confidence: float, seed: int, as_json: bool) -> None:
+def audit(game: str, trials: int, variant: str, attack: str, halting: str, restarts: str, wait_run: int,
+          probe_offset: float, theta: int, queries: int | None, confidence: float, seed: int,
+          as_json: bool) -> None:
     """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim."""
+    from adversary_sim.audit.restart import WaitAndTest
     from adversary_sim.audit.runner import resolve_attacks
 
+    adversary = WaitAndTest(m=wait_run, z=probe_offset, theta=theta)
     try:
-        n_att = len(resolve_attacks(game, [attack], halting, queries))
+        if halting == "noisy" and attack != "restart":
+            raise ValueError("--halting noisy is supported by the restart attack only")
+        n_att = len(resolve_attacks(game, [attack], halting, queries, restarts, adversary))
     except NotImplementedError as exc:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     with progress(n_att * 2 * (trials // 2), f"audit {game}/{variant}", unit="game") as bar:
-        out = run_audit(game, variant, [attack], trials, seed, halting=halting, confidence=confidence,
-                        queries=queries, progress=bar.update)
+        out = run_audit(game, variant, [attack], trials, seed, halting=halting, restarts=restarts,
+                        adversary=adversary, confidence=confidence, queries=queries, progress=bar.update)
     if as_json:
         emit_json(out)
         return

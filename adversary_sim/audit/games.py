@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -50,6 +51,8 @@ from numpy.typing import NDArray
 
 from adversary_sim.audit.fastbt import run_batch
 from adversary_sim.audit.probe import ProbeLLR
+from adversary_sim.audit.restart import Game, WaitAndTest
+from adversary_sim.audit.restart import play as restart_play
 from adversary_sim.audit.variants import Variant
 from engine.concepts import ConceptClass, Thresholds
 from engine.phases import Phase
@@ -121,9 +124,10 @@ class Attack(abc.ABC):
     catches: ClassVar[tuple[str, ...]]
     """Broken variants this adversary is designed to expose."""
 
-    def __init__(self, halting: str = "paper", queries: int | None = None) -> None:
+    def __init__(self, halting: str = "paper", queries: int | None = None, restarts: str = "per-top") -> None:
         self.halting = halting
         self.queries = queries
+        self.restarts = restarts
 
     @abc.abstractmethod
     def scenario(self) -> Scenario:
@@ -345,10 +349,94 @@ class HaltingAttack(Attack):
         return out
 
 
+def restart_round(halting: str = "paper", restarts: str = "per-top") -> RoundSpec:
+    """The restart attack's round (query_privacy.md section 4, audit B): c = 2000, alpha = 0.05,
+    eps' = 1/(3 sqrt(c ln(2/delta))), delta' = delta/(2c) (delta = 1e-6), T = 1.2 T_min of Lemma C.3's
+    gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
+    game uses). Halting "never": c = R; "noisy": eps_h = 0.1, c0 = 1500 under the hard cap c.
+    Restarts "private": eps_r = 1, k0 = 5, k_max = 5 + 166."""
+    from engine.planner import bt as planner_bt
+
+    c, delta, R = 2000, 1e-6, 100_000_000
+    eps = 1.0 / (3.0 * math.sqrt(c * math.log(2.0 / delta)))
+    dbt = delta / (2 * c)
+    T = math.ceil(1.2 * planner_bt.min_t(0.05, eps, dbt))
+    spec = RoundSpec(T=T, lam=1, R=R, c=c, eps_bt=eps, delta_bt=dbt, alpha=0.05, m_S=T // 10, m_D=T, beta=0.05)
+    if halting == "never":
+        spec = dataclasses.replace(spec, c=R)
+    elif halting == "noisy":
+        spec = dataclasses.replace(spec, halt_eps=0.1, halt_threshold=1500.0)
+    elif halting != "paper":
+        raise ValueError(f"unknown halting policy {halting!r}")
+    if restarts == "private":
+        spec = dataclasses.replace(spec, restart_eps=1.0, restart_threshold=5.0, block_cap=5 + 166)
+    elif restarts not in ("per-top", "stateless"):
+        raise ValueError(f"unknown restart policy {restarts!r}")
+    return spec
+
+
+class RestartAttack(Attack):
+    name = "restart"
+    game = "query"
+    tag = 23
+    summary = ("issue 8 / query_privacy.md section 2, 'wait-and-test': probe at t_l - z b; when the run of "
+               "0-labels reaches m send hidden x0 (L) or x1 (top: restarts mu under per-top restarts); "
+               "guess world 0 iff the next run N2 >= theta. Played on engine.between_thresholds.run")
+    catches = ("real with restarts per-top",)
+
+    def __init__(self, halting: str = "paper", queries: int | None = None, restarts: str = "per-top",
+                 adversary: WaitAndTest | None = None) -> None:
+        super().__init__(halting, queries, restarts)
+        adv = adversary or WaitAndTest()
+        if queries is not None:
+            adv = dataclasses.replace(adv, max_queries=queries)
+        self.adversary = adv
+
+    def scenario(self) -> Scenario:
+        spec = restart_round(self.halting, self.restarts)
+        sched = Schedule((spec,), repeat_last=True, halting=self.halting,  # type: ignore[arg-type]
+                         restarts=self.restarts)  # type: ignore[arg-type]
+        return Scenario(sched, spec.labeled_size, Thresholds())
+
+    def describe(self) -> dict[str, Any]:
+        a = self.adversary
+        return {**super().describe(), "restarts": self.restarts, "halting": self.halting,
+                "adversary": {"m": a.m, "z": a.z, "theta": a.theta, "max_queries": a.max_queries}}
+
+    def fallback_claim(self, cert: Any, delta: float) -> dict[str, Any]:
+        """The claim when ``certify`` gives no number (proven or conditional) for this design at the
+        nominal round: the paper design's conditional query chain for the same round, flagged."""
+        from engine.planner import certify, in_round_step
+
+        sc = self.scenario()
+        spec = sc.schedule.rounds[0]
+        paper = dataclasses.replace(spec, c=2000, halt_eps=None, halt_threshold=None, restart_eps=None,
+                                    restart_threshold=None, block_cap=None)
+        pc = certify(Schedule((paper,), repeat_last=True), sc.n, "tight", delta)
+        ir = in_round_step(spec, 1, self.halting, self.restarts)
+        return {"claimed_epsilon": pc.epsilon_queries_conditional, "claimed_delta": pc.delta_queries,
+                "claimed_kind": "conditional", "claimed_epsilon_proven": math.inf,
+                "in_round_epsilon": ir.epsilon if ir.valid else math.inf,
+                "claim_note": (f"claimed (conditional, flagged): certify cannot account for "
+                               f"halting={self.halting}, restarts={self.restarts} at this round "
+                               f"({cert.queries_reason}); the number is the paper design's conditional "
+                               "query chain for the same round; the design's in-round step (Theorem Q) is "
+                               + (f"eps = {ir.epsilon:.3g}" if ir.valid else f"not valid: {ir.note}"))}
+
+    def play(self, v: Variant, world: int, trials: int, seed: int,
+             progress: Progress | None = None) -> NDArray[np.float64]:
+        sched = v.schedule(self.scenario().schedule)
+        g = Game(sched.rounds[0], sched.halting, sched.restarts)
+        out = restart_play(g, self.adversary, world, trials, [seed, self.tag, world], progress)
+        self.last_outcomes = getattr(self, "last_outcomes", {})
+        self.last_outcomes[world] = out
+        return np.asarray([o.score for o in out], dtype=np.float64)
+
+
 ATTACKS: dict[str, dict[str, type[Attack]]] = {
     "training": {"flip": FlipAttack, "relabel": RelabelAttack},
-    "query": {"chain": ChainAttack, "halting": HaltingAttack},
+    "query": {"chain": ChainAttack, "halting": HaltingAttack, "restart": RestartAttack},
 }
 DEFAULT_ATTACKS = {"training": ("flip", "relabel"), "query": ("chain",)}
-PLANNED_ATTACKS = {"query": ("restart",)}
-"""Named in the CLI, not implemented yet (issue 8: query_privacy.md section 2)."""
+PLANNED_ATTACKS: dict[str, tuple[str, ...]] = {}
+"""Named in the CLI, not implemented yet."""

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.audit.games import ATTACKS, DEFAULT_ATTACKS, PLANNED_ATTACKS, Attack
+from adversary_sim.audit.games import ATTACKS, DEFAULT_ATTACKS, PLANNED_ATTACKS, Attack, RestartAttack
+from adversary_sim.audit.restart import WaitAndTest
 from adversary_sim.audit.stats import audit_bound, max_bound_for_trials
 from adversary_sim.audit.variants import variant as get_variant
 from engine.planner import Certificate, certify
@@ -32,7 +33,8 @@ HIST_BINS = 30
 
 
 def resolve_attacks(game: str, names: Sequence[str] | None, halting: str = "paper",
-                    queries: int | None = None) -> list[Attack]:
+                    queries: int | None = None, restarts: str = "per-top",
+                    adversary: WaitAndTest | None = None) -> list[Attack]:
     if game not in GAMES:
         raise ValueError(f"unknown game {game!r}; known: {', '.join(GAMES)}")
     known = ATTACKS[game]
@@ -46,6 +48,11 @@ def resolve_attacks(game: str, names: Sequence[str] | None, halting: str = "pape
             raise NotImplementedError(f"attack {n!r} is planned (issue 8) but not implemented yet")
         if n not in known:
             raise ValueError(f"unknown attack {n!r} for the {game} game; known: {', '.join(known)}")
+        if n == "restart":
+            out.append(RestartAttack(halting=halting, queries=queries, restarts=restarts, adversary=adversary))
+            continue
+        if restarts != "per-top":
+            raise ValueError(f"--restarts {restarts} applies to the restart attack only")
         out.append(known[n](halting=halting, queries=queries))
     return out
 
@@ -67,6 +74,19 @@ def claim(game: str, cert: Certificate) -> dict[str, Any]:
                           "without Claim E.6's in-round step"}
 
 
+def _restart_summary(att: RestartAttack) -> dict[str, Any]:
+    """Per world: P(N2 >= theta) (the guess "world 0"), games without a test, mean tops / queries."""
+    out: dict[str, Any] = {}
+    for w, res in sorted(att.last_outcomes.items()):
+        out[f"world{w}"] = {
+            "p_n2_at_least_theta": float(np.mean([o.score == 0.0 for o in res])),
+            "no_test": float(np.mean([o.n2 < 0 for o in res])),
+            "mean_tops": float(np.mean([o.tops for o in res])),
+            "mean_queries": float(np.mean([o.queries for o in res])),
+        }
+    return out
+
+
 def _histogram(s0: NDArray[np.float64], s1: NDArray[np.float64]) -> dict[str, Any]:
     both = np.concatenate([s0, s1])
     lo, hi = float(both.min()), float(both.max())
@@ -85,6 +105,8 @@ def run_audit(
     seed: int = 0,
     *,
     halting: str = "paper",
+    restarts: str = "per-top",
+    adversary: WaitAndTest | None = None,
     confidence: float = 0.95,
     queries: int | None = None,
     progress: Callable[[int], None] | None = None,
@@ -96,7 +118,7 @@ def run_audit(
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must lie in (0, 1)")
     v = get_variant(variant)
-    chosen = resolve_attacks(game, attacks, halting, queries)
+    chosen = resolve_attacks(game, attacks, halting, queries, restarts, adversary)
     per_world = trials // 2
     alpha = (1.0 - confidence) / len(chosen)
     t0 = time.perf_counter()
@@ -105,6 +127,8 @@ def run_audit(
         sc = att.scenario()
         cert = certify(sc.schedule, sc.n, "tight", CLAIM_DELTA)
         cl = claim(game, cert)
+        if not math.isfinite(cl["claimed_epsilon"]) and isinstance(att, RestartAttack):
+            cl = att.fallback_claim(cert, CLAIM_DELTA)
         t1 = time.perf_counter()
         s0 = att.play(v, 0, per_world, seed, progress)
         s1 = att.play(v, 1, per_world, seed, progress)
@@ -123,6 +147,8 @@ def run_audit(
                             "delta_queries": cert.delta_queries, "query_private": cert.query_private,
                             "warnings": list(cert.warnings)},
         }
+        if isinstance(att, RestartAttack):
+            r["restart_game"] = _restart_summary(att)
         results.append(r)
     top = max(results, key=lambda r: r["epsilon_lower_bound"] - r["claimed_epsilon"])
     warnings = []
@@ -148,6 +174,7 @@ def run_audit(
         "caught": any(r["caught"] for r in results),
         "seed": seed,
         "halting": halting,
+        "restarts": restarts,
         "variant_description": v.description,
         "seconds": time.perf_counter() - t0,
         "attacks": results,

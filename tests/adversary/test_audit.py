@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from adversary_sim.audit.fastbt import run_batch
-from adversary_sim.audit.games import FlipAttack, main_round, make_schedule
+from adversary_sim.audit.games import FlipAttack, main_round, make_schedule, restart_round
 from adversary_sim.audit.probe import ProbeLLR, _segment_tables
+from adversary_sim.audit.restart import Game, WaitAndTest, play_one
 from adversary_sim.audit.runner import resolve_attacks, run_audit
 from adversary_sim.audit.stats import (
     audit_bound,
@@ -130,9 +131,8 @@ def test_plain_relabel_is_the_argmax_of_labelboost_scores() -> None:
 
 def test_attack_resolution() -> None:
     assert [a.name for a in resolve_attacks("training", None)] == ["flip", "relabel"]
-    assert [a.name for a in resolve_attacks("query", ["all"])] == ["chain", "halting"]
-    with pytest.raises(NotImplementedError):
-        resolve_attacks("query", ["restart"])
+    assert [a.name for a in resolve_attacks("query", ["all"])] == ["chain", "halting", "restart"]
+    assert [a.name for a in resolve_attacks("query", ["restart"], restarts="private")] == ["restart"]
     with pytest.raises(ValueError):
         resolve_attacks("training", ["halting"])
 
@@ -190,3 +190,61 @@ def test_flip_attack_data_are_neighbours() -> None:
     x0, y0 = a.data(0, 1)
     x1, y1 = a.data(1, 1)
     assert np.array_equal(x0, x1) and int((y0 != y1).sum()) == 1
+
+
+# -- the restart attack (issue 8, query_privacy.md section 2) ----------------------------------------
+
+
+def test_restart_round_is_the_research_configuration() -> None:
+    """c = 2000, alpha = 0.05, T = 1.2 T_min: the band is W = alpha eps' T ~ 228 noise units."""
+    s = restart_round()
+    assert s.c == 2000 and s.alpha == 0.05
+    assert s.band * s.eps_bt * s.T == pytest.approx(228, abs=1)
+    p = restart_round("never", "private")
+    assert p.c == p.R and (p.restart_eps, p.restart_threshold, p.block_cap) == (1.0, 5.0, 171)
+
+
+def test_restart_game_replays_the_engine_exactly() -> None:
+    """The game stops at the m-th zero by replaying a prefix; the view it scores is the engine's."""
+    g = Game(restart_round("never", "per-top"), "never", "per-top")
+    adv = WaitAndTest()
+    a = play_one(g, adv, 1, np.random.default_rng(5))
+    b = play_one(g, adv, 1, np.random.default_rng(5))
+    assert a == b and a.n2 >= 0 and a.queries > adv.m
+    stateless = Game(restart_round("never", "stateless"), "never", "stateless")
+    o = play_one(stateless, WaitAndTest(z=4.0), 0, np.random.default_rng(1))
+    assert o.n2 >= 0
+
+
+def _restart(restarts: str, halting: str, trials: int, adv: WaitAndTest | None = None) -> dict[str, object]:
+    out = run_audit("query", "real", ["restart"], trials, seed=7, halting=halting, restarts=restarts,
+                    adversary=adv)
+    (a,) = out["attacks"]  # type: ignore[misc]
+    assert math.isfinite(a["claimed_epsilon"])
+    return out
+
+
+@pytest.mark.statistical
+def test_restart_attack_breaks_per_top_restarts() -> None:
+    """Per-top restarts, the paper's halting (c = 2000): P0(N2 >= 5) ~ 0.44, P1 ~ 0.025; with 1333
+    evaluation games per world the bound is ~2.5 (expected 2.5 +- 0.15), far above the conditional
+    claim (~1.04)."""
+    out = _restart("per-top", "paper", 4000)
+    assert out["claimed_kind"] == "conditional"
+    assert out["caught"] and out["epsilon_lower_bound"] > 2.0  # type: ignore[operator]
+    assert out["epsilon_lower_bound"] > out["claimed_epsilon"] + 0.8  # type: ignore[operator]
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(("restarts", "adv"), [
+    # the wait costs ~10x more tops under private restarts: the cheaper adversary of the
+    # cross-check (m = 10, z = 0, theta = 3; against per-top it gets P0 .57 vs P1 .12)
+    ("private", WaitAndTest(m=10, z=0.0, theta=3)),
+    # with a fresh noise per query a run of 18 zeros at z = -1 never comes: probe lower (z = 4)
+    ("stateless", WaitAndTest(z=4.0)),
+])
+def test_restart_attack_fails_against_repaired_restarts(restarts: str, adv: WaitAndTest) -> None:
+    out = _restart(restarts, "never", 3000, adv)
+    assert not out["caught"] and out["epsilon_lower_bound"] < 0.5  # type: ignore[operator]
+    (a,) = out["attacks"]  # type: ignore[misc]
+    assert a["restart_game"]["world0"]["no_test"] < 0.05

@@ -39,8 +39,12 @@ def test_audit_prints_one_json_object(args: list[str]) -> None:
 def test_audit_human_output_and_errors() -> None:
     r = CliRunner().invoke(main, ["audit", "--game", "training", "--trials", "20", "--attack", "relabel"])
     assert r.exit_code == 0 and "relabel" in r.output and "claimed" in r.output
-    bad = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "restart", "--trials", "20"])
-    assert bad.exit_code != 0 and "issue 8" in bad.output
+    rs = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "restart", "--trials", "20",
+                                   "--restarts", "stateless", "--halting", "never", "--probe-offset", "4"])
+    assert rs.exit_code == 0 and "restart" in rs.output
+    bad = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "chain", "--trials", "20",
+                                    "--restarts", "private"])
+    assert bad.exit_code == 2
     wrong = CliRunner().invoke(main, ["audit", "--game", "training", "--attack", "chain", "--trials", "20"])
     assert wrong.exit_code == 2
 
