@@ -27,9 +27,9 @@ For fixed (epsilon, delta, alpha) and the synthetic thresholds task of ``adversa
    against |X| (it grows with ln|X| and is impossible on the reals), everlast's (independent of
    |X|), and runs of the learner on grids of each size.
 
-Everlast's query privacy is NOT proven yet (issue 8): its n is the planner's n for the
-training-set guarantee plus the *conditional* query chain (Claim E.6 without its in-round step).
-The JSON and the docs say so next to every everlast number.
+Everlast's n is the planner's n for its default design, the cheapest one whose query privacy is
+proven (docs/PRIVACY.md): it certifies the training set and the queries at the target epsilon.
+The JSON says which design next to every everlast number.
 
 ``--json`` prints exactly one JSON object whose keys ``epsilon``, ``delta``, ``alpha``, ``horizons``
 and ``methods`` (each with ``name``, ``n_required``, ``computed_or_run``, ``queries_answered_at_n``)
@@ -73,8 +73,8 @@ HALTS: tuple[tuple[str, str], ...] = (("everlast", "paper"), ("everlast_split_vo
 EVERLAST_NAMES = tuple(name for name, _ in HALTS)
 COMPUTED, RUN = "computed", "run"
 QUERY_PRIVACY_NOTE = (
-    "query privacy NOT proven yet (issue 8): n is the planner's n for the training-set guarantee "
-    "plus the conditional query chain (Claim E.6 without its in-round step)"
+    "n is the planner's n for its default design, the cheapest whose query privacy is proven "
+    "(docs/PRIVACY.md): training set and queries both at the target epsilon"
 )
 PLOT_FILES = ("compare_n_vs_horizon.png", "compare_answered_vs_n.png", "compare_domain_size.png")
 
@@ -533,7 +533,7 @@ def compute(s: Settings, beyond: bool = True) -> dict[str, Any]:
                 entry["domain_size"] = s.grid_size
             if m.name in EVERLAST_NAMES:
                 entry["plan"] = everlast[m.name]
-                entry["query_privacy_proven"] = False
+                entry["query_privacy_proven"] = bool(everlast[m.name].get("query_privacy_proven"))
                 entry["notes"] = QUERY_PRIVACY_NOTE
                 entry["runs_note"] = ("runs use an explicit small schedule (everlast_run_schedule), not the "
                                       "planner's: its certified epsilon is in each run and does NOT meet the target")
@@ -654,7 +654,7 @@ def text_report(result: dict[str, Any]) -> str:
         cells = [fmt_n(n) + ("*" if c == RUN else "") for n, c in zip(m["n_required"], m["computed_or_run"],
                                                                      strict=True)]
         lines.append(f"{m['name']:<28}" + "".join(f"{c:>11}" for c in cells))
-    lines.append("(* = also run at that n; everlast: query privacy not proven yet, issue 8)")
+    lines.append("(* = also run at that n; everlast: the planner's default design, query privacy proven)")
     for c in result["crossovers"]:
         q = c.get("q_star")
         lines.append(f"crossover {c['peer']} vs {c['everlast']}: Q* = "
@@ -695,8 +695,8 @@ def horizon_table(result: dict[str, Any]) -> str:
             + f"\n\n{DAGGER}")
 
 
-DAGGER = ("† everlast: query privacy NOT proven yet (issue 8). Its n is the planner's n for the training-set "
-          "guarantee plus the *conditional* query chain (Claim E.6 without its in-round step).")
+DAGGER = ("† everlast: the planner's default design, the cheapest whose query privacy is proven "
+          "(docs/PRIVACY.md); its n certifies the training set and the queries at the target epsilon.")
 
 
 def _label(m: dict[str, Any]) -> str:
@@ -756,9 +756,9 @@ def markdown(result: dict[str, Any], command: str) -> str:
     summary.append(
         "* **Where everlast wins, and only there:** its n does not grow with Q (it relabels queries and "
         "retrains, forever), and it needs no finite domain (thresholds on the reals have no private learner). "
-        "Once issue 8 lands, its answers will also protect the queriers' points, which the sparse-vector peer "
-        "does not. Today everlast's **query privacy is not proven** (issue 8): its n is the planner's n for "
-        "the training-set guarantee plus the *conditional* query chain.")
+        "Its answers also protect the queriers' points (its default design's query privacy is proven, "
+        "docs/PRIVACY.md), which the sparse-vector peer does not; the peers that compose over queries protect "
+        "them only until their budget runs out.")
     finite = [(r["epsilon"], r["n"], nm) for nm in EVERLAST_NAMES for r in M[nm]["runs"]
               if r.get("status") == "ok" and r.get("epsilon") is not None and math.isfinite(r["epsilon"])]
     if finite:
@@ -783,12 +783,12 @@ def markdown(result: dict[str, Any], command: str) -> str:
                  "this one. — means impossible.\n")
     parts.append(horizon_table(result) + "\n")
     parts.append(_run_check_table(result) + "\n")
-    parts.append(f"everlast rows: the planner's n for the training-set guarantee (epsilon "
-                 f"{fmt_eps(ev_s.get('epsilon_training'))} with split-votes, {fmt_eps(ev_p.get('epsilon_training'))} "
-                 "with paper halts); the query chain is certified only *conditionally* (epsilon "
-                 f"{fmt_eps(ev_s.get('epsilon_queries_conditional'))} if Claim E.6's in-round step held; it does not "
-                 "for this engine, issue 8). Query privacy is **not proven**. The n does not depend on Q. The "
-                 "table's horizons are far too small for the planner's n to be run.\n")
+    parts.append(f"everlast rows: the planner's n for its default design (the cheapest whose query privacy is "
+                 f"proven, docs/PRIVACY.md): training set epsilon {fmt_eps(ev_s.get('epsilon_training'))} and "
+                 f"queries epsilon {fmt_eps(ev_s.get('epsilon_queries'))} with split-votes halts, "
+                 f"{fmt_eps(ev_p.get('epsilon_training'))} / {fmt_eps(ev_p.get('epsilon_queries'))} with paper "
+                 "halts. The n does not depend on Q. The table's horizons are far too small for the planner's n "
+                 "to be run.\n")
     parts.append("![n required vs horizon](img/compare_n_vs_horizon.png)\n")
 
     parts.append("## Crossover horizon Q*\n")
@@ -850,7 +850,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
 
     parts.append("## The methods and what they protect\n")
     rows = [[m["label"], "yes" if m["protects_queries"] else
-             ("not proven (issue 8)" if m["name"] in EVERLAST_NAMES else "no"), m["privacy"]]
+             "no", m["privacy"]]
             for m in result["methods"]]
     parts.append(_md_table(["method", "protects the queries", "guarantee"], rows) + "\n")
     parts.append("Accuracy criterion for all: expected error ≤ alpha over the sample, the mechanism and the query. "
@@ -938,8 +938,8 @@ def readme_section(result: dict[str, Any], command: str) -> str:
         f"everlast's {fmt_n(ev_s)} (split-votes halt budget) only at Q* ≈ {q_s} queries, and its "
         f"{fmt_n(ev_p)} (the planner's default halt budget) at Q* ≈ {q_p}. On a finite domain the private "
         "learner needs a few thousand examples for any horizon. everlast's advantages: its n does not grow "
-        "with Q, and it needs no finite domain. Its query privacy is not proven yet (issue 8): its n covers "
-        "the training set plus the conditional query chain.\n\n"
+        "with Q, it needs no finite domain, and its default design protects the queries too (proven, "
+        "docs/PRIVACY.md).\n\n"
         f"Regenerate the tables and plots: `{command}`\n"
         "```\n"
     )

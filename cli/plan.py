@@ -2,6 +2,11 @@
 
 The numbers and the chain come from ``engine.planner`` (see docs/PRIVACY.md); this module only
 parses options and prints. With ``--json`` exactly one JSON object goes to stdout.
+
+The design (``--halting``, ``--restarts``) defaults to the cheapest one whose query privacy is
+proven (noisy halting + private restarts, issue 8). Unless ``--no-designs``, every design is also
+planned for the same targets and its query chain and data cost are reported (``designs`` in the
+JSON).
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 import click
 
 from cli.common import emit_json
-from engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon
+from engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
 from engine.planner import plan as make_plan
 from engine.planner.report import infeasible_json, plan_json, plan_text
 
@@ -44,12 +49,31 @@ from engine.planner.report import infeasible_json, plan_json, plan_text
               help="Rounds listed in the schedule (the last repeats).")
 @click.option("--lambda-log", type=click.Choice(["log2", "ln"]), default="log2", show_default=True,
               help="Log base inside lambda_i (Theorem A.2; accuracy only).")
+@click.option("--halting", type=click.Choice(["noisy", "never", "paper"]), default=None,
+              help="Halting policy (default: noisy; the paper accounting: paper). noisy = an "
+                   "AboveThreshold test on the round's tops; never = c > R; paper = fail at c tops "
+                   "(not query-private when c <= R).")
+@click.option("--restarts", type=click.Choice(["private", "stateless", "per-top"]), default=None,
+              help="Threshold-noise restarts (default: private; the paper accounting: per-top). "
+                   "private = an AboveThreshold test on the block's tops; stateless = fresh noise "
+                   "per query; per-top = the paper's (not query-private).")
+@click.option("--eps-h", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="eps_h of the noisy halting test [default: 0.01].")
+@click.option("--eps-r", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="eps_r of the private restart test [default: chosen to minimise n].")
+@click.option("--lemma-s", is_flag=True,
+              help="Conditional accounting: one threshold noise per round charged with the "
+                   "UNREVIEWED Lemma S (private restarts only); every number is then conditional.")
+@click.option("--designs/--no-designs", "with_designs", default=True, show_default=True,
+              help="Also plan every (halting, restarts) design and report its query chain and n.")
 @click.option("--n", "n", type=click.IntRange(min=1), default=None,
               help="Training-set size available: also report the best epsilon it certifies.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: float,
              accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
-             lambda_log: str, n: int | None, as_json: bool) -> None:
+             lambda_log: str, halting: str | None, restarts: str | None, eps_h: float | None,
+             eps_r: float | None, lemma_s: bool, with_designs: bool, n: int | None,
+             as_json: bool) -> None:
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
     if concept == "finite" and vc_dim is None:
         raise click.UsageError("--concept finite needs --vc-dim")
@@ -57,6 +81,8 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
         epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, concept=concept, d=dim,
         vc_dim=vc_dim, accounting=accounting,  # type: ignore[arg-type]
         halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
+        halting=halting, restarts=restarts,  # type: ignore[arg-type]
+        eps_h=eps_h, eps_r=eps_r, block_bound="lemma-s" if lemma_s else "pure",
     )
     achievable: Achievable | None = best_epsilon(n, targets) if n is not None else None
     try:
@@ -69,10 +95,11 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
             if achievable is not None:
                 click.echo(f"n = {n}: best epsilon = {achievable.epsilon:g} {achievable.reason}")
         return
+    costs = designs(targets) if with_designs else None
     if as_json:
-        emit_json(plan_json(p, achievable))
+        emit_json(plan_json(p, achievable, costs))
     else:
-        click.echo(plan_text(p, achievable))
+        click.echo(plan_text(p, achievable, costs))
 
 
 plan = plan_cmd

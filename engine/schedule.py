@@ -24,7 +24,7 @@ from engine.errors import InvalidSchedule
 HaltingPolicy = Literal["paper", "never", "noisy"]
 """When a round fails (docs/PRIVACY.md, "query privacy"):
 ``paper``: at the c_i-th top (step 3(d)iv; leaks the hidden query's outcome when c_i < R_i);
-``never``: c_i >= R_i is required, so no round can fail;
+``never``: c_i > R_i is required, so no round can fail (even if all R_i queries are tops);
 ``noisy``: an AboveThreshold test on the round's top count (threshold ``halt_threshold``, privacy
 ``halt_eps``) decides, with c_i as a hard cap."""
 
@@ -205,8 +205,8 @@ def validate(s: Schedule) -> None:
 def _validate_policies(s: Schedule, r: RoundSpec, where: str) -> None:
     if s.halting not in POLICIES["halting"] or s.restarts not in POLICIES["restarts"]:
         raise InvalidSchedule("unknown halting or restart policy")
-    if s.halting == "never" and r.c < r.R:
-        raise InvalidSchedule(f"{where}: halting 'never' needs c >= R (no round may fail)")
+    if s.halting == "never" and r.c <= r.R:
+        raise InvalidSchedule(f"{where}: halting 'never' needs c > R (no round may fail, even if every query is a top)")
     if s.halting == "noisy":
         if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
             raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_eps")

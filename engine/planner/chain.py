@@ -1,5 +1,6 @@
 """Certify a schedule: the privacy chain of GenericBBL, step by step, for the training set and for
-the queries, under the ``paper`` or the ``tight`` accounting.
+the queries, under the ``paper`` or the ``tight`` accounting, for every (halting, restarts) design
+of ``engine.schedule`` (docs/PRIVACY.md sections 3-8).
 
 Notation (per round i, all from the schedule; see ``engine.schedule.RoundSpec``): T_i chunks of
 lambda_i points, |S_i| = lambda_i T_i; BT with (eps'_i, delta'_i), band half-width gamma_i, at most
@@ -9,8 +10,16 @@ the R_i queries (rate r_D = m_D/R_i); S_1 is a uniform subset of the n training 
 
 **Training set (Claim E.5, repaired as in calibration.md sections 1-2).** The adversary's view is
 post-processing of (round-1 answers, S_2):
-  1. BT instance, round 1: Lemma C.3 (eps'_1, delta'_1), if P1/P2 hold.
-  2. The <= min(c_1, R_1) instances composed: Observation 2 (paper) or KOV (tight) -> (E_1, Delta_1).
+  1-2. The round's BetweenThresholds, by restart policy:
+     * per-top: <= min(c_1, R_1) instances, each Lemma C.3 (eps'_1, delta'_1) if P1/P2 hold,
+       composed by Observation 2 (paper) or KOV (tight) -> (E_1, Delta_1);
+     * stateless: R_1 instances (one per query), the same lemmas;
+     * private: blocks of one threshold noise, each Theorem B (eps'/2 + k eta_plus, delta_mu) with
+       k = min(k_max, c) tops, at most min(R, c/k_low + 1) blocks except w.p. delta_fail (Lemma
+       N), composed by KOV (tight only). ``block_bound="lemma-s"`` uses the unreviewed Lemma S
+       instead and makes the whole certificate conditional (``conditional_on``).
+     Halting (any policy) is post-processing of BT's answers plus independent noise; it enters
+     only through c, the most tops a round can have.
   3. LabelBoost on S-hat_1 o D-hat_1, neighbour in the labeled part, followed by A = "output
      S_2 (a subset of D-hat_1')" which discards the labeled part, so A is (0,0)-DP and Lemma C.1
      gives (3, 0); subsampling S-hat_1 from S_1: Claim 2.7 (paper) or BBG (tight) -> eps_LS.
@@ -18,10 +27,12 @@ post-processing of (round-1 answers, S_2):
   5. S_1 drawn from S at rate r_1: Claim 2.7 (paper) or BBG (tight) -> (eps_S, delta_S).
 Rounds >= 2 read S only through S_2, so they are post-processing.
 
-**Queries (Claim E.6).** A query in round i reaches:
-  0. the other round-i answers -- Claim E.6 says they are identically distributed; that is FALSE
-     (halting channel, threshold-noise restart channel; issue 8). This step is therefore marked
-     not valid for the engine's design and ``epsilon_queries`` is +inf;
+**Queries (Claim E.6, repaired).** A query in round i reaches:
+  0. the other round-i answers: Theorem Q (``query_side.in_round``): eps_h (noisy halting) +
+     eps_r (private restarts) with Lemma Cap's delta for the hard caps, for the designs whose
+     channels are closed; NOT valid (+inf) with per-top restarts (restart channel) or with
+     halting "paper" and c <= R (halting channel), where Claim E.6's "identically distributed"
+     is false (issue 8);
   1-4. Phi_{i+1} = (E_{i+1} + eps_LS,i+1, Delta_{i+1}), as steps 1-4 above for round i+1;
   5. LabelBoost, neighbour in the unlabeled part D-hat_i, followed by A = (S_{i+1} subset of
      D-hat_i', then Phi_{i+1}): Lemma C.1 -> (Phi_{i+1} + 3, 4e Delta_{i+1});
@@ -29,13 +40,13 @@ Rounds >= 2 read S only through S_2, so they are post-processing.
   7. basic composition with step 0.
 The maximum over rounds is reported (rounds past the last listed repeat it when
 ``repeat_last``; otherwise the last round's queries reach nothing after it).
-``epsilon_queries_conditional`` is that chain *without* step 0: it is what Claim E.6 would give if
-its in-round step were true, and it is never presented as proven.
+``epsilon_queries_conditional`` is the chain *without* step 0 when step 0 is not valid: what
+Claim E.6 would give if its in-round step were true, never presented as proven.
 
 Delta allocation (tight): the whole target delta goes to the BT composition, Delta_1 = delta/r_1 and
-Delta_{i+1} = delta/(4e r_D,i) (capped at 1/2), and E is the smallest level KOV certifies at that
-Delta. The paper accounting instead uses the schedule's own delta'_i and reports the delta its
-chain yields.
+Delta_{i+1} = delta_D/(4e r_D,i) (capped at 1/2), where delta_D is what the in-round step leaves of
+delta, and E is the smallest level KOV certifies at that Delta. The paper accounting instead uses
+the schedule's own delta'_i and reports the delta its chain yields.
 
 Any failed privacy precondition makes the chain's epsilon +inf with the reason in
 ``training_reason``/``queries_reason``; no number is made up.
@@ -49,13 +60,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.planner import amplification as amp
-from engine.planner import bt
+from engine.planner import block as blk
+from engine.planner import bt, lemma_s
 from engine.planner import composition as comp
 from engine.planner.learning import d2_floor
+from engine.planner.query_side import in_round
 from engine.planner.steps import Check, Step
 from engine.schedule import RoundSpec, Schedule
 
 Accounting = Literal["tight", "paper"]
+BlockBound = Literal["pure", "lemma-s"]
+"""How a private-restarts block is charged: ``pure`` = Theorem B (proven); ``lemma-s`` = Lemma S
+(query_privacy.md section 3.3, UNREVIEWED: every epsilon is then conditional on it)."""
 LABELBOOST_EPS = 3.0
 """Lemma C.1's additive epsilon (Beimel-Nissim-Stemmer 2021): (eps_A + 3, 4 e delta_A)."""
 LABELBOOST_DELTA_FACTOR = 4.0 * math.e
@@ -74,9 +90,10 @@ class Certificate:
     epsilon_training: float
     delta_training: float
     epsilon_queries: float
-    """+inf unless every step of the query chain is proven (never, for the engine's current design)."""
+    """+inf unless every step of the query chain is proven (Theorem Q's designs, docs/PRIVACY.md)."""
     epsilon_queries_conditional: float
-    """The query chain without its in-round step (Claim E.6 as published): NOT a guarantee."""
+    """The query chain without its in-round step when that step is not valid (Claim E.6 as
+    published), or the whole chain under ``conditional_on``: NOT a guarantee."""
     delta_queries: float
     query_private: bool
     worst_query_round: int | None
@@ -89,6 +106,12 @@ class Certificate:
     not_runnable_reason: str = ""
     per_round_queries: tuple[tuple[int, float, float], ...] = field(default=())
     """(round, conditional eps_D, delta_D) for every round the query chain was evaluated at."""
+    conditional_on: str | None = None
+    """None, or the unreviewed lemma ("Lemma S") every epsilon of this certificate rests on; then
+    ``epsilon_training`` and ``epsilon_queries`` are +inf and the numbers are in
+    ``epsilon_training_conditional`` and ``epsilon_queries_conditional``."""
+    epsilon_training_conditional: float = math.inf
+    """The training chain's epsilon (equal to ``epsilon_training`` unless ``conditional_on``)."""
 
     @property
     def epsilon(self) -> float:
@@ -123,13 +146,10 @@ class _Phi:
     reason: str
 
 
-def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain: str,
-         restarts: str = "per-top") -> _Phi:
-    """Privacy of (round-rnd answers, S_{rnd+1}) with respect to S_rnd: steps 1-4.
-
-    Instances composed: min(c, R) when BT restarts only after a top; R when it is stateless (a
-    fresh instance per query)."""
-    ch: Literal["training", "queries"] = "training" if chain == "training" else "queries"
+def _bt_instances(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
+                  ch: Literal["training", "queries"], restarts: str) -> _Phi:
+    """Steps 1-2 for per-top restarts (min(c, R) instances) and stateless BT (R instances):
+    Lemma C.3 per instance, Observation 2 (paper) or KOV (tight) over the instances."""
     steps: list[Step] = []
     checks: list[Check] = []
     gamma, eps0, T = spec.band, spec.eps_bt, spec.T
@@ -195,6 +215,104 @@ def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain:
                                "Observation 2 (advanced composition; Claim D.1 states <= 1)",
                                E, d_out, {"c": c_paper, "eps_bt": eps0, "delta_bt": d_inst}, rnd))
 
+    return _Phi(E, d_out, tuple(steps), tuple(checks), reason)
+
+
+def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
+               ch: Literal["training", "queries"], block_bound: BlockBound) -> _Phi:
+    """Steps 1-2 for private restarts: Theorem B (or, conditionally, Lemma S) per block, Lemma N
+    for the number of blocks, KOV over the blocks (docs/PRIVACY.md section 6)."""
+    steps: list[Step] = []
+    checks: list[Check] = []
+    gamma, eps0, T, R = spec.band, spec.eps_bt, spec.T, spec.R
+    tops = min(spec.c, R)
+    d_mu = spec.delta_bt
+    if accounting != "tight":
+        reason = (f"round {rnd}: the paper accounting has no lemma for private restarts "
+                  "(use the tight accounting)")
+        steps.append(Step.make(ch, f"BT blocks, round {rnd}", "none (paper accounting)", math.inf,
+                               1.0, {}, rnd, valid=False, note=reason))
+        return _Phi(math.inf, 1.0, tuple(steps), tuple(checks), reason)
+    if spec.restart_eps is None or spec.restart_threshold is None or spec.block_cap is None:
+        reason = f"round {rnd}: restarts 'private' needs restart_eps, restart_threshold and block_cap"
+        steps.append(Step.make(ch, f"BT blocks, round {rnd}", "Theorem B", math.inf, 1.0, {}, rnd,
+                               valid=False, note=reason))
+        return _Phi(math.inf, 1.0, tuple(steps), tuple(checks), reason)
+    cert = blk.certify_blocks(eps0, T, gamma, d_mu, tops, R, spec.restart_threshold,
+                              spec.block_cap, spec.restart_eps, Delta)
+    x = cert.x
+    if block_bound == "lemma-s":
+        e_b = lemma_s.block_epsilon(eps0, T, gamma, d_mu, cert.tops_per_block)
+        d_b = 3.0 * d_mu
+        ok = x >= lemma_s.MIN_SLACK
+        lemma = "Lemma S (CONDITIONAL: unreviewed sketch, query_privacy.md 3.3)"
+        check_name = "Lemma S gap: band slack x >= 10"
+        E, k_low, blocks = math.inf, 0, R
+        if ok:
+            for phi in blk.FAIL_GRID:  # the same Lemma N search as certify_blocks
+                kl = blk.k_low_for(R, spec.restart_threshold, spec.restart_eps, phi * Delta,
+                                   spec.block_cap)
+                if kl < 1:
+                    continue
+                nb = blk.blocks_bound(tops, R, kl)
+                e_round = blk.compose_blocks(e_b, d_b, nb, Delta, phi * Delta)
+                if e_round < E:
+                    E, k_low, blocks = e_round, kl, nb
+        d_fail_note = ""
+    else:
+        e_b, d_b, ok = cert.eps_block, d_mu, x > 0.0
+        lemma = "Theorem B (one threshold noise per block, pure bound; docs/PRIVACY.md 6)"
+        check_name = "Theorem B gap: band slack x = (gamma T - 1) eps'/3 - (2/3) ln(1/(2 delta_mu)) > 0"
+        E, k_low, blocks = cert.E, cert.k_low, cert.blocks
+        d_fail_note = f"delta_fail = {cert.delta_fail:.3g} (phi = {cert.phi:.0e} of Delta)"
+    checks.append(Check(check_name, lemma.split(" (")[0], "privacy", ok, x,
+                        lemma_s.MIN_SLACK if block_bound == "lemma-s" else 0.0, rnd,
+                        "value = x (band slack in units of b_nu), must exceed the bound"))
+    reason = "" if ok else (f"round {rnd}: {lemma.split(' (')[0]}'s gap condition fails "
+                            f"(band slack x = {x:.3g}; T={T}, eps'={eps0:.3g}, delta_mu={d_mu:.3g})")
+    steps.append(Step.make(ch, f"BT block, round {rnd}", lemma, e_b if ok else math.inf, d_b,
+                           {"T": T, "gamma": gamma, "eps_bt": eps0, "delta_mu": d_mu,
+                            "tops_per_block": cert.tops_per_block, "band_slack_x": x,
+                            "block_cap": spec.block_cap}, rnd, valid=ok, note=reason))
+    feasible = ok and k_low >= 1
+    if ok and k_low < 1:
+        reason = (f"round {rnd}: restart_threshold = {spec.restart_threshold:g} is too low for Lemma N "
+                  "(no k_low >= 1 has a small enough early-fire probability)")
+    steps.append(Step.make(ch, f"blocks per round, round {rnd}",
+                           "Lemma N (a block followed by another holds >= k_low tops except w.p. "
+                           "R at_tail(k0 - k_low + 1, eps_r))", 0.0, 0.0,
+                           {"k_low": k_low, "blocks": blocks, "tops": tops, "R": R,
+                            "restart_threshold": spec.restart_threshold,
+                            "restart_eps": spec.restart_eps}, rnd, valid=feasible,
+                           note=d_fail_note))
+    if feasible and not math.isfinite(E):
+        reason = f"round {rnd}: the blocks' own delta already exceeds Delta={Delta:.3g}"
+    steps.append(Step.make(ch, f"BT composition, round {rnd}",
+                           "Kairouz-Oh-Viswanath 2015 Thm 3.3 over the blocks (+ Lemma N's failure, "
+                           "Lemma Cap)", E, Delta,
+                           {"instances": blocks, "c": spec.c, "R": R, "eps_block": e_b,
+                            "delta_block": d_b}, rnd))
+    return _Phi(E, Delta, tuple(steps), tuple(checks), reason)
+
+
+def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain: str,
+         restarts: str = "per-top", block_bound: BlockBound = "pure") -> _Phi:
+    """Privacy of (round-rnd answers, S_{rnd+1}) with respect to S_rnd: steps 1-4.
+
+    Steps 1-2 (the round's BetweenThresholds) depend on the restart policy: per-top, min(c, R)
+    Lemma C.3 instances (Observation 2); stateless, R instances (one per query); private, blocks
+    of one threshold noise each (Theorem B, Lemma N, KOV; :func:`_bt_blocks`). Halting is
+    post-processing of BT's answers (plus independent noise for "noisy"); it enters only through
+    c, the most tops a round can have."""
+    ch: Literal["training", "queries"] = "training" if chain == "training" else "queries"
+    if restarts == "private":
+        bt_part = _bt_blocks(spec, rnd, Delta, accounting, ch, block_bound)
+    else:
+        bt_part = _bt_instances(spec, rnd, Delta, accounting, ch, restarts)
+    E, d_out, reason = bt_part.eps, bt_part.delta, bt_part.reason
+    steps: list[Step] = list(bt_part.steps)
+    checks: list[Check] = list(bt_part.checks)
+
     # Step 3: LabelBoost on S-hat (labeled-part neighbour), then subsampling S-hat from S_i.
     r_S = exact_rate(spec.m_S, spec.labeled_size)
     s_ok = 1 <= spec.m_S <= spec.labeled_size
@@ -227,44 +345,22 @@ def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain:
 
 
 def in_round_step(spec: RoundSpec, rnd: int, halting: str, restarts: str) -> Step:
-    """Step 0 of the query chain: the other answers of the query's own round.
+    """Step 0 of the query chain: the other answers of the query's own round (Theorem Q,
+    ``engine.planner.query_side``; docs/PRIVACY.md section 5).
 
-    Two channels carry the differing query into later answers of its round (issue 8):
-
-    * halting: under halting "paper" with c < R a query can spend a top and make a later query be
-      refused (closed when c >= R: the round can never halt; halting "never" requires it);
-    * restart: with restarts "per-top" (the engine today, Observation 2) each top restarts BT's
-      threshold noise, which later answers reveal (query_privacy.md section 2).
-
-    With both closed -- c >= R and a stateless BT (fresh threshold noise per query) -- every other
-    answer is a function of its own query, F_i and fresh noise, so its distribution does not
-    depend on the differing query: (0, 0) (docs/PRIVACY.md, "in-round step"). "noisy" halting and
-    one threshold noise per round are not accounted yet (issue 8): NOT valid.
+    Valid designs: halting "never" (or "paper") with c > R, or "noisy"; restarts "stateless" or
+    "private". Its epsilon is eps_h (noisy halting) + eps_r (private restarts), its delta Lemma
+    Cap's charge for the hard caps. Halting "paper" with c <= R (halting channel) and restarts
+    "per-top" (restart channel) are NOT valid (issue 8): epsilon +inf.
     """
+    ir = in_round(spec, halting, restarts)
     inputs: dict[str, float | int | str | bool | None] = {
         "c": spec.c, "R": spec.R, "halting": halting, "restarts": restarts,
+        "eps_h": ir.eps_h, "eps_r": ir.eps_r, "delta_cap_h": ir.delta_cap_h,
+        "delta_cap_r": ir.delta_cap_r,
     }
-    problems = []
-    if halting not in ("paper", "never"):
-        problems.append(f"halting {halting!r} is not accounted yet")
-    elif spec.c < spec.R:
-        if halting == "never":
-            problems.append(f"halting 'never' needs c >= R (c={spec.c}, R={spec.R})")
-        else:
-            problems.append(f"halting channel open (c={spec.c} < R={spec.R}): a query can spend "
-                            "a top and make a later query be refused")
-    if restarts == "per-top":
-        problems.append("restart channel open: each top restarts the threshold noise, which later "
-                        "answers reveal (no bound of order eps' exists)")
-    elif restarts != "stateless":
-        problems.append(f"restarts {restarts!r} are not accounted yet")
-    if not problems:
-        return Step.make("queries", f"in-round answers, round {rnd}",
-                         "no shared state: c >= R and fresh threshold noise per query", 0.0, 0.0,
-                         inputs, rnd)
-    return Step.make("queries", f"in-round answers, round {rnd}",
-                     "Claim E.6, in-round step (FALSE as published; issue 8)", math.inf, 0.0,
-                     inputs, rnd, valid=False, note="; ".join(problems))
+    return Step.make("queries", f"in-round answers, round {rnd}", ir.lemma, ir.epsilon, ir.delta,
+                     inputs, rnd, valid=ir.valid, note=ir.note)
 
 
 def _span(rounds: list[int], last: int, rep: bool) -> str:
@@ -282,25 +378,26 @@ def _in_round_warnings(rounds: Sequence[RoundSpec], halting: str, restarts: str,
     out = []
     everywhere = _span(list(range(1, len(rounds) + 1)), len(rounds), rep)
     if halting in ("paper", "never"):
-        halt = [i for i, r in enumerate(rounds, start=1) if r.c < r.R]
+        halt = [i for i, r in enumerate(rounds, start=1) if r.c <= r.R]
         if halt:
             out.append(f"QUERY PRIVACY NOT PROVEN: halting channel open in "
-                       f"{_span(halt, len(rounds), rep)} (c < R: a query can spend a top and make "
+                       f"{_span(halt, len(rounds), rep)} (c <= R: a query can spend a top and make "
                        "a later query be refused; issue 8)")
-    else:
-        out.append(f"QUERY PRIVACY NOT PROVEN: halting {halting!r} is not accounted yet (issue 8)")
+    elif halting != "noisy":
+        out.append(f"QUERY PRIVACY NOT PROVEN: unknown halting policy {halting!r}")
     if restarts == "per-top":
         out.append(f"QUERY PRIVACY NOT PROVEN: threshold-noise restart channel open in {everywhere} "
                    "(each top restarts BT's threshold noise, which later answers reveal; issue 8)")
-    elif restarts != "stateless":
-        out.append(f"QUERY PRIVACY NOT PROVEN: restarts {restarts!r} are not accounted yet (issue 8)")
+    elif restarts not in ("stateless", "private"):
+        out.append(f"QUERY PRIVACY NOT PROVEN: unknown restart policy {restarts!r}")
     return out
 
 
-def _rounds_of(schedule: Schedule | Sequence[RoundSpec]) -> tuple[tuple[RoundSpec, ...], bool, str]:
+def _rounds_of(schedule: Schedule | Sequence[RoundSpec]) -> tuple[tuple[RoundSpec, ...], bool, str, str]:
     if isinstance(schedule, Schedule):
-        return schedule.rounds, schedule.repeat_last, schedule.halting
-    return tuple(schedule), True, "paper"
+        return (schedule.rounds, schedule.repeat_last, schedule.halting,
+                str(getattr(schedule, "restarts", "per-top")))
+    return tuple(schedule), True, "paper", "per-top"
 
 
 def certify(
@@ -311,20 +408,28 @@ def certify(
     *,
     repeat_last: bool | None = None,
     halting: str | None = None,
-    restarts: str = "per-top",
+    restarts: str | None = None,
+    block_bound: BlockBound = "pure",
 ) -> Certificate:
     """Certify ``schedule`` run on ``n`` training examples (see the module docstring for the chain).
 
     ``delta`` is the target delta of each chain (tight accounting: epsilon is minimised at this
-    delta; paper accounting: the chain's own delta is reported). A bare sequence of rounds (e.g. a
-    paper schedule the engine cannot run) is accepted; ``repeat_last`` and ``halting`` then
-    default to True and "paper".
+    delta; paper accounting: the chain's own delta is reported). ``halting`` and ``restarts``
+    default to the schedule's policies. A bare sequence of rounds (e.g. a paper schedule the
+    engine cannot run) is accepted; ``repeat_last``, ``halting`` and ``restarts`` then default to
+    True, "paper" and "per-top". ``block_bound="lemma-s"`` charges private-restart blocks with the
+    UNREVIEWED Lemma S: the certificate is then conditional on it (``conditional_on``) and never
+    query-private.
     """
-    rounds, rep, halt = _rounds_of(schedule)
+    rounds, rep, halt, rst = _rounds_of(schedule)
     if repeat_last is not None:
         rep = repeat_last
     if halting is not None:
         halt = halting
+    if restarts is not None:
+        rst = restarts
+    restarts = rst
+    conditional = "Lemma S" if (block_bound == "lemma-s" and restarts == "private") else None
     if not rounds:
         raise ValueError("a schedule needs at least one round")
     if not 0.0 < delta < 1.0:
@@ -370,7 +475,7 @@ def certify(
         r1 = exact_rate(s1, n)
         checks.append(Check("n >= |S_1|", "step 2", "privacy", True, s1, n, 1))
         Delta1 = min(DELTA_CAP, delta / r1) if accounting == "tight" else math.nan
-        ph = _phi(rounds[0], 1, Delta1, accounting, "training", restarts)
+        ph = _phi(rounds[0], 1, Delta1, accounting, "training", restarts, block_bound)
         steps.extend(ph.steps)
         checks.extend(ph.checks)
         training_reason = ph.reason
@@ -409,9 +514,11 @@ def certify(
             d_ok = 1 <= cur.m_D <= cur.R
             checks.append(Check("D-hat is a subset of D_i (m_D <= R)", "step 3(f)", "privacy",
                                 d_ok, cur.m_D, cur.R, i))
-            Delta = (min(DELTA_CAP, delta / (LABELBOOST_DELTA_FACTOR * r_D))
+            # the in-round step's delta (Lemma Cap) is taken off the target first
+            d_in = qsteps[0].delta if qsteps[0].valid and qsteps[0].delta < delta else 0.0
+            Delta = (min(DELTA_CAP, (delta - d_in) / (LABELBOOST_DELTA_FACTOR * r_D))
                      if accounting == "tight" else math.nan)
-            ph = _phi(nxt, i + 1, Delta, accounting, "queries", restarts)
+            ph = _phi(nxt, i + 1, Delta, accounting, "queries", restarts, block_bound)
             checks.extend(ph.checks)
             qsteps.extend(ph.steps)
             lb_eps, lb_delta = ph.eps + LABELBOOST_EPS, LABELBOOST_DELTA_FACTOR * ph.delta
@@ -439,13 +546,19 @@ def certify(
         per_round.append((i, eps_D, delta_D))
         candidates.append((eps_D, i, qsteps, delta_D))
 
-    # The worst round; ties within a relative 1e-9 go to the earliest round (stable output).
-    top = max(e for e, _, _, _ in candidates)
-    eps_cond, worst_round, qsteps, delta_cond = next(
-        x for x in candidates if x[0] >= top * (1.0 - 1e-9))
-    in_round = qsteps[0]
-    eps_q = eps_cond + in_round.epsilon
-    delta_q = delta_cond + in_round.delta
+    # The worst round (by the full chain when every in-round step is valid, else by the
+    # conditional chain); ties within a relative 1e-9 go to the earliest round (stable output).
+    all_valid = all(c[2][0].valid for c in candidates)
+
+    def key(x: tuple[float, int, list[Step], float]) -> float:
+        return x[0] + x[2][0].epsilon if all_valid else x[0]
+
+    top = max(key(x) for x in candidates)
+    best = next(x for x in candidates if key(x) >= top * (1.0 - 1e-9))
+    eps_cond, worst_round, qsteps, delta_cond = best
+    ir_step = qsteps[0]
+    eps_q = eps_cond + ir_step.epsilon
+    delta_q = delta_cond + ir_step.delta
     qsteps.append(Step.make("queries", f"query chain, round {worst_round} (worst round)",
                             "Proposition 2.5 (in-round step + later rounds)", eps_q, delta_q, {},
                             worst_round, valid=math.isfinite(eps_q)))
@@ -456,10 +569,20 @@ def certify(
             queries_reason = any_invalid_pre
         else:
             queries_reason = ("Claim E.6's in-round step does not hold for this design "
-                              f"(issue 8): {in_round.note}" if not in_round.valid
+                              f"(issue 8): {ir_step.note}" if not ir_step.valid
                               else "query chain not certified")
     warnings.extend(_in_round_warnings(rounds, halt, restarts, rep))
-
+    eps_train_cond = eps_S
+    if conditional is not None:
+        # Every number below rests on the unreviewed Lemma S: report them only as conditional.
+        note = (f"CONDITIONAL ON {conditional} (unreviewed; query_privacy.md 3.3): not a guarantee")
+        warnings.insert(0, f"{note}; the proven (Theorem B) accounting of this schedule is "
+                           "certify(..., block_bound='pure')")
+        if query_private:
+            eps_cond = eps_q  # the full chain, in-round step included, conditional on Lemma S
+        eps_S, eps_q, query_private = math.inf, math.inf, False
+        training_reason = training_reason or note
+        queries_reason = queries_reason or note
     return Certificate(
         accounting=accounting, n=n, delta_target=delta, halting=halt, restarts=restarts,
         epsilon_training=eps_S, delta_training=delta_S, epsilon_queries=eps_q,
@@ -467,5 +590,6 @@ def certify(
         worst_query_round=worst_round, steps=tuple(steps), checks=tuple(checks),
         warnings=tuple(dict.fromkeys(warnings)), training_reason=training_reason,
         queries_reason=queries_reason, runnable=runnable, not_runnable_reason=not_runnable,
-        per_round_queries=tuple(per_round),
+        per_round_queries=tuple(per_round), conditional_on=conditional,
+        epsilon_training_conditional=eps_train_cond,
     )

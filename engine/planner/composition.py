@@ -123,6 +123,8 @@ def _delta_rr_exact(eps0: float, c: int, E: float) -> float:
 def _delta_rr_berry_esseen(eps0: float, c: int, E: float) -> float:
     d = math.tanh(eps0 / 2.0) / 2.0  # p - 1/2 = 1/2 - q
     pq = 0.25 - d * d
+    if pq <= 1e-300:  # eps0 so large that the normal approximation is meaningless: no bound
+        return 1.0
     m = c * eps0 * math.tanh(eps0 / 2.0)  # E_P[L]
     s = 2.0 * eps0 * math.sqrt(c * pq)  # sd_P[L]
     z = (m - E) / s

@@ -5,7 +5,10 @@ JSON contract (keys other tools rely on): ``n_required``, ``epsilon`` (the large
 chains), ``epsilon_training``, ``epsilon_queries``, ``delta``, ``accounting``, ``steps`` (each with
 ``name``, ``lemma``, ``epsilon``, ``delta``), ``schedule`` (each with ``round``, ``T``, ``lambda``,
 ``R``, ``c``) and, when n is given, ``epsilon_achievable``. A non-finite number is ``null`` with a
-sibling ``<key>_reason`` saying why.
+sibling ``<key>_reason`` saying why. Added by issue 8: ``halting``, ``restarts``,
+``query_private``, ``conditional_on``, ``design`` and, when computed, ``designs`` (one entry per
+(halting, restarts) design: ``halting``, ``restarts``, ``n_required``, ``epsilon_training``,
+``epsilon_queries``, ``query_private``, ``conditional_on``, the in-round step and the default flag).
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.planner.api import Achievable, Plan, Targets, plan
+from engine.planner.api import Achievable, DesignCost, Plan, Targets, cheapest_sound, designs, plan
 from engine.planner.chain import Certificate, certify, exact_rate
 from engine.planner.composition import claim_d1_bound
 from engine.planner.steps import Check, Step
 from engine.planner.tight import TightOptions, solve
 
-CONDITIONAL_NOTE = ("the query chain WITHOUT Claim E.6's in-round step, which is false for the "
-                    "engine's design (halting and threshold-noise restart channels, issue 8): "
+CONDITIONAL_NOTE = ("the query chain WITHOUT Claim E.6's in-round step, which is false for this "
+                    "design (halting or threshold-noise restart channel open, issue 8): "
                     "not a guarantee")
+CONDITIONAL_LEMMA_NOTE = ("the whole query chain under the UNREVIEWED Lemma S "
+                          "(query_privacy.md 3.3): not a guarantee")
 
 
 def _num(x: float | int) -> float | int | None:
@@ -60,8 +65,14 @@ def certificate_json(c: Certificate) -> dict[str, Any]:
     _put(d, "epsilon_training", c.epsilon_training, c.training_reason)
     _put(d, "epsilon_queries", c.epsilon_queries, c.queries_reason)
     _put(d, "epsilon_queries_conditional", c.epsilon_queries_conditional, c.queries_reason)
-    d["epsilon_queries_conditional_note"] = CONDITIONAL_NOTE
+    d["epsilon_queries_conditional_note"] = (CONDITIONAL_LEMMA_NOTE if c.conditional_on else
+                                             CONDITIONAL_NOTE if not c.query_private else
+                                             "the query chain without its in-round step Q0; Q0 is "
+                                             "proven (Theorem Q) and included in epsilon_queries")
     d["query_private"] = c.query_private
+    d["conditional_on"] = c.conditional_on
+    if c.conditional_on:
+        _put(d, "epsilon_training_conditional", c.epsilon_training_conditional, c.training_reason)
     d["delta"] = c.delta
     d["delta_target"] = c.delta_target
     d["delta_training"] = c.delta_training
@@ -93,6 +104,9 @@ def schedule_json(p: Plan) -> list[dict[str, Any]]:
             "labeled_size": r.labeled_size, "m_S": r.m_S, "m_D": r.m_D,
             "r_S": exact_rate(r.m_S, r.labeled_size), "r_D": exact_rate(r.m_D, r.R),
             "repeats": p.repeat_last and i == len(p.rounds),
+            "halt_eps": r.halt_eps, "halt_threshold": r.halt_threshold,
+            "restart_eps": r.restart_eps, "restart_threshold": r.restart_threshold,
+            "block_cap": r.block_cap,
         }
         if i in rp:
             x = rp[i]
@@ -103,17 +117,50 @@ def schedule_json(p: Plan) -> list[dict[str, Any]]:
     return out
 
 
-def plan_json(p: Plan, achievable: Achievable | None = None) -> dict[str, Any]:
-    """The ``everlast plan --json`` object."""
+def design_json(x: DesignCost) -> dict[str, Any]:
+    """One entry of the ``designs`` list."""
+    d: dict[str, Any] = {"halting": x.halting, "restarts": x.restarts, "name": x.name,
+                         "default": x.is_default}
+    d["n_required"] = x.n_required
+    if x.n_required is None:
+        d["n_required_reason"] = x.reason
+    _put(d, "epsilon_training", x.epsilon_training, x.reason)
+    _put(d, "epsilon_queries", x.epsilon_queries, x.reason)
+    d["query_private"] = x.query_private
+    d["conditional_on"] = x.conditional_on
+    _put(d, "epsilon_conditional", x.epsilon_conditional, x.reason)
+    d["eps_h"] = x.eps_h
+    d["eps_r"] = x.eps_r
+    q0: dict[str, Any] = {"lemma": x.in_round_lemma, "valid": math.isfinite(x.in_round_epsilon)}
+    _put(q0, "epsilon", x.in_round_epsilon, x.in_round_note)
+    q0["delta"] = x.in_round_delta
+    if x.in_round_note:
+        q0["note"] = x.in_round_note
+    d["in_round"] = q0
+    return d
+
+
+def plan_json(p: Plan, achievable: Achievable | None = None,
+              costs: tuple[DesignCost, ...] | None = None) -> dict[str, Any]:
+    """The ``everlast plan --json`` object (``costs``: :func:`engine.planner.api.designs`)."""
     t = p.targets
     d: dict[str, Any] = {"n_required": p.n_required}
     d.update(certificate_json(p.certificate))
     d["n"] = p.n_required
     d["halts"] = t.halts
     d["meets_targets"] = p.meets_targets
+    r1 = p.rounds[0]
+    d["design"] = {"halting": p.certificate.halting, "restarts": p.certificate.restarts,
+                   "eps_h": r1.halt_eps, "eps_r": r1.restart_eps, "block_bound": t.block_bound}
     d["targets"] = {"epsilon": t.epsilon, "delta": t.delta, "alpha": t.alpha, "beta": t.beta,
                     "concept": t.concept, "vc_dim": t.vc, "halts": t.halts, "k": t.k,
-                    "rounds": t.rounds, "lambda_log": t.lambda_log, "accounting": t.accounting}
+                    "rounds": t.rounds, "lambda_log": t.lambda_log, "accounting": t.accounting,
+                    "halting": t.halting, "restarts": t.restarts, "eps_h": t.eps_h,
+                    "eps_r": t.eps_r, "block_bound": t.block_bound}
+    if costs is not None:
+        d["designs"] = [design_json(x) for x in costs]
+        best = cheapest_sound(costs)
+        d["cheapest_sound_design"] = None if best is None else best.name
     d["warnings"] = list(dict.fromkeys([*p.warnings, *d["warnings"]]))
     d["checks"] = [*d["checks"], *(check_json(c) for c in p.checks)]
     d["schedule"] = schedule_json(p)
@@ -133,8 +180,9 @@ def plan_json(p: Plan, achievable: Achievable | None = None) -> dict[str, Any]:
         _put(d, "epsilon_achievable", achievable.epsilon, achievable.reason)
         d["epsilon_achievable_n"] = achievable.n
         d["epsilon_achievable_target"] = _num(achievable.target)
-        d["epsilon_achievable_note"] = ("max(epsilon_training, epsilon_queries_conditional) of the "
-                                        "best plan for this n; the query part is conditional")
+        d["epsilon_achievable_note"] = ("max(epsilon_training, epsilon_queries) of the best plan "
+                                        "for this n (the conditional query chain when the design "
+                                        "is not query-private)")
         if achievable.plan is not None:
             d["epsilon_achievable_n_required"] = achievable.plan.n_required
     return d
@@ -187,16 +235,27 @@ def steps_table(c: Certificate) -> str:
 
 
 def schedule_table(p: Plan, max_rows: int = 6) -> str:
-    rows = ["| round | T | lambda | R | c | eps' | delta' | m_S | m_D |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    """The schedule, with the tests' parameters (c0, k0, k_max) when the design has them; delta'
+    is delta_mu (Theorem B) for private restarts."""
+    tests = any(r.halt_threshold is not None or r.restart_threshold is not None for r in p.rounds)
+    head = "| round | T | lambda | R | c | eps' | delta' | m_S | m_D |"
+    if tests:
+        head += " c0 | k0 | k_max |"
+    ncol = head.count("|") - 1
+    rows = [head, "|" + "---|" * ncol]
     rs = list(enumerate(p.rounds, start=1))
     show = rs if len(rs) <= max_rows else [*rs[: max_rows - 1], rs[-1]]
     for i, r in show:
         tag = f"{i}+" if p.repeat_last and i == len(p.rounds) else str(i)
-        rows.append(f"| {tag} | {fmt(r.T)} | {fmt(r.lam)} | {fmt(r.R)} | {fmt(r.c)} | "
-                    f"{fmt(r.eps_bt)} | {fmt(r.delta_bt)} | {fmt(r.m_S)} | {fmt(r.m_D)} |")
+        row = (f"| {tag} | {fmt(r.T)} | {fmt(r.lam)} | {fmt(r.R)} | {fmt(r.c)} | "
+               f"{fmt(r.eps_bt)} | {fmt(r.delta_bt)} | {fmt(r.m_S)} | {fmt(r.m_D)} |")
+        if tests:
+            row += (f" {fmt(r.halt_threshold) if r.halt_threshold is not None else '-'} | "
+                    f"{fmt(r.restart_threshold) if r.restart_threshold is not None else '-'} | "
+                    f"{fmt(r.block_cap) if r.block_cap is not None else '-'} |")
+        rows.append(row)
     if len(rs) > max_rows:
-        rows.insert(2 + max_rows - 1, "| ... | | | | | | | | |")
+        rows.insert(2 + max_rows - 1, "| ... " + "| " * (ncol - 1) + "|")
     return "\n".join(rows)
 
 
@@ -216,20 +275,67 @@ def summary_sentence(p: Plan, achievable: Achievable | None) -> str:
             f"epsilon = {fmt(t.epsilon)} needs n = {fmt(p.n_required)}.")
 
 
-def plan_text(p: Plan, achievable: Achievable | None = None) -> str:
+def _design_line(p: Plan) -> str:
+    c, r1 = p.certificate, p.rounds[0]
+    parts = [f"halting = {c.halting}", f"restarts = {c.restarts}"]
+    if r1.halt_eps is not None:
+        parts.append(f"eps_h = {fmt(r1.halt_eps)}")
+    if r1.restart_eps is not None:
+        parts.append(f"eps_r = {fmt(r1.restart_eps)}")
+    if c.conditional_on:
+        parts.append(f"CONDITIONAL ON {c.conditional_on.upper()} (unreviewed)")
+    return "design: " + ", ".join(parts)
+
+
+def _queries_lines(c: Certificate) -> list[str]:
+    if c.conditional_on:
+        return [f"  queries:       CONDITIONAL ON {c.conditional_on} (unreviewed): epsilon = "
+                f"{fmt(c.epsilon_queries_conditional)} -- not a guarantee"]
+    if c.query_private:
+        return [f"  queries:       epsilon = {fmt(c.epsilon_queries)}, delta = {fmt(c.delta_queries)} "
+                f"(proven: docs/PRIVACY.md; worst round {c.worst_query_round})"]
+    return [f"  queries:       NOT PROVEN -- {c.queries_reason}",
+            f"                 (conditional chain, not a guarantee: epsilon = "
+            f"{fmt(c.epsilon_queries_conditional)}, worst round {c.worst_query_round})"]
+
+
+def designs_table(costs: tuple[DesignCost, ...]) -> str:
+    """The data cost of every design (``engine.planner.api.designs``), as markdown."""
+    rows = ["| design | query privacy | in-round step (Q0) | n_required | training eps | query eps |",
+            "|---|---|---|---|---|---|"]
+    for x in costs:
+        if x.conditional_on:
+            status = f"conditional on {x.conditional_on}"
+        else:
+            status = "proven" if x.query_private else "NOT proven"
+        q0 = (f"eps = {fmt(x.in_round_epsilon)}" if math.isfinite(x.in_round_epsilon)
+              else "open channel")
+        n = fmt(x.n_required) if x.n_required is not None else "infeasible"
+        tr = fmt(x.epsilon_training) if math.isfinite(x.epsilon_training) else (
+            f"({fmt(x.epsilon_conditional)})" if math.isfinite(x.epsilon_conditional) else "-")
+        qe = fmt(x.epsilon_queries) if math.isfinite(x.epsilon_queries) else (
+            f"({fmt(x.epsilon_conditional)})" if math.isfinite(x.epsilon_conditional) else "-")
+        name = x.name + (" **default**" if x.is_default else "")
+        rows.append(f"| {name} | {status} | {q0} | {n} | {tr} | {qe} |")
+    return "\n".join(rows)
+
+
+def plan_text(p: Plan, achievable: Achievable | None = None,
+              costs: tuple[DesignCost, ...] | None = None) -> str:
     t, c = p.targets, p.certificate
+    train = (f"  training set:  CONDITIONAL ON {c.conditional_on} (unreviewed): epsilon = "
+             f"{fmt(c.epsilon_training_conditional)} -- not a guarantee" if c.conditional_on else
+             f"  training set:  epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "
+             f"delta = {fmt(c.delta_training)}")
     lines = [
         f"everlast plan: {t.concept} (VC {t.vc}), epsilon = {fmt(t.epsilon)}, delta = {fmt(t.delta)}, "
         f"alpha = {fmt(t.alpha)}, beta = {fmt(t.beta)}; accounting = {t.accounting}, "
         f"halts = {t.halts}",
+        _design_line(p),
         "",
         summary_sentence(p, achievable),
-        f"  training set:  epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "
-        f"delta = {fmt(c.delta_training)}",
-        f"  queries:       NOT PROVEN -- {c.queries_reason}" if not c.query_private else
-        f"  queries:       epsilon = {fmt(c.epsilon_queries)}, delta = {fmt(c.delta_queries)}",
-        f"                 (conditional chain, not a guarantee: epsilon = "
-        f"{fmt(c.epsilon_queries_conditional)}, worst round {c.worst_query_round})",
+        train,
+        *_queries_lines(c),
     ]
     if t.accounting == "paper":
         lines.append("  (the paper's own schedule, section 5; the numbers above are what the paper's "
@@ -249,6 +355,14 @@ def plan_text(p: Plan, achievable: Achievable | None = None) -> str:
     warns = list(dict.fromkeys([*p.warnings, *c.warnings]))
     if warns:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in warns]
+    if costs is not None:
+        best = cheapest_sound(costs)
+        lines += ["", "Designs (same targets; query chain per policy, data cost; "
+                  "docs/PRIVACY.md sections 5-9):", designs_table(costs)]
+        lines.append("(numbers in parentheses are conditional: not guarantees)")
+        if best is not None:
+            lines.append(f"Cheapest design with proven query privacy: {best.name} "
+                         f"(n = {fmt(best.n_required)}).")
     return "\n".join(lines)
 
 
@@ -274,32 +388,43 @@ def certificate_text(c: Certificate) -> str:
 def doc_blocks() -> dict[str, str]:
     """Name -> generated markdown, for the fenced blocks of docs/PRIVACY.md delimited by
     ``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->``."""
-    return {"worked-example": worked_example(), "calibration-crosscheck": calibration_crosscheck()}
+    return {"worked-example": worked_example(), "designs": designs_block(),
+            "calibration-crosscheck": calibration_crosscheck()}
+
+
+WORKED = Targets(epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.05, concept="thresholds",
+                 halts="split-votes")
+"""The worked example's targets (docs/PRIVACY.md section 10)."""
 
 
 def worked_example() -> str:
-    """The worked example quoted in docs/PRIVACY.md, regenerated by tests/planner/test_doc.py."""
-    base = Targets(epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.05, concept="thresholds",
-                   halts="split-votes")
-    p = plan(base)
+    """The worked example quoted in docs/PRIVACY.md, regenerated by tests/planner/test_doc.py:
+    the default design's chain, then the paper's design for comparison."""
+    p = plan(WORKED)
     c = p.certificate
     r1 = p.rounds[0]
     lines = [
         "Targets: thresholds (VC 1), epsilon = 1, delta = 1e-6, alpha = 0.1, beta = 0.05, "
-        "tight accounting, split-votes halt budget (k = 2), 12 listed rounds.",
+        "tight accounting, split-votes halt budget (k = 2), 12 listed rounds; the default design.",
         "",
+        f"- design: halting = {c.halting}, restarts = {c.restarts}, eps_h = {fmt(r1.halt_eps)}, "
+        f"eps_r = {fmt(r1.restart_eps)}.",
         f"- n_required = {fmt(p.n_required)}; round 1: T_1 = {fmt(r1.T)}, lambda_1 = {r1.lam}, "
-        f"R_1 = {fmt(r1.R)}, c_1 = {fmt(r1.c)}, eps'_1 = {fmt(r1.eps_bt)}, "
-        f"delta'_1 = {fmt(r1.delta_bt)}.",
+        f"R_1 = {fmt(r1.R)}, c_1 = {fmt(r1.c)} (c_1 - halt_threshold c0 = "
+        f"{fmt(r1.c - int(r1.halt_threshold or 0))}), "
+        f"eps'_1 = {fmt(r1.eps_bt)}, delta_mu,1 = {fmt(r1.delta_bt)}, restart_threshold k0 = "
+        f"{fmt(r1.restart_threshold)}, block_cap k_max = {fmt(r1.block_cap)}.",
         f"- budgets: E_1 = {fmt(p.E1, 4)}, E_2 = {fmt(p.E2, 4)}, r_1 = {fmt(p.r1, 4)}, "
         f"r_D = {fmt(p.rD, 4)}.",
         f"- certified: training epsilon = {fmt(c.epsilon_training, 4)} (delta = "
-        f"{fmt(c.delta_training)}); query chain NOT proven (conditional epsilon = "
-        f"{fmt(c.epsilon_queries_conditional, 4)}, worst round {c.worst_query_round}).",
+        f"{fmt(c.delta_training)}); queries epsilon = {fmt(c.epsilon_queries, 4)} (delta = "
+        f"{fmt(c.delta_queries)}), worst round {c.worst_query_round}; query-private: "
+        f"{'yes' if c.query_private else 'NO'}.",
         "",
         steps_table(c),
         "",
-        "Data needed for the same targets (alpha = 0.1, delta = 1e-6):",
+        "The paper's design (halting paper, restarts per-top; NOT query-private) for the same "
+        "targets (alpha = 0.1, delta = 1e-6):",
         "",
         "| accounting | halts | epsilon = 1 | epsilon = 8 |",
         "|---|---|---|---|",
@@ -307,7 +432,8 @@ def worked_example() -> str:
     for acc, halts in (("paper", "paper"), ("tight", "paper"), ("tight", "split-votes")):
         ns = []
         for e in (1.0, 8.0):
-            q = plan(Targets(epsilon=e, accounting=acc, halts=halts))  # type: ignore[arg-type]
+            q = plan(Targets(epsilon=e, accounting=acc, halts=halts,  # type: ignore[arg-type]
+                             halting="paper", restarts="per-top"))
             ns.append(fmt(q.n_required) + ("" if q.schedule is not None else " (not runnable)"))
         lines.append(f"| {acc} | {halts} | {ns[0]} | {ns[1]} |")
     pp = plan(Targets(epsilon=1.0, accounting="paper"))
@@ -324,6 +450,48 @@ def worked_example() -> str:
         f"{fmt(tc.epsilon_training, 4)} and {fmt(tc.epsilon_queries_conditional, 4)} for the same "
         "schedule.",
     ]
+    return "\n".join(lines)
+
+
+def designs_block() -> str:
+    """The data cost of every design at alpha = 0.1, delta = 1e-6 (docs/PRIVACY.md section 9)."""
+    by_eps = {e: designs(Targets(epsilon=e, halts="split-votes")) for e in (1.0, 8.0)}
+    lines = [
+        "Split-votes halt budget (k = 2), thresholds, alpha = 0.1, delta = 1e-6, beta = 0.05, tight "
+        "accounting, Claims D.2/D.7 accuracy floors applied. n_required for epsilon = 1 and 8:",
+        "",
+        "| design | query privacy | in-round step Q0 (epsilon = 1) | n, epsilon = 1 | n, epsilon = 8 |",
+        "|---|---|---|---|---|",
+    ]
+    for x1, x8 in zip(by_eps[1.0], by_eps[8.0], strict=True):
+        status = (f"conditional on {x1.conditional_on}" if x1.conditional_on else
+                  "**proven**" if x1.query_private else "NOT proven")
+        if math.isfinite(x1.in_round_epsilon):
+            q0 = f"eps_h + eps_r = {fmt(x1.in_round_epsilon)}, delta {fmt(x1.in_round_delta)}"
+        else:
+            q0 = "open: " + ("halting and restart channels" if "halting" in x1.in_round_note
+                             and "restart" in x1.in_round_note else
+                             "restart channel" if "restart" in x1.in_round_note else "halting channel")
+        tag = " (default)" if x1.is_default else ""
+        n1 = fmt(x1.n_required) if x1.n_required else "infeasible"
+        n8 = fmt(x8.n_required) if x8.n_required else "infeasible"
+        lines.append(f"| {x1.name}{tag} | {status} | {q0} | {n1} | {n8} |")
+    lines += [
+        "",
+        "The paper's halt budget (c_i = min(R_i, 64 alpha_i R_i), the CLI's default `--halts paper`) "
+        "for the two candidates of the default design and the paper's design:",
+        "",
+        "| design | n, epsilon = 1 | n, epsilon = 8 |",
+        "|---|---|---|",
+    ]
+    for h, r in (("noisy", "private"), ("never", "stateless"), ("paper", "per-top")):
+        ns = [fmt(plan(Targets(epsilon=e, halting=h, restarts=r)).n_required)  # type: ignore[arg-type]
+              for e in (1.0, 8.0)]
+        lines.append(f"| {h}+{r} | {ns[0]} | {ns[1]} |")
+    defaults = [plan(Targets(epsilon=e)) for e in (1.0, 8.0)]
+    names = [f"{q.certificate.halting}+{q.certificate.restarts}" for q in defaults]
+    lines += ["", f"Default design with the paper's halt budget: {names[0]} (epsilon = 1), "
+              f"{names[1]} (epsilon = 8)."]
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ DESIGNS = {
     ("paper", "per-top"): {"c": 1000},
     ("noisy", "private"): {"c": 400, "halt_eps": 0.5, "halt_threshold": 300.0, "restart_eps": 1.0,
                            "restart_threshold": 3.0, "block_cap": 12},
-    ("never", "stateless"): {"c": 600},
+    ("never", "stateless"): {"c": 601},
     ("noisy", "per-top"): {"c": 60, "halt_eps": 1.0, "halt_threshold": 30.0},
     ("paper", "private"): {"c": 1000, "restart_eps": 0.5, "restart_threshold": 2.0, "block_cap": 5},
 }
@@ -85,9 +85,9 @@ def test_noisy_halting_fails_near_its_noisy_threshold_and_never_past_the_hard_ca
     assert len(set(stopped)) > 5  # the halting time is randomized, not the count itself
 
 
-def test_never_halting_requires_c_at_least_r() -> None:
-    with pytest.raises(InvalidSchedule, match="c >= R"):
-        make(("never", "stateless"), c=599)
+def test_never_halting_requires_c_above_r() -> None:
+    with pytest.raises(InvalidSchedule, match="c > R"):
+        make(("never", "stateless"), c=600)
 
 
 @pytest.mark.parametrize(("halting", "restarts", "missing"), [

@@ -3,6 +3,7 @@ and the query chain never claimed while Claim E.6's in-round step is open (issue
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -74,18 +75,24 @@ def test_paper_accounting_refuses_claim_2_7_outside_its_range() -> None:
 def test_in_round_step_channels() -> None:
     halting = in_round_step(SMALL, 1, "paper", "per-top")
     assert not halting.valid and "halting channel" in halting.note and "restart" in halting.note
-    full = RoundSpec(T=10_000, lam=50, R=1000, c=1000, eps_bt=0.2, delta_bt=1e-8, alpha=0.1,
+    # c = R still lets the round fail when every query is a top: the channel needs c > R
+    at_r = RoundSpec(T=10_000, lam=50, R=1000, c=1000, eps_bt=0.2, delta_bt=1e-8, alpha=0.1,
                      m_S=100, m_D=500, beta=0.05)
+    assert "halting channel" in in_round_step(at_r, 1, "paper", "stateless").note
+    assert not in_round_step(at_r, 1, "never", "stateless").valid
+    full = dataclasses.replace(at_r, c=1001)
     restart_only = in_round_step(full, 1, "paper", "per-top")
     assert not restart_only.valid and "halting" not in restart_only.note and "restart" in restart_only.note
     closed = in_round_step(full, 1, "never", "stateless")
-    assert closed.valid and closed.epsilon == 0.0
-    assert not in_round_step(SMALL, 1, "never", "stateless").valid  # never needs c >= R
-    assert not in_round_step(full, 1, "noisy", "stateless").valid  # not accounted yet
+    assert closed.valid and closed.epsilon == 0.0 and closed.delta == 0.0
+    assert not in_round_step(SMALL, 1, "never", "stateless").valid  # never needs c > R
+    # noisy halting / private restarts without their parameters: not valid
+    assert not in_round_step(full, 1, "noisy", "stateless").valid
+    assert not in_round_step(full, 1, "never", "private").valid
 
 
 def test_stateless_never_design_is_query_private() -> None:
-    full = RoundSpec(T=200_000, lam=50, R=2_000, c=2_000, eps_bt=0.01, delta_bt=1e-12, alpha=0.1,
+    full = RoundSpec(T=200_000, lam=50, R=2_000, c=2_001, eps_bt=0.01, delta_bt=1e-12, alpha=0.1,
                      m_S=100, m_D=1_000, beta=0.05)
     c = certify([full], 10**8, halting="never", restarts="stateless")  # bare rounds: D.6 not needed
     assert c.query_private

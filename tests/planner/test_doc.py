@@ -26,7 +26,10 @@ def test_privacy_doc_numbers_match_the_planner() -> None:
     blocks = doc_blocks()
     if os.environ.get("EVERLAST_REGEN_DOCS") == "1":
         for name, body in blocks.items():
-            text = _pattern(name).sub(lambda m, b=body: m.group(1) + b + "\n" + m.group(3), text)
+            def fill(m: re.Match[str], b: str = body) -> str:
+                return m.group(1) + b + "\n" + m.group(3)
+
+            text = _pattern(name).sub(fill, text)
         DOC.write_text(text)
     for name, body in blocks.items():
         m = _pattern(name).search(text)

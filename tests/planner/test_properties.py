@@ -1,6 +1,7 @@
-"""Property test: for random targets, an auditor re-derives every privacy condition and both
-chains from the planned schedule alone (with the schedule's declared delta'_i, independently of
-``certify``), and ``certify(plan.schedule, plan.n_required)`` reproduces the targets."""
+"""Property test (the paper's design, per-top restarts): for random targets, an auditor re-derives
+every privacy condition and both chains from the planned schedule alone (with the schedule's
+declared delta'_i, independently of ``certify``), and ``certify(plan.schedule, plan.n_required)``
+reproduces the targets. The other designs: tests/planner/test_designs.py."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ targets = st.builds(
     concept=st.sampled_from(["thresholds", "intervals"]),
     halts=st.sampled_from(["paper", "split-votes"]),
     rounds=st.sampled_from([3, 6, 12]),
+    halting=st.just("paper"),
+    restarts=st.just("per-top"),
 )
 
 

@@ -29,15 +29,16 @@ def test_agrees_with_calibration_tables(row: tuple) -> None:  # type: ignore[typ
 
 @pytest.mark.parametrize("halts", ["paper", "split-votes"])
 @pytest.mark.parametrize("eps", [1.0, 8.0])
-def test_default_plans_meet_targets_and_are_runnable(halts: str, eps: float) -> None:
-    p = plan(Targets(epsilon=eps, halts=halts))  # type: ignore[arg-type]
+def test_papers_design_plans_meet_targets_and_are_runnable(halts: str, eps: float) -> None:
+    p = plan(Targets(epsilon=eps, halts=halts, halting="paper", restarts="per-top"))  # type: ignore[arg-type]
     c = p.certificate
     assert p.schedule is not None and c.runnable
+    assert (p.schedule.halting, p.schedule.restarts) == ("paper", "per-top")
     assert p.meets_targets
     assert c.epsilon_training == pytest.approx(eps, rel=1e-3)  # the budget is spent, not wasted
     assert c.delta_training <= 1e-6 * (1 + 1e-9)
     assert c.privacy_checks_hold
-    assert not c.query_private  # issue 8
+    assert not c.query_private  # issue 8: halting and restart channels
     for spec, rp in zip(p.rounds, p.round_plans, strict=True):
         # T_i is the smallest meeting Lemma C.3 for its (eps', delta'), unless an accuracy floor
         # (Claims D.2/D.7) is higher
