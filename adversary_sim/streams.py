@@ -22,6 +22,7 @@ a daemon must not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -117,6 +118,12 @@ class StreamReport:
     details: dict[str, Any] = field(default_factory=dict)
     trace: list[tuple[int, int, int]] = field(default_factory=list)
     """(queries sent so far, round, tops used in that round) after every batch."""
+    seconds: float = 0.0
+    """Time spent inside the predictor (answering and transitions), for queries_per_second."""
+
+    @property
+    def queries_per_second(self) -> float:
+        return self.queries / self.seconds if self.seconds > 0 else float("nan")
 
     def to_json(self, max_trace: int = 1000) -> dict[str, Any]:
         step = max(1, -(-len(self.trace) // max_trace))
@@ -180,12 +187,16 @@ def run_stream(
         pos = 0
         while pos < n:
             if p.phase is Phase.TRANSITION_DUE:
+                t0 = time.perf_counter()
                 p.transition()
+                report.seconds += time.perf_counter() - t0
                 if p.round != cur.round:
                     cur = open_round()
             was_answering = p.phase is Phase.ANSWERING
             before = p.answered_in_round
+            t0 = time.perf_counter()
             res = p.answer(x[pos:])
+            report.seconds += time.perf_counter() - t0
             lab = res.labels
             got.append(lab)
             cur.queries += lab.size
