@@ -27,7 +27,7 @@ _ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PL
               show_default=True,
               help="Adversary: training game flip|relabel (default both), query game chain (default)|halting|restart.")
 @click.option("--halting", type=click.Choice(["paper", "never", "noisy"]), default="paper", show_default=True,
-              help="Halting policy of the audited configuration (never: c = R; noisy: restart attack only).")
+              help="Halting policy of the audited configuration (never: c = R; noisy: halting and restart attacks).")
 @click.option("--restarts", type=click.Choice(["per-top", "private", "stateless"]), default="per-top",
               show_default=True, help="Threshold-noise restart policy (restart attack only).")
 @click.option("--wait-run", "wait_run", type=click.IntRange(min=1), default=18, show_default=True,
@@ -50,8 +50,8 @@ def audit(game: str, trials: int, variant: str, attack: str, halting: str, resta
 
     adversary = WaitAndTest(m=wait_run, z=probe_offset, theta=theta)
     try:
-        if halting == "noisy" and attack != "restart":
-            raise ValueError("--halting noisy is supported by the restart attack only")
+        if halting == "noisy" and attack not in ("restart", "halting"):
+            raise ValueError("--halting noisy is supported by the halting and restart attacks only")
         n_att = len(resolve_attacks(game, [attack], halting, queries, restarts, adversary))
     except NotImplementedError as exc:
         raise click.ClickException(str(exc)) from None

@@ -35,6 +35,9 @@ Query game (Flag = 0):
   * ``halting``: issue 8 / query_privacy.md section 1: x^0 = 0 (far from the boundary, answered L)
     or x^1 = 1/2 (split vote, a top), then c - 1 queries at 1/2 and one at 0. In world 1 the c-th
     top fails the round and the last query is refused. Needs lambda > 1 (a vote that varies with x).
+    Under ``noisy`` halting (``noisy_halting_round``: eps_h = 1, c0 = 10, hard cap 177) B sends
+    split-vote queries up to the hard cap and scores the halting time; the held-out threshold is
+    the sweep over the number k of follow-up tops (``fixed_k_scores``: the single test k = c0 - 1).
 """
 
 from __future__ import annotations
@@ -84,17 +87,33 @@ def halting_round(c: int = 2) -> RoundSpec:
                      m_D=10_000, gamma=0.2005, beta=0.05)
 
 
+HALT_EPS = 1.0
+"""eps_h of the halting attack's noisy configuration: large enough that the audit can resolve it."""
+HALT_C0 = 10
+"""c0 of the halting attack's noisy configuration (the noisy threshold on the round's top count)."""
+HALT_DELTA_CAP = 1e-9
+"""delta_cap of the halting attack's noisy configuration (query_privacy.md section 3.2)."""
+
+
+def noisy_halting_round(eps_h: float = HALT_EPS, c0: int = HALT_C0,
+                        delta_cap: float = HALT_DELTA_CAP) -> RoundSpec:
+    """The halting attack's round under ``noisy`` halting (query_privacy.md sections 3.2 and 4):
+    AboveThreshold on the round's top count with threshold c0 and privacy eps_h, hard cap
+    c = c0 + 1 + g_high with g_high = ceil((8/eps_h) ln(1/delta_cap)) (177 for the defaults);
+    R = 100 000 >> c, so the adversary can spend every top up to the cap."""
+    g_high = math.ceil(8.0 / eps_h * math.log(1.0 / delta_cap))
+    return dataclasses.replace(halting_round(c0 + 1 + g_high), halt_eps=eps_h, halt_threshold=float(c0))
+
+
 def make_schedule(spec: RoundSpec, halting: str = "paper") -> Schedule:
     """One round, repeated. ``halting='never'`` raises c to R (and uses the engine's 'never' policy
-    when it has one)."""
+    when it has one); ``halting='noisy'`` needs a spec with halt_eps and halt_threshold."""
+    if halting == "noisy":
+        return Schedule((spec,), repeat_last=True, halting="noisy")
     if halting == "paper":
         return Schedule((spec,), repeat_last=True)
-    if halting == "never":
-        spec = dataclasses.replace(spec, c=max(spec.c, spec.R))
-        try:
-            return Schedule((spec,), repeat_last=True, halting="never")
-        except (TypeError, ValueError):
-            return Schedule((spec,), repeat_last=True)
+    if halting == "never":  # c > R: no round can fail, even if every query is a top
+        return Schedule((dataclasses.replace(spec, c=max(spec.c, spec.R + 1)),), repeat_last=True, halting="never")
     raise ValueError(f"halting policy {halting!r} is not supported by the audit yet")
 
 
@@ -327,8 +346,55 @@ class HaltingAttack(Attack):
     """The c of the paper configuration, which the adversary's strategy is built on."""
 
     def scenario(self) -> Scenario:
-        spec = halting_round(self.BUDGET)
+        spec = noisy_halting_round() if self.halting == "noisy" else halting_round(self.BUDGET)
         return Scenario(make_schedule(spec, self.halting), spec.labeled_size, Thresholds())
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        if self.halting == "noisy":
+            spec = self.scenario().schedule.rounds[0]
+            d["summary"] = (
+                "issue 8 / query_privacy.md sections 1 and 3.2, against noisy halting: hidden x0 = 0 (L) "
+                "or x1 = 1/2 (top), then split-vote queries at 1/2 up to the hard cap; the view is the "
+                "halting time, i.e. for every k whether the query after k follow-up tops is refused. "
+                "Score: -(follow-ups answered); the held-out protocol picks the best k (the sweep); "
+                f"'fixed_k' reports the single test k = c0 - 1 = {int(spec.halt_threshold or 0) - 1}")
+            d["adversary"] = {"follow_ups": spec.c, "fixed_k": int(spec.halt_threshold or 0) - 1}
+        return d
+
+    def claim_override(self, cert: Any, delta: float) -> dict[str, Any] | None:
+        """Under noisy halting the halting step of the in-round query cost is AboveThreshold's
+        (eps_h, (1 + e^eps_h) delta_cap) (query_privacy.md section 3.2, Theorem Q). If the planner
+        certifies the configuration's query chain, that is the claim; otherwise (this round keeps
+        per-top restarts, whose channel the restart attack covers) the claim is the halting step."""
+        if self.halting != "noisy" or math.isfinite(cert.epsilon_queries):
+            return None
+        spec = self.scenario().schedule.rounds[0]
+        eps_h = float(spec.halt_eps or 0.0)
+        d_cap, src = HALT_DELTA_CAP, "design target"
+        try:  # the planner's halting-only step (stateless restarts contribute nothing)
+            from engine.planner.query_side import in_round
+
+            ir = in_round(spec, "noisy", "stateless")
+            if ir.valid and math.isfinite(ir.epsilon):
+                eps_h, d_cap, src = float(ir.eps_h), float(ir.delta_cap_h), "engine.planner (Lemma Cap)"
+        except Exception:  # the planner is being extended: fall back to the design's numbers
+            pass
+        return {"claimed_epsilon": eps_h, "claimed_delta": (1.0 + math.exp(eps_h)) * d_cap,
+                "claimed_kind": "in-round (noisy halting, AboveThreshold)",
+                "claimed_epsilon_proven": eps_h,
+                "claim_note": (f"claimed: the halting step of the in-round query cost, eps_h = {eps_h:g} "
+                               f"with delta (1 + e^eps_h) delta_cap, delta_cap = {d_cap:.3g} ({src}); "
+                               "certify gives no query epsilon for this configuration "
+                               f"({cert.queries_reason}): the round keeps per-top restarts, whose channel "
+                               "this adversary does not use (see the restart attack). The full chain adds "
+                               "the later rounds' LabelBoost steps (query_privacy.md section 4, item 3)")}
+
+    def _queries(self, world: int, follow_ups: int) -> NDArray[np.float64]:
+        first = 0.5 if world == 1 else 0.0
+        if self.halting == "noisy":  # the sweep: split-vote queries up to the hard cap (the round halts)
+            return np.concatenate([[first], np.full(follow_ups, 0.5)])
+        return np.concatenate([[first], np.full(self.BUDGET - 1, 0.5), [0.0]])
 
     def play(self, v: Variant, world: int, trials: int, seed: int,
              progress: Progress | None = None) -> NDArray[np.float64]:
@@ -336,24 +402,39 @@ class HaltingAttack(Attack):
         n = self.scenario().n
         x = np.random.default_rng([seed, self.tag]).random(n)
         y = (x >= 0.5).astype(np.int8)
-        first = 0.5 if world == 1 else 0.0
-        queries = np.concatenate([[first], np.full(self.BUDGET - 1, 0.5), [0.0]])
+        spec = sched.rounds[0]
+        queries = self._queries(world, min(spec.c, spec.R - 1))
         seeds = trial_seeds(seed, self.tag, world, trials)
         out = np.empty(trials)
         for i in range(trials):
             p = Predictor.create(concept, sched, x, y, seed=seeds[i])
             labels = p.answer(queries).labels
-            out[i] = 1.0 if labels[-1] < 0 else 0.0
+            if self.halting == "noisy":
+                # follow-ups answered F: "the query after k follow-ups is refused" iff F <= k
+                out[i] = -float(np.count_nonzero(labels[1:] >= 0))
+            else:
+                out[i] = 1.0 if labels[-1] < 0 else 0.0
             if progress is not None:
                 progress(1)
+        self.last_scores = getattr(self, "last_scores", {})
+        self.last_scores[world] = out
         return out
+
+    def fixed_k_scores(self, world: int) -> NDArray[np.float64] | None:
+        """The single test of the paper adversary with k = c0 - 1 follow-up tops: 1.0 iff the next
+        query is refused (from the games just played; noisy halting only)."""
+        if self.halting != "noisy" or world not in getattr(self, "last_scores", {}):
+            return None
+        k = int(self.scenario().schedule.rounds[0].halt_threshold or 0) - 1
+        scores: NDArray[np.float64] = self.last_scores[world]
+        return (-scores <= k).astype(np.float64)
 
 
 def restart_round(halting: str = "paper", restarts: str = "per-top") -> RoundSpec:
     """The restart attack's round (query_privacy.md section 4, audit B): c = 2000, alpha = 0.05,
     eps' = 1/(3 sqrt(c ln(2/delta))), delta' = delta/(2c) (delta = 1e-6), T = 1.2 T_min of Lemma C.3's
     gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
-    game uses). Halting "never": c = R; "noisy": eps_h = 0.1, c0 = 1500 under the hard cap c.
+    game uses). Halting "never": c = R + 1; "noisy": eps_h = 0.1, c0 = 1500 under the hard cap c.
     Restarts "private": eps_r = 1, k0 = 5, k_max = 5 + 166."""
     from engine.planner import bt as planner_bt
 
@@ -363,7 +444,7 @@ def restart_round(halting: str = "paper", restarts: str = "per-top") -> RoundSpe
     T = math.ceil(1.2 * planner_bt.min_t(0.05, eps, dbt))
     spec = RoundSpec(T=T, lam=1, R=R, c=c, eps_bt=eps, delta_bt=dbt, alpha=0.05, m_S=T // 10, m_D=T, beta=0.05)
     if halting == "never":
-        spec = dataclasses.replace(spec, c=R)
+        spec = dataclasses.replace(spec, c=R + 1)
     elif halting == "noisy":
         spec = dataclasses.replace(spec, halt_eps=0.1, halt_threshold=1500.0)
     elif halting != "paper":

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from adversary_sim.audit.fastbt import run_batch
-from adversary_sim.audit.games import FlipAttack, main_round, make_schedule, restart_round
+from adversary_sim.audit.games import (
+    HALT_C0,
+    HALT_EPS,
+    FlipAttack,
+    HaltingAttack,
+    main_round,
+    make_schedule,
+    noisy_halting_round,
+    restart_round,
+)
 from adversary_sim.audit.probe import ProbeLLR, _segment_tables
 from adversary_sim.audit.restart import Game, WaitAndTest, play_one
 from adversary_sim.audit.runner import resolve_attacks, run_audit
@@ -185,6 +194,39 @@ def test_halting_attack_breaks_the_conditional_query_claim() -> None:
     assert never["epsilon_lower_bound"] == 0.0 and not never["caught"]
 
 
+def test_noisy_halting_round_is_the_design_of_section_3_2() -> None:
+    """eps_h = 1, c0 = 10, hard cap c = c0 + 1 + ceil((8/eps_h) ln(1/1e-9)) = 177 << R."""
+    s = noisy_halting_round()
+    assert (s.halt_eps, s.halt_threshold) == (HALT_EPS, float(HALT_C0)) == (1.0, 10.0)
+    assert s.c == 10 + 1 + math.ceil(8 * math.log(1e9)) == 177 and 100 * s.c < s.R
+    sc = HaltingAttack(halting="noisy").scenario()
+    assert sc.schedule.halting == "noisy" and sc.schedule.rounds[0] == s
+    with pytest.raises(ValueError):
+        make_schedule(main_round(), "bogus")
+
+
+@pytest.mark.statistical
+def test_halting_attack_fails_against_noisy_halting() -> None:
+    """Noisy halting (AboveThreshold on the top count, eps_h = 1): the same adversary, with the
+    follow-up tops swept up to the hard cap (score: the halting time; the held-out third picks the
+    best k), stays far below eps_h. The exact tail ratios of the halting time are at most ~0.42
+    (10^4 games per world: e.g. P(refused after 0 follow-ups) .050 vs .070), and the Clopper-Pearson
+    limits on 1333 evaluation games per world only lower that; seeds 0-4 give 0.00-0.15. Under
+    'paper' the same games give 5.4 (test above)."""
+    out = _audit("query", "real", "halting", 4000, halting="noisy")
+    (a,) = out["attacks"]  # type: ignore[misc]
+    assert out["claimed_kind"] == "in-round (noisy halting, AboveThreshold)"
+    assert out["claimed_epsilon"] == HALT_EPS and out["claimed_delta"] < 1e-12  # type: ignore[operator]
+    assert not out["caught"] and out["epsilon_lower_bound"] <= 0.5 * HALT_EPS  # type: ignore[operator]
+    fk = a["fixed_k"]
+    assert fk["k"] == HALT_C0 - 1 and fk["epsilon_lower_bound"] <= 0.5 * HALT_EPS
+    # the halt is visible (the adversary's view has signal: world 1 halts about one query earlier) ...
+    g = a["halting_game"]
+    assert 0.3 < g["world0"]["mean_follow_ups_answered"] - g["world1"]["mean_follow_ups_answered"] < 1.5
+    # ... but the hard cap never binds: every game halted before c follow-ups
+    assert min(a["scores"]["edges"]) > -noisy_halting_round().c
+
+
 def test_flip_attack_data_are_neighbours() -> None:
     a = FlipAttack()
     x0, y0 = a.data(0, 1)
@@ -201,7 +243,7 @@ def test_restart_round_is_the_research_configuration() -> None:
     assert s.c == 2000 and s.alpha == 0.05
     assert s.band * s.eps_bt * s.T == pytest.approx(228, abs=1)
     p = restart_round("never", "private")
-    assert p.c == p.R and (p.restart_eps, p.restart_threshold, p.block_cap) == (1.0, 5.0, 171)
+    assert p.c == p.R + 1 and (p.restart_eps, p.restart_threshold, p.block_cap) == (1.0, 5.0, 171)
 
 
 def test_restart_game_replays_the_engine_exactly() -> None:

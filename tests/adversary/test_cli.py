@@ -47,6 +47,20 @@ def test_audit_human_output_and_errors() -> None:
     assert bad.exit_code == 2
     wrong = CliRunner().invoke(main, ["audit", "--game", "training", "--attack", "chain", "--trials", "20"])
     assert wrong.exit_code == 2
+    noisy_chain = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "chain", "--trials", "20",
+                                            "--halting", "noisy"])
+    assert noisy_chain.exit_code == 2
+
+
+def test_audit_halting_noisy_json() -> None:
+    res = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "halting", "--halting", "noisy",
+                                    "--trials", "30", "--seed", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["halting"] == "noisy" and out["claimed_epsilon"] == 1.0
+    assert out["claimed_kind"] == "in-round (noisy halting, AboveThreshold)"
+    assert out["attacks"][0]["config"]["schedule"]["halting"] == "noisy"
+    assert "fixed_k" in out["attacks"][0]
 
 
 def test_stream_runner_and_report(tmp_path: Path) -> None:
