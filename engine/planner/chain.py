@@ -276,8 +276,15 @@ def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
                             "block_cap": spec.block_cap}, rnd, valid=ok, note=reason))
     feasible = ok and k_low >= 1
     if ok and k_low < 1:
-        reason = (f"round {rnd}: restart_threshold = {spec.restart_threshold:g} is too low for Lemma N "
-                  "(no k_low >= 1 has a small enough early-fire probability)")
+        admissible = any(blk.k_low_for(R, spec.restart_threshold, spec.restart_eps, phi * Delta, spec.block_cap) >= 1
+                         for phi in blk.FAIL_GRID)
+        if admissible:  # Lemma N holds for some delta_fail, but no composition fits the budget with its charge
+            reason = (f"round {rnd}: blocks of up to {cert.tops_per_block} tops cost epsilon {e_b:.3g} each; "
+                      f"composed over the blocks, Lemma N's failure charge (1 + e^E) delta_fail exceeds "
+                      f"Delta = {Delta:.3g} for every admissible delta_fail (more data, or a larger T)")
+        else:
+            reason = (f"round {rnd}: restart_threshold = {spec.restart_threshold:g} is too low for Lemma N "
+                      "(no k_low >= 1 has a small enough early-fire probability)")
     steps.append(Step.make(ch, f"blocks per round, round {rnd}",
                            "Lemma N (a block followed by another holds >= k_low tops except w.p. "
                            "R at_tail(k0 - k_low + 1, eps_r))", 0.0, 0.0,

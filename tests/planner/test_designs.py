@@ -158,3 +158,17 @@ def test_noisy_private_plans_recheck(t: Targets, share: float) -> None:
     q0 = next(st_ for st_ in c.steps if st_.name == f"in-round answers, round {c.worst_query_round}")
     # the proven query chain = Q0 + the later rounds (Proposition 2.5)
     assert c.epsilon_queries == pytest.approx(c.epsilon_queries_conditional + q0.epsilon, rel=1e-12)
+
+
+def test_an_uncomposable_private_restart_round_says_why() -> None:
+    """Lemma N holds (k0 far above its margin), but the blocks' epsilon is so large that the failure
+    charge (1 + e^E) delta_fail cannot fit the budget: the reason must say that, not blame k0."""
+    from engine.planner import certify
+    from engine.schedule import RoundSpec, Schedule
+
+    spec = RoundSpec(T=10_000, lam=50, R=1_000_000, eps_bt=0.2, delta_bt=1e-8, alpha=0.1, m_S=2000, m_D=500_000,
+                     c=8400, halt_eps=0.5, halt_threshold=8000.0, restart_eps=1.0, restart_threshold=1000.0,
+                     block_cap=1200)
+    cert = certify(Schedule((spec,), halting="noisy", restarts="private"), 1_000_000)
+    assert cert.epsilon_training == float("inf")
+    assert "failure charge" in cert.training_reason and "too low" not in cert.training_reason
