@@ -223,3 +223,19 @@ def streams(seed: int | None, names: tuple[str, ...]) -> dict[str, np.random.Gen
     """Independent PCG64 streams spawned from one root seed, one per purpose, in ``names`` order."""
     root = np.random.SeedSequence(seed)
     return {nm: np.random.Generator(np.random.PCG64(ss)) for nm, ss in zip(names, root.spawn(len(names)), strict=True)}
+
+
+class PeerState:
+    """What every peer carries: its accounting (fixed at construction) and how many queries it has
+    answered from data. Subclasses set ``_privacy`` and ``_answered`` in ``__init__``."""
+
+    _privacy: PrivacyAccounting
+    _answered: int
+
+    @property
+    def privacy(self) -> PrivacyAccounting:
+        return self._privacy
+
+    @property
+    def answered(self) -> int:
+        return self._answered

@@ -49,7 +49,7 @@ import numpy as np
 from engine.concepts import ConceptClass
 from engine.rng import open_unit
 from peers import accounting
-from peers.base import F64, I8, I64, PrivacyAccounting, refusals, streams, training_set
+from peers.base import F64, I8, I64, PeerState, PrivacyAccounting, refusals, streams, training_set
 from peers.design import require_thresholds
 
 _BLOCK_ELEMENTS = 1 << 20
@@ -125,7 +125,7 @@ class DFParams:
     """Flip probability."""
 
 
-class DaganFeldman:
+class DaganFeldman(PeerState):
     """Fresh subset + exponential mechanism + flip per query; ``privacy.max_queries`` answers, then refusal."""
 
     name = "dagan_feldman"
@@ -176,14 +176,6 @@ class DaganFeldman:
             accountant_used=used,
             extra=(("n0", float(params.n0)), ("gamma", params.gamma), ("rho", params.rho), ("eta", self.eta)),
         )
-
-    @property
-    def privacy(self) -> PrivacyAccounting:
-        return self._privacy
-
-    @property
-    def answered(self) -> int:
-        return self._answered
 
     @property
     def exhausted(self) -> bool:

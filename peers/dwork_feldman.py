@@ -35,10 +35,10 @@ import numpy as np
 from engine.concepts import ConceptClass
 from engine.rng import laplace
 from peers import accounting
-from peers.base import I8, PrivacyAccounting, fit_ensemble, refusals, streams, training_set
+from peers.base import I8, PeerState, PrivacyAccounting, fit_ensemble, refusals, streams, training_set
 
 
-class DworkFeldman:
+class DworkFeldman(PeerState):
     """Noisy-majority private prediction, answering ``privacy.max_queries`` queries then refusing."""
 
     name = "dwork_feldman"
@@ -89,14 +89,6 @@ class DworkFeldman:
             accountant_used=used,
             extra=(("T", float(T)), ("lam", float(lam))),
         )
-
-    @property
-    def privacy(self) -> PrivacyAccounting:
-        return self._privacy
-
-    @property
-    def answered(self) -> int:
-        return self._answered
 
     @property
     def exhausted(self) -> bool:

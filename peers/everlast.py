@@ -11,7 +11,7 @@ import numpy as np
 
 from engine.phases import REFUSING
 from engine.predictor import Predictor
-from peers.base import I8, PrivacyAccounting
+from peers.base import I8, PeerState, PrivacyAccounting
 
 UNCERTIFIED = PrivacyAccounting(
     epsilon=math.nan,
@@ -24,7 +24,7 @@ UNCERTIFIED = PrivacyAccounting(
 )
 
 
-class EverlastPeer:
+class EverlastPeer(PeerState):
     """Adapter: runs round transitions as the engine asks, returns labels (-1 = refused)."""
 
     name = "everlast"
@@ -33,14 +33,6 @@ class EverlastPeer:
         self.predictor = predictor
         self._privacy = privacy if privacy is not None else UNCERTIFIED
         self._answered = 0
-
-    @property
-    def privacy(self) -> PrivacyAccounting:
-        return self._privacy
-
-    @property
-    def answered(self) -> int:
-        return self._answered
 
     @property
     def exhausted(self) -> bool:

@@ -11,10 +11,10 @@ import math
 from typing import Any
 
 from engine.concepts import ConceptClass
-from peers.base import I8, PrivacyAccounting, fit_ensemble, majority, streams, training_set
+from peers.base import I8, PeerState, PrivacyAccounting, fit_ensemble, majority, streams, training_set
 
 
-class NonPrivateMajority:
+class NonPrivateMajority(PeerState):
     """``answer`` returns 1[2 v(x) > T] for every query, forever."""
 
     name = "nonprivate"
@@ -38,14 +38,6 @@ class NonPrivateMajority:
             max_queries=None,
             extra=(("T", float(T)), ("lam", float(lam))),
         )
-
-    @property
-    def privacy(self) -> PrivacyAccounting:
-        return self._privacy
-
-    @property
-    def answered(self) -> int:
-        return self._answered
 
     @property
     def exhausted(self) -> bool:

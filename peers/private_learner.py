@@ -42,6 +42,7 @@ from peers.base import (
     I64,
     Grid,
     InfiniteDomain,
+    PeerState,
     PrivacyAccounting,
     streams,
     training_set,
@@ -90,7 +91,7 @@ def sample_hypothesis(k: I64, y: I8, size: int, epsilon: float, rng: np.random.G
     return int(first[i] + rng.integers(0, int(sizes[i])))
 
 
-class PrivateLearner:
+class PrivateLearner(PeerState):
     """Releases one threshold h_j by the exponential mechanism and answers 1[index(x) >= j] forever."""
 
     name = "private_learner"
@@ -135,14 +136,6 @@ class PrivateLearner:
             per_query_epsilon=0.0,
             extra=(("grid_size", float(grid.size)),),
         )
-
-    @property
-    def privacy(self) -> PrivacyAccounting:
-        return self._privacy
-
-    @property
-    def answered(self) -> int:
-        return self._answered
 
     @property
     def exhausted(self) -> bool:

@@ -53,6 +53,7 @@ from engine.rng import laplace
 from peers import accounting, design
 from peers.base import (
     I8,
+    PeerState,
     PrivacyAccounting,
     distance_to_instability,
     fit_ensemble,
@@ -193,7 +194,7 @@ def design_for_n(T: int, lam: int, epsilon: float, delta: float, alpha: float) -
 # --- the peer --------------------------------------------------------------------------------------
 
 
-class SparseVector:
+class SparseVector(PeerState):
     """Answers stable queries with the noiseless majority and unstable ones with a noisy majority;
     refuses after the c-th unstable query or after ``max_queries`` queries."""
 
@@ -248,14 +249,6 @@ class SparseVector:
             extra=(("T", float(T)), ("lam", float(lam)), ("c", float(params.c)), ("w", params.w),
                    ("p_bad_event", p_bad)),
         )
-
-    @property
-    def privacy(self) -> PrivacyAccounting:
-        return self._privacy
-
-    @property
-    def answered(self) -> int:
-        return self._answered
 
     @property
     def unstable(self) -> int:
