@@ -25,6 +25,11 @@ docs/PRIVACY.md):
   least k_low tops, so a round with at most c tops has at most min(R, floor(c/k_low) + 1) blocks
   that answer anything. The failure is charged as in Lemma Cap: (E, Delta) becomes
   (E, Delta + (1 + e^E) delta_fail).
+* **Lemma N'** (the same count, failure on the test noise alone). Except with probability
+  delta_fail = R/2 (e^{-a eps_r/4} + e^{-(g - a) eps_r/2}), g = k0 - k_low + 1, any a in [0, g] --
+  an event on the restart test's noise, which is independent of the data -- no run can fire the
+  test early, so (E, Delta) becomes (E, Delta + delta_fail): no e^E factor. It wins whenever
+  e^E is larger than R's share of the margin (small schedules, one block per round).
 
 The blocks of a round are then composed with KOV (Kairouz-Oh-Viswanath 2015, Thm 3.3).
 
@@ -134,6 +139,43 @@ def k_low_for(queries: int, k0: float, eps_r: float, delta_fail: float, k_max: i
     return k_low if k_max is None else min(k_low, k_max)
 
 
+NOISE_FAIL_CONST = 0.75 * 2.0 ** (1.0 / 3.0)
+"""min over a of (1/2)(e^{-a e/4} + e^{-(g-a) e/2}) = (3/4) 2^{1/3} e^{-g e/6} (at a = 2g/3 - 4 ln 2/(3e))."""
+
+
+def noise_fail_probability(queries: int, g: float, eps_r: float) -> float:
+    """Lemma N' (docs/PRIVACY.md 6.4): P[zeta_j - rho_b >= g for some query j <= R and block
+    b <= R] <= R/2 (e^{-a eps_r/4} + e^{-(g - a) eps_r/2}) for every a in [0, g] (zeta ~ Lap(4/eps_r),
+    rho ~ Lap(2/eps_r); a union bound on max zeta >= a and max(-rho) >= g - a). Evaluated at the
+    best a, clipped to [0, g]; capped at 1."""
+    if queries <= 0:
+        return 0.0
+    if g <= 0.0 or eps_r <= 0.0:
+        return 1.0
+    a = min(g, max(0.0, 2.0 * g / 3.0 - 4.0 * math.log(2.0) / (3.0 * eps_r)))
+    return min(1.0, 0.5 * queries * (math.exp(-a * eps_r / 4.0) + math.exp(-(g - a) * eps_r / 2.0)))
+
+
+def noise_margin(queries: int, eps_r: float, delta_fail: float) -> int:
+    """Smallest integer g with :func:`noise_fail_probability` (queries, g, eps_r) <= delta_fail."""
+    if not 0.0 < delta_fail < 1.0 or eps_r <= 0.0:
+        raise ValueError("Lemma N' needs delta_fail in (0, 1) and eps_r > 0")
+    g = max(1, math.ceil(6.0 / eps_r * math.log(NOISE_FAIL_CONST * max(1, queries) / delta_fail)))
+    while g > 1 and noise_fail_probability(queries, g - 1, eps_r) <= delta_fail:
+        g -= 1
+    while noise_fail_probability(queries, g, eps_r) > delta_fail:
+        g += 1
+    return g
+
+
+def k_low_noise(queries: int, k0: float, eps_r: float, delta_fail: float, k_max: int | None = None) -> int:
+    """Lemma N': the largest integer k_low >= 0 with noise_fail_probability(R, k0 - k_low + 1) <=
+    delta_fail and k_low <= k_max; 0: no k_low >= 1 works."""
+    g = noise_margin(queries, eps_r, delta_fail)
+    k_low = max(0, math.floor(Fraction(k0) + 1 - g))
+    return k_low if k_max is None else min(k_low, k_max)
+
+
 def blocks_bound(tops: int, queries: int, k_low: int) -> int:
     """Lemma N: blocks that answer something <= min(R, floor(c/k_low) + 1) (c = the round's
     largest number of tops)."""
@@ -180,6 +222,9 @@ class BlockCertificate:
     delta_fail: float
     phi: float
     reason: str = ""
+    lemma: str = "N"
+    """Which count lemma the certificate uses: "N" (failure charged (1 + e^E) delta_fail by Lemma
+    Cap) or "N'" (a noise-only failure event, charged delta_fail)."""
 
 
 def certify_blocks(eps_bt: float, T: int, gamma: float, delta_mu: float, tops: int, queries: int,
@@ -199,12 +244,17 @@ def certify_blocks(eps_bt: float, T: int, gamma: float, delta_mu: float, tops: i
     for phi in FAIL_GRID:
         d_fail = phi * Delta
         k_low = k_low_for(queries, k0, eps_r, d_fail, k_max)
-        if k_low < 1:
-            continue
-        blocks = blocks_bound(tops, queries, k_low)
-        E = compose_blocks(e_b, delta_mu, blocks, Delta, d_fail)
-        if E < best.E:
-            best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_fail, phi)
+        if k_low >= 1:  # Lemma N + Lemma Cap
+            blocks = blocks_bound(tops, queries, k_low)
+            E = compose_blocks(e_b, delta_mu, blocks, Delta, d_fail)
+            if E < best.E:
+                best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_fail, phi)
+        k_low = k_low_noise(queries, k0, eps_r, d_fail, k_max)
+        if k_low >= 1:  # Lemma N': the failure is an event on the test noise alone, charged once
+            blocks = blocks_bound(tops, queries, k_low)
+            E = comp.kov_epsilon(e_b, delta_mu, blocks, Delta - d_fail)
+            if E < best.E:
+                best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_fail, phi, lemma="N'")
     return best
 
 

@@ -264,7 +264,9 @@ def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
         lemma = "Theorem B (one threshold noise per block, pure bound; docs/PRIVACY.md 6)"
         check_name = "Theorem B gap: band slack x = (gamma T - 1) eps'/3 - (2/3) ln(1/(2 delta_mu)) > 0"
         E, k_low, blocks = cert.E, cert.k_low, cert.blocks
-        d_fail_note = f"delta_fail = {cert.delta_fail:.3g} (phi = {cert.phi:.0e} of Delta)"
+        charge = "charged once" if cert.lemma == "N'" else "charged (1 + e^E) delta_fail"
+        d_fail_note = (f"Lemma {cert.lemma}: delta_fail = {cert.delta_fail:.3g} (phi = {cert.phi:.0e} of "
+                       f"Delta, {charge})")
     checks.append(Check(check_name, lemma.split(" (")[0], "privacy", ok, x,
                         lemma_s.MIN_SLACK if block_bound == "lemma-s" else 0.0, rnd,
                         "value = x (band slack in units of b_nu), must exceed the bound"))
@@ -276,7 +278,8 @@ def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
                             "block_cap": spec.block_cap}, rnd, valid=ok, note=reason))
     feasible = ok and k_low >= 1
     if ok and k_low < 1:
-        admissible = any(blk.k_low_for(R, spec.restart_threshold, spec.restart_eps, phi * Delta, spec.block_cap) >= 1
+        admissible = any(max(blk.k_low_for(R, spec.restart_threshold, spec.restart_eps, phi * Delta, spec.block_cap),
+                             blk.k_low_noise(R, spec.restart_threshold, spec.restart_eps, phi * Delta, spec.block_cap)) >= 1
                          for phi in blk.FAIL_GRID)
         if admissible:  # Lemma N holds for some delta_fail, but no composition fits the budget with its charge
             reason = (f"round {rnd}: blocks of up to {cert.tops_per_block} tops cost epsilon {e_b:.3g} each; "
@@ -286,8 +289,8 @@ def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
             reason = (f"round {rnd}: restart_threshold = {spec.restart_threshold:g} is too low for Lemma N "
                       "(no k_low >= 1 has a small enough early-fire probability)")
     steps.append(Step.make(ch, f"blocks per round, round {rnd}",
-                           "Lemma N (a block followed by another holds >= k_low tops except w.p. "
-                           "R at_tail(k0 - k_low + 1, eps_r))", 0.0, 0.0,
+                           "Lemma N or N' (a block followed by another holds >= k_low tops except w.p. "
+                           "delta_fail)", 0.0, 0.0,
                            {"k_low": k_low, "blocks": blocks, "tops": tops, "R": R,
                             "restart_threshold": spec.restart_threshold,
                             "restart_eps": spec.restart_eps}, rnd, valid=feasible,

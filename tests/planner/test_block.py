@@ -201,3 +201,41 @@ def test_choose_blocks_recertifies_at_its_budget() -> None:
     assert cert.E <= E * (1 + 1e-9)
     # the restart cap's query-side probability meets its target
     assert at.at_tail(ch.k_max - ch.k0, eps_r) <= d_cap
+
+
+@pytest.mark.parametrize(("R", "eps_r", "g"), [(1, 1.0, 20.0), (50, 0.5, 120.0), (1000, 1.0, 90.0), (10, 0.1, 900.0)])
+def test_lemma_n_prime_bounds_the_noise_only_failure_event(R: int, eps_r: float, g: float) -> None:
+    """P[max_j zeta_j - min_b rho_b >= g] over R queries and R blocks, by numerical integration over
+    the independent extremes (zeta ~ Lap(4/eps_r), rho ~ Lap(2/eps_r)), is at most Lemma N''s bound."""
+    b_z, b_r = 4.0 / eps_r, 2.0 / eps_r
+    s = np.linspace(-60 * b_z, 60 * b_z + g, 400_001)
+    # density of M = max zeta: d/ds F_z(s)^R; P[min rho > s - g] = (1 - F_r(s - g))^R
+    F = _cdf(s, b_z)
+    f = R * F ** (R - 1) * np.exp(-np.abs(s) / b_z) / (2 * b_z)
+    survive = (1.0 - _cdf(s - g, b_r)) ** R
+    exact = 1.0 - integrate.trapezoid(f * survive, s)
+    bound = blk.noise_fail_probability(R, g, eps_r)
+    assert exact <= bound * (1 + 1e-6)
+    if 2 * g / 3 >= 4 * math.log(2) / (3 * eps_r):  # the optimal split a lies in [0, g]: closed form
+        assert bound == pytest.approx(min(1.0, blk.NOISE_FAIL_CONST * R * math.exp(-g * eps_r / 6)), rel=1e-9)
+
+
+def test_noise_margin_is_the_smallest_and_k_low_follows() -> None:
+    R, eps_r, d_fail = 80_000, 1e-3, 1e-10
+    g = blk.noise_margin(R, eps_r, d_fail)
+    assert blk.noise_fail_probability(R, g, eps_r) <= d_fail < blk.noise_fail_probability(R, g - 1, eps_r)
+    assert g == pytest.approx(6 / eps_r * math.log(blk.NOISE_FAIL_CONST * R / d_fail), abs=2)
+    assert blk.k_low_noise(R, 2000.0 + g, eps_r, d_fail) == 2001
+    assert blk.k_low_noise(R, 2000.0 + g, eps_r, d_fail, k_max=2001) == 2001
+    assert blk.k_low_noise(R, float(g) - 3, eps_r, d_fail) == 0
+
+
+def test_certifier_takes_lemma_n_prime_when_the_blocks_are_expensive() -> None:
+    """One block of 2000 tops (eps ~ 334): Lemma N's charge (1 + e^334) delta_fail cannot fit any
+    budget, Lemma N' charges delta_fail once; the certificate is one block's epsilon at Delta."""
+    R, c, Delta = 80_000, 2000, 1e-7
+    g = blk.noise_margin(R, 1e-3, 1e-2 * Delta)
+    cert = blk.certify_blocks(0.5, 3000, 0.1, 1e-8, c, R, float(c + g), c + 1, 1e-3, Delta)
+    assert cert.lemma == "N'" and cert.blocks == 1 and cert.k_low == c + 1
+    assert cert.E == pytest.approx(blk.block_epsilon(0.5, 3000, 0.1, 1e-8, c), rel=1e-9)
+    assert cert.delta_fail <= 1e-2 * Delta

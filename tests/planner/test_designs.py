@@ -160,15 +160,23 @@ def test_noisy_private_plans_recheck(t: Targets, share: float) -> None:
     assert c.epsilon_queries == pytest.approx(c.epsilon_queries_conditional + q0.epsilon, rel=1e-12)
 
 
-def test_an_uncomposable_private_restart_round_says_why() -> None:
-    """Lemma N holds (k0 far above its margin), but the blocks' epsilon is so large that the failure
-    charge (1 + e^E) delta_fail cannot fit the budget: the reason must say that, not blame k0."""
+def test_lemma_n_prime_certifies_what_lemma_ns_failure_charge_cannot() -> None:
+    """Lemma N holds (k0 far above its margin), but the blocks' epsilon is so large that its failure
+    charge (1 + e^E) delta_fail cannot fit the budget; Lemma N' charges its noise-only failure once,
+    so the round is certified, and the step says which lemma did it."""
+    from engine.planner import block as blk
     from engine.planner import certify
     from engine.schedule import RoundSpec, Schedule
 
     spec = RoundSpec(T=10_000, lam=50, R=1_000_000, eps_bt=0.2, delta_bt=1e-8, alpha=0.1, m_S=2000, m_D=500_000,
                      c=8400, halt_eps=0.5, halt_threshold=8000.0, restart_eps=1.0, restart_threshold=1000.0,
                      block_cap=1200)
+    only_n = [blk.compose_blocks(blk.block_epsilon(0.2, 10_000, 0.1, 1e-8, 1200), 1e-8,
+                                 blk.blocks_bound(8400, 1_000_000, kl), 1e-6, phi * 1e-6)
+              for phi in blk.FAIL_GRID
+              if (kl := blk.k_low_for(1_000_000, 1000.0, 1.0, phi * 1e-6, 1200)) >= 1]
+    assert only_n and all(e == float("inf") for e in only_n)
     cert = certify(Schedule((spec,), halting="noisy", restarts="private"), 1_000_000)
-    assert cert.epsilon_training == float("inf")
-    assert "failure charge" in cert.training_reason and "too low" not in cert.training_reason
+    assert math.isfinite(cert.epsilon_training)
+    notes = " ".join(st.note for st in cert.steps if st.chain == "training")
+    assert "Lemma N'" in notes and "charged once" in notes
