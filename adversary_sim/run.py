@@ -29,6 +29,7 @@ from adversary_sim.streams import IIDStream, Stream, run_stream
 from engine.concepts import from_spec
 from engine.errors import InvalidSchedule
 from engine.predictor import Predictor
+from engine.planner.fill import fill_tests
 from engine.schedule import RoundSpec, Schedule
 
 STREAM_ROUND: dict[str, Any] = {"T": 2000, "lam": 20, "R": 100_000, "c": 2500, "eps_bt": 0.5, "delta_bt": 1e-8,
@@ -38,7 +39,7 @@ STREAM_ROUND: dict[str, Any] = {"T": 2000, "lam": 20, "R": 100_000, "c": 2500, "
 def default_schedule(**over: Any) -> Schedule:
     spec = {**STREAM_ROUND, **{k: v for k, v in over.items() if v is not None}}
     spec["m_D"] = min(spec["m_D"], spec["R"])
-    return Schedule((RoundSpec.from_dict(spec),), repeat_last=True)
+    return Schedule((fill_tests(RoundSpec.from_dict(spec)),), repeat_last=True)  # the default design
 
 
 def _common(f: Any) -> Any:

@@ -3,7 +3,8 @@
     python -m bench.engine [--quick]
 
 engine: queries/s of ``Predictor.answer`` for thresholds with T classifiers, against a floor that
-does only the unavoidable work for the same batches (binary-search vote count + Laplace draws).
+does only the unavoidable work for the same batches (binary-search vote count + Laplace draws);
+for the default design (noisy halting + private restarts, two tests per query) and the paper's.
 transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
 S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points.
 """
@@ -21,6 +22,7 @@ import numpy as np
 from engine.concepts import Thresholds
 from engine.phases import Phase
 from engine.predictor import Predictor
+from engine.planner.fill import fill_tests
 from engine.schedule import RoundSpec, Schedule
 
 BATCH = 1 << 16
@@ -30,13 +32,20 @@ def best_of(fn: Callable[[], float], repeats: int) -> float:
     return min(fn() for _ in range(repeats))
 
 
-def engine_row(T: int, queries: int, repeats: int) -> dict[str, float]:
+def design_schedule(spec: RoundSpec, design: str) -> Schedule:
+    """``default``: noisy halting + private restarts (tests filled in); ``paper``: the paper's."""
+    if design == "paper":
+        return Schedule((spec,), halting="paper", restarts="per-top")
+    return Schedule((fill_tests(spec),))
+
+
+def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> dict[str, object]:
     lam = 10
     spec = RoundSpec(T=T, lam=lam, R=10**12, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
                      m_S=100, m_D=T * lam)
     g = np.random.default_rng(0)
     x = g.random(T * lam)
-    p = Predictor.create(Thresholds(), Schedule((spec,)), x, (x >= 0.5).astype(np.int8), seed=0)
+    p = Predictor.create(Thresholds(), design_schedule(spec, design), x, (x >= 0.5).astype(np.int8), seed=0)
     qs = g.random(queries)
 
     def engine() -> float:
@@ -57,10 +66,10 @@ def engine_row(T: int, queries: int, repeats: int) -> dict[str, float]:
         return time.perf_counter() - t0
 
     te, tf = best_of(engine, repeats), best_of(floor, repeats)
-    return {"T": T, "engine_qps": queries / te, "floor_qps": queries / tf, "ratio": tf / te}
+    return {"design": design, "T": T, "engine_qps": queries / te, "floor_qps": queries / tf, "ratio": tf / te}
 
 
-def transition_row(points: int, repeats: int) -> dict[str, float]:
+def transition_row(points: int, repeats: int) -> dict[str, object]:
     lam = 10
     T = points // lam
     spec = RoundSpec(T=T, lam=lam, R=points, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
@@ -69,7 +78,7 @@ def transition_row(points: int, repeats: int) -> dict[str, float]:
     x = g.random(points)
     times = []
     for r in range(repeats):
-        p = Predictor.create(Thresholds(), Schedule((spec,)), x, (x >= 0.5).astype(np.int8), seed=r)
+        p = Predictor.create(Thresholds(), design_schedule(spec, "default"), x, (x >= 0.5).astype(np.int8), seed=r)
         for i in range(0, points, 1 << 20):
             p.answer(g.random(min(1 << 20, points - i)))
         assert p.phase is Phase.TRANSITION_DUE
@@ -96,10 +105,11 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
     queries = 1 << 18 if args.quick else 1 << 21
     repeats = 2 if args.quick else 3
-    out: dict[str, list[dict[str, float]]] = {"engine": [], "transition": []}
-    for T in Ts:
-        print(f"engine T={T} ...", file=sys.stderr)
-        out["engine"].append(engine_row(T, queries, repeats))
+    out: dict[str, list[dict[str, object]]] = {"engine": [], "transition": []}
+    for design in ("default", "paper"):
+        for T in Ts:
+            print(f"engine {design} T={T} ...", file=sys.stderr)
+            out["engine"].append(engine_row(T, queries, repeats, design))
     for n in sizes:
         print(f"transition points={n} ...", file=sys.stderr)
         out["transition"].append(transition_row(n, repeats))

@@ -325,7 +325,7 @@ def everlast_run_schedule(n: int, s: Settings, halts: str) -> tuple[Schedule, Ce
             spec = RoundSpec(T=T, lam=lam, R=m_D, c=c, eps_bt=eps_bt, delta_bt=d_bt, alpha=s.alpha,
                              m_S=min(m_D, learning.labelboost_size(m_D, s.alpha, s.beta, 1)), m_D=m_D,
                              beta=s.beta)
-            sched = Schedule((spec,), repeat_last=True)
+            sched = Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top")
             cert = certify(sched, n, "tight", s.delta)
             info = {"r1": r1, "T": T, "lam": lam, "R": m_D, "c": c, "eps_bt": eps_bt, "delta_bt": d_bt,
                     "m_S": spec.m_S, "m_D": m_D, "halts": halts}

@@ -22,6 +22,8 @@ from adversary_sim.kafka_replay import IIDStream, replay
 from cli.common import emit_json, progress
 from cli.replay import print_summary
 from engine.concepts import from_spec
+from engine.planner.fill import fill_tests
+from engine.schedule import RoundSpec, Schedule
 
 SAMPLE_ROUND = {"T": 3000, "lam": 20, "R": 80_000, "c": 2_000, "eps_bt": 0.5, "delta_bt": 1e-8,
                 "alpha": 0.1, "m_S": 1_000, "m_D": 60_000}
@@ -32,7 +34,9 @@ def write_sample(root: Path, n: int, seed: int) -> Path:
     task = make_task(from_spec({"name": "thresholds"}), "uniform", seed=seed)
     x, y = task.sample(np.random.default_rng([seed, 0]), n)
     np.savez(root / "train.npz", x=x, y=y)
-    (root / "schedule.json").write_text(json.dumps({"rounds": [SAMPLE_ROUND], "repeat_last": True}))
+    # the default design (noisy halting + private restarts), its tests filled in for this small round
+    sched = Schedule((fill_tests(RoundSpec.from_dict(SAMPLE_ROUND)),), repeat_last=True)
+    (root / "schedule.json").write_text(json.dumps(sched.to_dict()))
     cfg = root / "everlast.toml"
     cfg.write_text(
         "[broker]\nembedded_port = 0\n"

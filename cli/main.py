@@ -6,6 +6,7 @@ import click
 
 from cli.audit import audit
 from cli.compare import compare
+from cli.complete import complete
 from cli.demo import demo
 from cli.plan import plan
 from cli.replay import replay_cmd
@@ -25,6 +26,7 @@ main.add_command(serve)
 main.add_command(demo)
 main.add_command(replay_cmd)
 main.add_command(plan)
+main.add_command(complete)
 main.add_command(compare)
 main.add_command(audit)
 main.add_command(report)

@@ -18,7 +18,8 @@ from engine.errors import EngineError
 from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
 from engine.planner.report import certificate_json
 from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from engine.planner.fill import fill_tests
+from engine.schedule import DEFAULT_DESIGN, POLICIES, RoundSpec, Schedule
 
 # The default: several rounds in seconds on a laptop-class machine, thresholds, alpha = 0.1.
 # Its certified epsilon is weak (see README): a strong guarantee needs far more data.
@@ -50,7 +51,11 @@ SCHEDULE_FLAGS = {
 }
 
 
-def build_schedule(path: Path | None, flags: dict[str, Any]) -> Schedule:
+def build_schedule(path: Path | None, flags: dict[str, Any], halting: str = DEFAULT_DESIGN[0],
+                   restarts: str = DEFAULT_DESIGN[1], delta: float = 1e-6) -> Schedule:
+    """The schedule file as given, or DEFAULT_ROUND with the flags applied, run under the chosen
+    design (halting 'never' raises c to R + 1; the tests of noisy halting and private restarts are
+    filled in by ``engine.planner.fill``)."""
     given = {SCHEDULE_FLAGS[k]: v for k, v in flags.items() if v is not None}
     if path is not None:
         if given:
@@ -61,7 +66,13 @@ def build_schedule(path: Path | None, flags: dict[str, Any]) -> Schedule:
             raise click.UsageError(f"cannot read schedule file: {exc}") from None
     spec = dict(DEFAULT_ROUND)
     spec.update(given)
-    return Schedule((RoundSpec.from_dict(spec),), repeat_last=True)
+    if halting == "never":
+        spec["c"] = max(int(spec["c"]), int(spec["R"]) + 1)
+    try:
+        rnd = fill_tests(RoundSpec.from_dict(spec), halting, restarts, delta)
+        return Schedule((rnd,), repeat_last=True, halting=halting, restarts=restarts)  # type: ignore[arg-type]
+    except EngineError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def concept_for(name: str, d: int) -> ConceptClass:
@@ -123,6 +134,12 @@ def concept_for(name: str, d: int) -> ConceptClass:
 )
 @click.option("--delta", type=float, default=1e-6, show_default=True, help="Delta of the guarantee.")
 @click.option("--accounting", type=click.Choice(["tight", "paper"]), default="tight", show_default=True)
+@click.option("--halting", type=click.Choice(POLICIES["halting"]), default=DEFAULT_DESIGN[0], show_default=True,
+              help="Halting policy of a schedule built from flags (noisy: private test on the round's tops; "
+                   "never: c > R; paper: not query-private).")
+@click.option("--restarts", type=click.Choice(POLICIES["restarts"]), default=DEFAULT_DESIGN[1], show_default=True,
+              help="Threshold-noise restarts of a schedule built from flags (private: one block per round "
+                   "for hand-written rounds; stateless; per-top: not query-private).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def simulate(
     concept: str,
@@ -135,6 +152,8 @@ def simulate(
     epsilon: float | None,
     delta: float,
     accounting: str,
+    halting: str,
+    restarts: str,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -143,7 +162,7 @@ def simulate(
     if epsilon is not None:
         schedule = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
     else:
-        schedule = build_schedule(schedule_path, flags)
+        schedule = build_schedule(schedule_path, flags, halting, restarts, delta)
     cert = certify(schedule, n, accounting=accounting, delta=delta)  # type: ignore[arg-type]
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0)

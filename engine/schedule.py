@@ -35,6 +35,12 @@ RestartPolicy = Literal["per-top", "private", "stateless"]
 ``restart_threshold``, privacy ``restart_eps``), or at ``block_cap`` tops;
 ``stateless``: before every query (each query is its own BetweenThresholds instance)."""
 
+DEFAULT_DESIGN: tuple[HaltingPolicy, RestartPolicy] = ("noisy", "private")
+"""(halting, restarts) of a schedule that names neither: the planner's default, query-private design."""
+COMPLETE_HINT = ("plan the schedule (everlast plan --json), complete a hand-written one "
+                 "(everlast complete SCHEDULE), or name another design: halting 'never' with c > R, or "
+                 "halting 'paper' and restarts 'per-top' (the paper's design, not query-private)")
+
 POLICIES: dict[str, tuple[str, ...]] = {"halting": ("paper", "never", "noisy"),
                                          "restarts": ("per-top", "private", "stateless")}
 
@@ -123,8 +129,10 @@ class Schedule:
 
     rounds: tuple[RoundSpec, ...]
     repeat_last: bool = True
-    halting: HaltingPolicy = "paper"
-    restarts: RestartPolicy = "per-top"
+    halting: HaltingPolicy = "noisy"
+    restarts: RestartPolicy = "private"
+    """The default design is the cheapest sound one (docs/PRIVACY.md section 9): noisy halting and
+    private restarts. The paper's design ("paper", "per-top") must be named, and is flagged."""
 
     def __post_init__(self) -> None:
         validate(self)
@@ -155,8 +163,8 @@ class Schedule:
         rounds = d.get("rounds")
         if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
-        halting = d.get("halting", "paper")
-        restarts = d.get("restarts", "per-top")
+        halting = d.get("halting", DEFAULT_DESIGN[0])
+        restarts = d.get("restarts", DEFAULT_DESIGN[1])
         if halting not in POLICIES["halting"]:
             raise InvalidSchedule(f"unknown halting policy {halting!r}; known: {', '.join(POLICIES['halting'])}")
         if restarts not in POLICIES["restarts"]:
@@ -208,11 +216,17 @@ def _validate_policies(s: Schedule, r: RoundSpec, where: str) -> None:
     if s.halting == "never" and r.c <= r.R:
         raise InvalidSchedule(f"{where}: halting 'never' needs c > R (no round may fail, even if every query is a top)")
     if s.halting == "noisy":
+        if r.halt_eps is None and r.halt_threshold is None:
+            raise InvalidSchedule(f"{where}: halting 'noisy' (the default design) needs halt_eps and "
+                                  f"halt_threshold: {COMPLETE_HINT}")
         if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
             raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_eps")
         if r.halt_threshold is None or not (math.isfinite(r.halt_threshold) and r.halt_threshold > 0):
             raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_threshold")
     if s.restarts == "private":
+        if r.restart_eps is None and r.restart_threshold is None and r.block_cap is None:
+            raise InvalidSchedule(f"{where}: restarts 'private' (the default design) needs restart_eps, "
+                                  f"restart_threshold and block_cap: {COMPLETE_HINT}")
         if r.restart_eps is None or not (math.isfinite(r.restart_eps) and r.restart_eps > 0):
             raise InvalidSchedule(f"{where}: restarts 'private' needs a positive restart_eps")
         if r.block_cap is None or r.block_cap < 1:

@@ -109,11 +109,12 @@ def make_schedule(spec: RoundSpec, halting: str = "paper") -> Schedule:
     """One round, repeated. ``halting='never'`` raises c to R (and uses the engine's 'never' policy
     when it has one); ``halting='noisy'`` needs a spec with halt_eps and halt_threshold."""
     if halting == "noisy":
-        return Schedule((spec,), repeat_last=True, halting="noisy")
+        return Schedule((spec,), repeat_last=True, halting="noisy", restarts="per-top")
     if halting == "paper":
-        return Schedule((spec,), repeat_last=True)
+        return Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top")
     if halting == "never":  # c > R: no round can fail, even if every query is a top
-        return Schedule((dataclasses.replace(spec, c=max(spec.c, spec.R + 1)),), repeat_last=True, halting="never")
+        return Schedule((dataclasses.replace(spec, c=max(spec.c, spec.R + 1)),), repeat_last=True, halting="never",
+                        restarts="per-top")
     raise ValueError(f"halting policy {halting!r} is not supported by the audit yet")
 
 
@@ -493,7 +494,7 @@ class RestartAttack(Attack):
         spec = sc.schedule.rounds[0]
         paper = dataclasses.replace(spec, c=2000, halt_eps=None, halt_threshold=None, restart_eps=None,
                                     restart_threshold=None, block_cap=None)
-        pc = certify(Schedule((paper,), repeat_last=True), sc.n, "tight", delta)
+        pc = certify(Schedule((paper,), repeat_last=True, halting="paper", restarts="per-top"), sc.n, "tight", delta)
         ir = in_round_step(spec, 1, self.halting, self.restarts)
         return {"claimed_epsilon": pc.epsilon_queries_conditional, "claimed_delta": pc.delta_queries,
                 "claimed_kind": "conditional", "claimed_epsilon_proven": math.inf,

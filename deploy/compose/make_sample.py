@@ -12,10 +12,11 @@
 The data mode needs only the standard library; the produce mode needs aiokafka and msgpack (both
 in the everlast image).
 
-PRIVACY: the sample schedule is sized to run in seconds on 20,000 examples. A schedule this small
-certifies only a meaningless training-set epsilon (about 350; the daemon logs "the training-set
-guarantee is weak", the everlast_guarantee_epsilon gauge shows it and the alert EverlastGuaranteeWeak
-fires); it demonstrates the plumbing, not a private deployment. Real deployments plan a schedule from
+PRIVACY: the sample schedule is sized to run in seconds on 20,000 examples, under the default
+(query-private) design. A schedule this small certifies only meaningless epsilons (about 334 for the
+training set, 337 for a query; the daemon logs "the training-set guarantee is weak", the
+everlast_guarantee_epsilon gauge shows it and the alert EverlastGuaranteeWeak fires); it
+demonstrates the plumbing, not a private deployment. Real deployments plan a schedule from
 targets (`everlast plan`, or [models.targets]).
 """
 
@@ -36,10 +37,13 @@ N_TRAIN = 20_000
 SEED = 20240601
 ROUND = {
     # T = 2,000 classifiers of lam = 10 examples each (|S_1| = 20,000), rounds of R = 20,000 queries
-    # with at most c = 2,000 halts ("top" outcomes) each; every query of a round is kept for the next
-    # (m_D = R). The band half-width gamma = 0.2 and T are the smallest for which the planner certifies
-    # a finite training-set epsilon at all (Lemma C.3's gap condition): ~350, i.e. no real protection.
-    # Uniform queries spend about 1,000 halts per round, so the budget holds with a margin of two.
+    # with at most c = 2,000 "top" outcomes each; every query of a round is kept for the next
+    # (m_D = R). The default design (noisy halting + private restarts) in its one-block form for a
+    # hand-written round (engine.planner.fill: tests/deploy checks these numbers are what it writes):
+    # the halting test (eps_h = 0.5) fires near c0 = 1,829 tops, the restart test essentially never
+    # (k0 far above c), so a round has one threshold noise. The planner certifies training-set epsilon
+    # ~334 and query epsilon ~337 (delta 1e-6): proven, and no real protection. Uniform queries spend
+    # about 1,000 tops per round, far enough below c0 that rounds do not halt.
     "T": 2_000,
     "lam": 10,
     "R": 20_000,
@@ -50,6 +54,11 @@ ROUND = {
     "gamma": 0.2,
     "m_S": 400,
     "m_D": 20_000,
+    "halt_eps": 0.5,
+    "halt_threshold": 1829.0,
+    "restart_eps": 0.001,
+    "restart_threshold": 199237.0,
+    "block_cap": 2001,
 }
 
 
@@ -63,7 +72,7 @@ def train_csv() -> str:
 
 
 def schedule_json() -> str:
-    doc = {"rounds": [ROUND], "repeat_last": True, "halting": "paper"}
+    doc = {"rounds": [ROUND], "repeat_last": True, "halting": "noisy", "restarts": "private"}
     return json.dumps(doc, indent=2) + "\n"
 
 

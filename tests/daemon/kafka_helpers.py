@@ -16,6 +16,7 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from engine.planner.fill import fill_tests
 from engine.schedule import RoundSpec, Schedule
 
 # Small enough for seconds-long tests, large enough that the planner certifies a (weak, finite)
@@ -38,7 +39,7 @@ def write_model_files(
     np.savez(data, x=x, y=y)
     sched = root / f"{model}.schedule.json"
     spec = RoundSpec.from_dict(round_ or SMALL_ROUND)
-    sched.write_text(json.dumps(Schedule((spec,)).to_dict()))
+    sched.write_text(json.dumps(Schedule((fill_tests(spec),)).to_dict()))  # the default design
     return data, sched
 
 

@@ -29,12 +29,13 @@ def _rekey_script() -> str:
 def _predictor():  # type: ignore[no-untyped-def]
     from engine.concepts import Thresholds
     from engine.predictor import Predictor
+    from engine.planner.fill import fill_tests
     from engine.schedule import RoundSpec, Schedule
 
     spec = {"T": 200, "lam": 20, "R": 20_000, "c": 5_000, "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,
             "m_S": 400, "m_D": 10_000}
     x = np.random.default_rng(0).random(4_000)
-    schedule = Schedule((RoundSpec.from_dict(spec),))
+    schedule = Schedule((fill_tests(RoundSpec.from_dict(spec)),))  # the default design
     return Predictor.create(Thresholds(), schedule, x, (x >= 0.5).astype(int), seed=7)
 
 

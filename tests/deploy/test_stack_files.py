@@ -536,3 +536,19 @@ def test_k8s_readme_commands_use_the_configured_topics() -> None:
     assert secret_lines and all("openssl rand -hex 32" in ln for ln in secret_lines)
     secret = yaml.safe_load((K8S_DIR / "secret.yaml").read_text())
     assert all(secret["metadata"]["name"] in ln for ln in secret_lines)
+
+
+def test_sample_round_is_the_default_design_filled_in_and_certifies() -> None:
+    """The committed sample round carries exactly the tests engine.planner.fill gives it, and the
+    planner certifies both chains (weak numbers, but proven) for the 20,000 sample examples."""
+    from deploy.compose.make_sample import N_TRAIN, ROUND
+    from engine.planner import certify
+    from engine.planner.fill import fill_tests
+    from engine.schedule import RoundSpec, Schedule
+
+    tests = ("halt_eps", "halt_threshold", "restart_eps", "restart_threshold", "block_cap")
+    bare = RoundSpec.from_dict({k: v for k, v in ROUND.items() if k not in tests})
+    assert fill_tests(bare) == RoundSpec.from_dict(ROUND)
+    cert = certify(Schedule((RoundSpec.from_dict(ROUND),)), N_TRAIN)
+    assert cert.query_private and cert.halting == "noisy" and cert.restarts == "private"
+    assert 300 < cert.epsilon_training < 400 and 300 < cert.epsilon_queries < 400

@@ -15,7 +15,7 @@ def tiny_schedule(c: int = 1000, eps_bt: float = 0.5, band: float | None = None)
     """Rounds of 600 queries on 50 classifiers: several transitions in a few thousand queries."""
     spec = RoundSpec(T=50, lam=10, R=600, c=c, eps_bt=eps_bt, delta_bt=1e-6, alpha=0.1,
                      m_S=50, m_D=500, gamma=band)
-    return Schedule((spec,), repeat_last=True)
+    return Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top")
 
 
 def tiny_predictor(seed: int = 1, c: int = 1000, eps_bt: float = 0.5) -> Predictor:

@@ -13,6 +13,7 @@ from adversary_sim.iid import make_task
 from adversary_sim.inprocess import run_iid
 from engine.concepts import from_spec
 from engine.predictor import Predictor
+from engine.planner.fill import fill_tests
 from engine.schedule import RoundSpec, Schedule
 
 
@@ -28,7 +29,7 @@ def test_error_stays_below_alpha_over_rounds(concept: str, distribution: str) ->
     cls = from_spec({"name": concept})
     task = make_task(cls, distribution, seed=11)
     x, y = task.sample(np.random.default_rng(11), 150_000)
-    p = Predictor.create(cls, Schedule((spec,)), x, y, seed=11)
+    p = Predictor.create(cls, Schedule((fill_tests(spec),)), x, y, seed=11)  # the default design
     report = run_iid(p, task, 1_000_000, seed=11)
     assert not report.halted
     assert len(report.rounds) == 5

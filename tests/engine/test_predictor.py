@@ -87,7 +87,7 @@ def test_halted_state_survives_restore() -> None:
 
 def test_non_repeating_schedule_refuses_after_its_last_round() -> None:
     spec = tiny_schedule().rounds[0]
-    sched = Schedule((spec, spec), repeat_last=False)
+    sched = Schedule((spec, spec), repeat_last=False, halting="paper", restarts="per-top")
     x = np.random.default_rng(0).random(600)
     p = Predictor.create(Thresholds(), sched, x, (x > 0.5).astype(int), seed=3)
     labels = run_in_batches(p, np.random.default_rng(1).random(1300), [])
@@ -159,9 +159,9 @@ def test_too_small_says_how_large_it_must_be() -> None:
 
 def test_inconsistent_schedule_is_rejected() -> None:
     with pytest.raises(InvalidSchedule, match="m_D"):
-        Schedule((RoundSpec(T=50, lam=10, R=600, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=50, m_D=400),))
+        Schedule((RoundSpec(T=50, lam=10, R=600, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=50, m_D=400),), halting="paper", restarts="per-top")
     with pytest.raises(InvalidSchedule, match="m_D exceeds R"):
-        Schedule((RoundSpec(T=5, lam=10, R=40, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=5, m_D=50),))
+        Schedule((RoundSpec(T=5, lam=10, R=40, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=5, m_D=50),), halting="paper", restarts="per-top")
 
 
 def test_corrupt_state_is_rejected() -> None:

@@ -19,7 +19,7 @@ SMALL = RoundSpec(T=10_000, lam=50, R=1_000_000, c=20_000, eps_bt=0.2, delta_bt=
 
 
 def test_small_hand_written_schedule_is_weak_and_computed_by_hand() -> None:
-    s = Schedule((SMALL,), repeat_last=True)
+    s = Schedule((SMALL,), repeat_last=True, halting="paper", restarts="per-top")
     n, delta = 1_000_000, 1e-6
     c = certify(s, n, "tight", delta)
     # by hand
@@ -45,16 +45,16 @@ def test_small_hand_written_schedule_is_weak_and_computed_by_hand() -> None:
 def test_gap_failure_gives_infinity_with_reason() -> None:
     bad = RoundSpec(T=100, lam=50, R=10_000, c=10, eps_bt=0.2, delta_bt=1e-8, alpha=0.1, m_S=100,
                     m_D=5_000, beta=0.05)
-    c = certify(Schedule((bad,)), 10_000)
+    c = certify(Schedule((bad,), halting="paper", restarts="per-top"), 10_000)
     assert math.isinf(c.epsilon_training) and math.isinf(c.epsilon)
     assert "Lemma C.3" in c.training_reason and "needs T >=" in c.training_reason
     assert not c.privacy_checks_hold
-    p = certify(Schedule((bad,)), 10_000, "paper")
+    p = certify(Schedule((bad,), halting="paper", restarts="per-top"), 10_000, "paper")
     assert math.isinf(p.epsilon_training)
 
 
 def test_too_few_training_examples() -> None:
-    c = certify(Schedule((SMALL,)), SMALL.labeled_size - 1)
+    c = certify(Schedule((SMALL,), halting="paper", restarts="per-top"), SMALL.labeled_size - 1)
     assert math.isinf(c.epsilon_training) and "|S_1|" in c.training_reason
 
 
@@ -67,7 +67,7 @@ def test_bad_subsample_sizes_are_privacy_failures() -> None:
 
 
 def test_paper_accounting_refuses_claim_2_7_outside_its_range() -> None:
-    c = certify(Schedule((SMALL,)), 10**6, "paper")
+    c = certify(Schedule((SMALL,), halting="paper", restarts="per-top"), 10**6, "paper")
     assert math.isinf(c.epsilon_training) and "Claim 2.7" in c.training_reason
     assert c.delta_training < 1.0
 
@@ -104,7 +104,7 @@ def test_stateless_never_design_is_query_private() -> None:
 def test_non_repeating_schedule_last_round_reaches_nothing() -> None:
     r2 = RoundSpec(T=10_000, lam=50, R=1_000_000, c=20_000, eps_bt=0.2, delta_bt=1e-8, alpha=0.05,
                    m_S=2_000, m_D=500_000, beta=0.025)
-    s = Schedule((SMALL, r2), repeat_last=False)
+    s = Schedule((SMALL, r2), repeat_last=False, halting="paper", restarts="per-top")
     c = certify(s, 10**6)
     assert dict((r, e) for r, e, _ in c.per_round_queries)[2] == 0.0
     assert c.epsilon_queries_conditional == max(e for _, e, _ in c.per_round_queries)
