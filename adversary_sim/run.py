@@ -28,8 +28,8 @@ from adversary_sim.recorded import RecordedStream
 from adversary_sim.streams import IIDStream, Stream, run_stream
 from engine.concepts import from_spec
 from engine.errors import InvalidSchedule
-from engine.predictor import Predictor
 from engine.planner.fill import fill_tests
+from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
 STREAM_ROUND: dict[str, Any] = {"T": 2000, "lam": 20, "R": 100_000, "c": 2500, "eps_bt": 0.5, "delta_bt": 1e-8,

@@ -21,8 +21,8 @@ import numpy as np
 
 from engine.concepts import Thresholds
 from engine.phases import Phase
-from engine.predictor import Predictor
 from engine.planner.fill import fill_tests
+from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
 BATCH = 1 << 16

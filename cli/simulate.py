@@ -16,9 +16,9 @@ from cli.common import emit_json, progress
 from engine.concepts import ConceptClass, from_spec
 from engine.errors import EngineError
 from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
+from engine.planner.fill import fill_tests
 from engine.planner.report import certificate_json
 from engine.predictor import Predictor
-from engine.planner.fill import fill_tests
 from engine.schedule import DEFAULT_DESIGN, POLICIES, RoundSpec, Schedule
 
 # The default: several rounds in seconds on a laptop-class machine, thresholds, alpha = 0.1.

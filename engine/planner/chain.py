@@ -278,9 +278,9 @@ def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
                             "block_cap": spec.block_cap}, rnd, valid=ok, note=reason))
     feasible = ok and k_low >= 1
     if ok and k_low < 1:
-        admissible = any(max(blk.k_low_for(R, spec.restart_threshold, spec.restart_eps, phi * Delta, spec.block_cap),
-                             blk.k_low_noise(R, spec.restart_threshold, spec.restart_eps, phi * Delta, spec.block_cap)) >= 1
-                         for phi in blk.FAIL_GRID)
+        k0, e_r, cap = spec.restart_threshold, spec.restart_eps, spec.block_cap
+        admissible = any(max(blk.k_low_for(R, k0, e_r, phi * Delta, cap),
+                             blk.k_low_noise(R, k0, e_r, phi * Delta, cap)) >= 1 for phi in blk.FAIL_GRID)
         if admissible:  # Lemma N holds for some delta_fail, but no composition fits the budget with its charge
             reason = (f"round {rnd}: blocks of up to {cert.tops_per_block} tops cost epsilon {e_b:.3g} each; "
                       f"composed over the blocks, Lemma N's failure charge (1 + e^E) delta_fail exceeds "

@@ -25,7 +25,7 @@ def _write(tmp_path: Path, doc: object) -> Path:
 
 
 def test_a_schedule_naming_no_design_runs_the_default_and_needs_its_tests() -> None:
-    with pytest.raises(InvalidSchedule, match="default design.*everlast complete"):
+    with pytest.raises(InvalidSchedule, match=r"default design.*everlast complete"):
         Schedule.from_dict({"rounds": [ROUND]})
 
 

@@ -28,8 +28,8 @@ def _rekey_script() -> str:
 
 def _predictor():  # type: ignore[no-untyped-def]
     from engine.concepts import Thresholds
-    from engine.predictor import Predictor
     from engine.planner.fill import fill_tests
+    from engine.predictor import Predictor
     from engine.schedule import RoundSpec, Schedule
 
     spec = {"T": 200, "lam": 20, "R": 20_000, "c": 5_000, "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,

@@ -12,8 +12,8 @@ import pytest
 from adversary_sim.iid import make_task
 from adversary_sim.inprocess import run_iid
 from engine.concepts import from_spec
-from engine.predictor import Predictor
 from engine.planner.fill import fill_tests
+from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
 

@@ -159,9 +159,11 @@ def test_too_small_says_how_large_it_must_be() -> None:
 
 def test_inconsistent_schedule_is_rejected() -> None:
     with pytest.raises(InvalidSchedule, match="m_D"):
-        Schedule((RoundSpec(T=50, lam=10, R=600, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=50, m_D=400),), halting="paper", restarts="per-top")
+        Schedule((RoundSpec(T=50, lam=10, R=600, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=50, m_D=400),),
+                 halting="paper", restarts="per-top")
     with pytest.raises(InvalidSchedule, match="m_D exceeds R"):
-        Schedule((RoundSpec(T=5, lam=10, R=40, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=5, m_D=50),), halting="paper", restarts="per-top")
+        Schedule((RoundSpec(T=5, lam=10, R=40, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=5, m_D=50),),
+                 halting="paper", restarts="per-top")
 
 
 def test_corrupt_state_is_rejected() -> None:

@@ -237,5 +237,5 @@ def test_certifier_takes_lemma_n_prime_when_the_blocks_are_expensive() -> None:
     g = blk.noise_margin(R, 1e-3, 1e-2 * Delta)
     cert = blk.certify_blocks(0.5, 3000, 0.1, 1e-8, c, R, float(c + g), c + 1, 1e-3, Delta)
     assert cert.lemma == "N'" and cert.blocks == 1 and cert.k_low == c + 1
-    assert cert.E == pytest.approx(blk.block_epsilon(0.5, 3000, 0.1, 1e-8, c), rel=1e-9)
+    assert pytest.approx(blk.block_epsilon(0.5, 3000, 0.1, 1e-8, c), rel=1e-9) == cert.E
     assert cert.delta_fail <= 1e-2 * Delta
