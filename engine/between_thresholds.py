@@ -53,7 +53,10 @@ class Rules:
     Per query j, in this order: its outcome; the halting test (the query is answered either way);
     the restart test (a fresh threshold noise for query j+1).
       restarts "per-top": restart after every top.
-      restarts "private": restart when block_tops + zeta_j >= k0 + rho_r, or block_tops >= k_max
+      restarts "private": restart when block_tops + zeta_j >= k0 + rho_r (no hard cap on a block's
+        tops: a cap that reads the hidden query's outcome re-opens the restart channel for a block the
+        adversary can pick, docs/PRIVACY.md 5.3; the schedule's block_cap is an accounting bound,
+        exceeded only on Lemma K's event, section 6.4)
         (AboveThreshold on the block's top count; zeta_j ~ Lap(4/eps_r), rho_r ~ Lap(2/eps_r) drawn
         with each threshold noise).
       restarts "stateless": a fresh threshold noise before every query.
@@ -66,7 +69,6 @@ class Rules:
     halting: str = "paper"
     c: int = 1
     k0: float = 0.0
-    k_max: int = 1
     c0: float = 0.0
 
 
@@ -189,7 +191,7 @@ def run(
         elif rules.restarts == "private":
             assert zeta is not None
             block = btops + cum
-            restart = (block + zeta[p:e] >= rules.k0 + rho_r) | (block >= rules.k_max)
+            restart = block + zeta[p:e] >= rules.k0 + rho_r
         else:  # "none": one threshold noise for the round (tests only)
             restart = np.zeros(e - p, dtype=bool)
         h = int(np.argmax(halt)) if halt.any() else -1

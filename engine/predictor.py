@@ -36,7 +36,9 @@ from engine.reservoir import Reservoir
 from engine.rng import Streams, laplace
 from engine.schedule import RoundSpec, Schedule
 
-FORMAT = "everlast-engine/2"
+FORMAT = "everlast-engine/3"
+"""/3: private restarts have no hard block cap (docs/PRIVACY.md 5.3); a /2 state would resume under
+a different mechanism, so it is refused."""
 MU_BLOCK = 64
 
 
@@ -179,7 +181,7 @@ class Predictor:
         spec, sch = self._round.spec, self.schedule
         return bt.Rules(
             restarts=sch.restarts, halting=sch.halting, c=spec.c,
-            k0=spec.restart_threshold or 0.0, k_max=spec.block_cap or 1, c0=spec.halt_threshold or 0.0,
+            k0=spec.restart_threshold or 0.0, c0=spec.halt_threshold or 0.0,
         )
 
     # -- observation ---------------------------------------------------------------------------

@@ -32,7 +32,7 @@ RestartPolicy = Literal["per-top", "private", "stateless"]
 """When BetweenThresholds draws a fresh threshold noise:
 ``per-top``: after every top (Observation 2; leaks through the restart channel);
 ``private``: when an AboveThreshold test on the current block's top count fires (threshold
-``restart_threshold``, privacy ``restart_eps``), or at ``block_cap`` tops;
+``restart_threshold``, privacy ``restart_eps``); ``block_cap`` bounds the tops a block is charged for;
 ``stateless``: before every query (each query is its own BetweenThresholds instance)."""
 
 DEFAULT_DESIGN: tuple[HaltingPolicy, RestartPolicy] = ("noisy", "private")
@@ -80,7 +80,8 @@ class RoundSpec:
     restart_threshold: float | None = None
     """k0: a block restarts when its tops + Lap(4/eps_r) >= k0 + Lap(2/eps_r)."""
     block_cap: int | None = None
-    """k_max: a block restarts at this many tops whatever the test says (restarts "private")."""
+    """k_max: the most tops a block is charged for (restarts "private"; accounting only: the engine does
+    not cap a block, and a block exceeds k_max only on Lemma K's noise-only event, docs/PRIVACY.md 6.4)."""
 
     @property
     def band(self) -> float:

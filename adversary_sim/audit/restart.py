@@ -89,7 +89,7 @@ class Game:
     def rules(self) -> bt.Rules:
         s = self.spec
         return bt.Rules(restarts=self.restarts, halting=self.halting, c=s.c,
-                        k0=s.restart_threshold or 0.0, k_max=s.block_cap or 1, c0=s.halt_threshold or 0.0)
+                        k0=s.restart_threshold or 0.0, c0=s.halt_threshold or 0.0)
 
     def vote(self, x: float) -> float:
         """The vote share of a point, as a multiple of 1/T (what an ensemble of T voters can give)."""

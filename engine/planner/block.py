@@ -220,6 +220,7 @@ class BlockCertificate:
     k_low: int
     blocks: int
     delta_fail: float
+    """Everything the certificate charges for failures: Lemma N (or N') plus Lemma K (or K')."""
     phi: float
     reason: str = ""
     lemma: str = "N"
@@ -241,20 +242,24 @@ def certify_blocks(eps_bt: float, T: int, gamma: float, delta_mu: float, tops: i
                                 "Theorem B's gap condition fails (band slack x <= 0)")
     best = BlockCertificate(math.inf, e_b, delta_mu, k_blk, x, 0, queries, 0.0, 0.0,
                             "no failure budget phi gives a valid block count")
+    capped = k_max < tops  # a block can hold more than k_max tops only if k_max < min(c, R)
     for phi in FAIL_GRID:
         d_fail = phi * Delta
         k_low = k_low_for(queries, k0, eps_r, d_fail, k_max)
-        if k_low >= 1:  # Lemma N + Lemma Cap
+        if k_low >= 1:  # Lemma N + Lemma K (union over the block indices) + Lemma Cap
             blocks = blocks_bound(tops, queries, k_low)
-            E = compose_blocks(e_b, delta_mu, blocks, Delta, d_fail)
+            d_all = d_fail + (blocks * at.at_tail(k_max - k0, eps_r) if capped else 0.0)
+            E = compose_blocks(e_b, delta_mu, blocks, Delta, d_all)
             if E < best.E:
-                best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_fail, phi)
+                best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_all, phi)
         k_low = k_low_noise(queries, k0, eps_r, d_fail, k_max)
-        if k_low >= 1:  # Lemma N': the failure is an event on the test noise alone, charged once
+        if k_low >= 1:  # Lemmas N' and K': failures are events on the test noise alone, charged once
             blocks = blocks_bound(tops, queries, k_low)
-            E = comp.kov_epsilon(e_b, delta_mu, blocks, Delta - d_fail)
-            if E < best.E:
-                best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_fail, phi, lemma="N'")
+            d_all = d_fail + (noise_fail_probability(queries, k_max - k0, eps_r) if capped else 0.0)
+            if d_all < Delta:
+                E = comp.kov_epsilon(e_b, delta_mu, blocks, Delta - d_all)
+                if E < best.E:
+                    best = BlockCertificate(E, e_b, delta_mu, k_blk, x, k_low, blocks, d_all, phi, lemma="N'")
     return best
 
 
@@ -289,11 +294,12 @@ _THETAS = expit(np.linspace(-9.0, 9.0, 25))
 _XS = np.geomspace(0.5, 24.0, 11)
 
 
-def _margins(queries: int, phi: float, Delta: float, eps_r: float,
-             delta_cap_r: float) -> tuple[float, float, int, int]:
+def _margins(queries: int, tops: int, phi: float, Delta: float, eps_r: float) -> tuple[float, float, int, int]:
+    """Lemma N's margin g_f at delta_fail = phi Delta, and Lemma K's g_c with N_max tau(g_c) <= delta_fail
+    (N_max = min(R, c + 1) blocks at most): the round's failures total <= 2 delta_fail."""
     d_fail = phi * Delta
     g_f = restart_margin(queries, eps_r, d_fail)
-    g_c = at.at_margin(eps_r, delta_cap_r)
+    g_c = at.at_margin(eps_r, d_fail / max(1, min(queries, tops + 1)))
     return phi, d_fail, g_f, g_c
 
 
@@ -309,7 +315,7 @@ def _gdp_mus(E: float, budget: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def approx_blocks(tops: int, queries: int, E: float, Delta: float, eps_r: float,
-                  delta_cap_r: float, acc_norm: float = 0.0) -> BlockChoice:
+                  acc_norm: float = 0.0) -> BlockChoice:
     """Fast search-only estimate of the best block parameters (Gaussian-DP approximation of the
     composition, small-eps' approximation of eta_plus); never used to certify.
 
@@ -317,8 +323,8 @@ def approx_blocks(tops: int, queries: int, E: float, Delta: float, eps_r: float,
     the objective is max(Theorem B's gamma T, acc_norm/eps'); Lemma N's phi is searched over
     :data:`FAIL_SHARES`."""
     best: BlockChoice | None = None
-    for phi in dict.fromkeys(plan_phi(E, sh) for sh in FAIL_SHARES):
-        cand = _approx_at_phi(tops, queries, E, Delta, eps_r, delta_cap_r, acc_norm, phi)
+    for phi in dict.fromkeys(plan_phi(E, sh / 2.0) for sh in FAIL_SHARES):
+        cand = _approx_at_phi(tops, queries, E, Delta, eps_r, acc_norm, phi)
         if best is None or cand.t_norm < best.t_norm:
             best = cand
     assert best is not None
@@ -326,9 +332,9 @@ def approx_blocks(tops: int, queries: int, E: float, Delta: float, eps_r: float,
 
 
 def _approx_at_phi(tops: int, queries: int, E: float, Delta: float, eps_r: float,
-                   delta_cap_r: float, acc_norm: float, phi: float) -> BlockChoice:
-    phi, d_fail, g_f, g_c = _margins(queries, phi, Delta, eps_r, delta_cap_r)
-    budget = Delta - at.cap_charge(E, d_fail)
+                   acc_norm: float, phi: float) -> BlockChoice:
+    phi, d_fail, g_f, g_c = _margins(queries, tops, phi, Delta, eps_r)
+    budget = Delta - at.cap_charge(E, 2.0 * d_fail)
     thetas, mus = _gdp_mus(round(E, 12), float(budget))
     ftops, fq = float(tops), float(queries)
     # the optimum sits near k_low ~ k_max - k_low = g_f - 1 + g_c (it minimises k_max/sqrt(k_low))
@@ -356,13 +362,13 @@ def _approx_at_phi(tops: int, queries: int, E: float, Delta: float, eps_r: float
 
 
 def choose_blocks(tops: int, queries: int, E: float, Delta: float, eps_r: float,
-                  delta_cap_r: float, acc_norm: float = 0.0) -> BlockChoice:
+                  acc_norm: float = 0.0) -> BlockChoice:
     """Exact block parameters: (k_low, x) from :func:`approx_blocks`, then the delta split theta
     optimised with the exact KOV composition (as ``composition.choose_instance``) so that the round's
     blocks meet (E, Delta) including Lemma N's failure charge. t_norm = +inf if nothing works."""
-    guess = approx_blocks(tops, queries, E, Delta, eps_r, delta_cap_r, acc_norm)
-    phi, d_fail, g_f, g_c = _margins(queries, guess.phi, Delta, eps_r, delta_cap_r)
-    budget = Delta - at.cap_charge(E, d_fail)
+    guess = approx_blocks(tops, queries, E, Delta, eps_r, acc_norm)
+    phi, d_fail, g_f, g_c = _margins(queries, tops, guess.phi, Delta, eps_r)
+    budget = Delta - at.cap_charge(E, 2.0 * d_fail)
 
     def at_choice(kl: int, x: float, u: float) -> BlockChoice:
         theta = float(expit(u))

@@ -12,14 +12,13 @@ round's top count C and the block's top count B, each shifted by d in {-1, 0, 1}
   hard cap c: eps_h, plus Lemma Cap's delta for the cap.
 * **restart channel.** ``per-top``: the threshold noise restarts iff the outcome is a top; no bound
   of order eps' exists (query_privacy.md section 2): NOT valid. ``stateless``: no state: 0.
-  ``private``: B is read only by the block's AboveThreshold test (eps_r) with the hard cap k_max:
-  eps_r, plus Lemma Cap's delta for the cap.
+  ``private``: B is read only by the block's AboveThreshold test (eps_r), with no hard cap: eps_r.
 
 Theorem Q: given all the noise except the two tests' threshold noises and their per-query noises
 at the firing times, the view is a function of the two firing times, and the two firing events are
 independent AboveThreshold events on inputs that differ by at most 1 -- so the uncapped round is
-(eps_h + eps_r)-DP in the differing query (basic composition of the two tests), and the hard caps
-add (1 + e^{eps_h + eps_r}) (delta_cap_h + delta_cap_r) (Lemma Cap, Lemma T).
+(eps_h + eps_r)-DP in the differing query (basic composition of the two tests), and the halting
+cap adds (1 + e^{eps_h + eps_r}) delta_cap_h (Lemma Cap, Lemma T).
 """
 
 from __future__ import annotations
@@ -50,7 +49,9 @@ class InRound:
     delta_cap_h: float
     """P[the round's hard cap c binds before the halting test fires] (Lemma T (a)); 0 if c > R."""
     delta_cap_r: float
-    """P[the block cap k_max binds before the restart test fires] (Lemma T (a)); 0 if unreachable."""
+    """Always 0: the engine puts no hard cap on a block (a cap that reads the hidden query's outcome
+    is not covered by Lemma T(ii) when the adversary picks the block; docs/PRIVACY.md 5.3). block_cap
+    is charged on the training side instead (Lemma K, section 6.4)."""
     lemma: str
     problems: tuple[str, ...] = ()
 
@@ -100,9 +101,7 @@ def in_round(spec: RoundSpec, halting: str, restarts: str) -> InRound:
         else:
             assert spec.restart_eps is not None and spec.restart_threshold is not None
             assert spec.block_cap is not None
-            eps_r = spec.restart_eps
-            d_r = at.cap_probability(_gap(spec.block_cap, spec.restart_threshold), 0.0, eps_r,
-                                     reachable=spec.block_cap <= min(spec.c, spec.R))
+            eps_r = spec.restart_eps  # no hard block cap in the mechanism: nothing to charge (d_r = 0)
     elif restarts != "stateless":
         problems.append(f"unknown restart policy {restarts!r}")
     if problems:

@@ -155,13 +155,14 @@ class _Problem:
         self.b = [beta / 2**i for i in range(1, K + 1)]
         self.lam = [chunk_size(a, b, vc_dim, opts.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
         # the query chain pays the in-round step first (Theorem Q): eps_D = eps - eps_in and
-        # delta_D = delta - delta_in, with delta_in split evenly over the hard caps (Lemma Cap)
+        # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap; private
+        # restarts have no hard cap in the mechanism, docs/PRIVACY.md 5.3)
         self.eps_in = opts.in_round_eps
         self.eps_query = epsilon - self.eps_in
         if self.eps_query <= 0.0:
             raise _Infeasible(f"the in-round tests (eps_h + eps_r = {self.eps_in:g}) use the whole "
                               f"query budget epsilon = {epsilon:g}")
-        caps = int(opts.halting == "noisy") + int(opts.restarts == "private")
+        caps = int(opts.halting == "noisy")
         self.delta_in = IN_ROUND_DELTA_SHARE * delta if caps else 0.0
         self.delta_query = delta - self.delta_in
         self.delta_cap = (self.delta_in / (caps * at.cap_charge(self.eps_in, 1.0)) if caps else 0.0)
@@ -191,9 +192,9 @@ class _Problem:
             acc = (gamma * 8.0 / a * (math.log(R + 1.0) + math.log(1.0 / b))
                    if o.accuracy_floors else 0.0)  # Claim D.7 as gamma T eps' >= acc
             if exact:
-                bc = blk.choose_blocks(tops, R, E, Delta, o.eps_r, self.delta_cap, acc)
+                bc = blk.choose_blocks(tops, R, E, Delta, o.eps_r, acc)
             else:
-                bc = blk.approx_blocks(tops, R, E, Delta, o.eps_r, self.delta_cap, acc)
+                bc = blk.approx_blocks(tops, R, E, Delta, o.eps_r, acc)
             if not math.isfinite(bc.t_norm) or bc.eps_bt <= 0.0:
                 raise _Infeasible(f"round {i}: no block parameters meet the composition budget")
             eps0, delta0, theta = bc.eps_bt, bc.delta_mu, math.nan

@@ -64,13 +64,16 @@ def split_vote(design: tuple[str, str], **over: float) -> Predictor:
     return Predictor.from_state(s)
 
 
-def test_private_restarts_fire_at_the_block_cap_when_the_test_cannot() -> None:
+def test_private_restarts_have_no_hard_block_cap() -> None:
+    """block_cap is an accounting bound only (docs/PRIVACY.md 5.3, 6.4): a block whose test cannot
+    fire keeps its threshold noise past block_cap tops (a cap reading the hidden query's outcome
+    would re-open the restart channel)."""
     p = split_vote(("paper", "private"), restart_threshold=1e9, block_cap=3, c=1000)
     mus = []
-    for _ in range(10):  # every query is a top; the test never fires; the cap restarts every 3 tops
+    for _ in range(10):  # every query is a top; the test never fires
         mus.append(p.threshold_noise)
         p.answer(np.array([0.5]))
-    assert mus[0] == mus[1] == mus[2] != mus[3] == mus[4] == mus[5] != mus[6]
+    assert len(set(mus)) == 1
 
 
 def test_noisy_halting_fails_near_its_noisy_threshold_and_never_past_the_hard_cap() -> None:

@@ -171,13 +171,16 @@ def test_certify_blocks_by_hand() -> None:
     gamma, eps_bt, d_mu = 0.05, 1e-4, 1e-15
     x = 5.0
     T = blk.block_min_t(gamma, eps_bt, d_mu, x)
-    tops, R, k0, k_max, eps_r, Delta = 10**6, 10**9, 700.0, 800, 0.5, 1e-6
+    tops, R, k0, k_max, eps_r, Delta = 10**6, 10**9, 700.0, 1000, 0.5, 1e-6
     cert = blk.certify_blocks(eps_bt, T, gamma, d_mu, tops, R, k0, k_max, eps_r, Delta)
+    assert cert.lemma == "N" and math.isfinite(cert.E)
     assert cert.tops_per_block == k_max
     assert cert.eps_block == pytest.approx(blk.block_epsilon(eps_bt, T, gamma, d_mu, k_max))
-    assert cert.k_low == blk.k_low_for(R, k0, eps_r, cert.delta_fail, k_max)
+    assert cert.k_low == blk.k_low_for(R, k0, eps_r, cert.phi * Delta, k_max)
     assert cert.blocks == tops // cert.k_low + 1
-    # the reported E is a fixed point: KOV at what Lemma N's charge leaves of Delta
+    # the failures charged: Lemma N's delta_fail plus Lemma K's union over the blocks
+    assert cert.delta_fail == pytest.approx(cert.phi * Delta + cert.blocks * at.at_tail(k_max - k0, eps_r))
+    # the reported E is a fixed point: KOV at what Lemma Cap's charge leaves of Delta
     from engine.planner import composition as comp
 
     left = Delta - at.cap_charge(cert.E, cert.delta_fail)
@@ -186,21 +189,25 @@ def test_certify_blocks_by_hand() -> None:
     for phi in itertools.islice(blk.FAIL_GRID, 0, None, 4):
         kl = blk.k_low_for(R, k0, eps_r, phi * Delta, k_max)
         if kl >= 1:
-            e = blk.compose_blocks(cert.eps_block, d_mu, blk.blocks_bound(tops, R, kl), Delta, phi * Delta)
+            nb = blk.blocks_bound(tops, R, kl)
+            e = blk.compose_blocks(cert.eps_block, d_mu, nb, Delta, phi * Delta + nb * at.at_tail(k_max - k0, eps_r))
             assert e >= cert.E
+    # a cap the round cannot exceed (k_max >= min(c, R)) is charged nothing
+    loose = blk.certify_blocks(eps_bt, T, gamma, d_mu, 850, R, k0, 850, eps_r, Delta)
+    assert loose.delta_fail == pytest.approx(loose.phi * Delta)
 
 
 def test_choose_blocks_recertifies_at_its_budget() -> None:
-    tops, R, E, Delta, eps_r, d_cap = 10**9, 10**13, 1.0, 1e-6, 0.4, 1e-10
-    ch = blk.choose_blocks(tops, R, E, Delta, eps_r, d_cap)
+    tops, R, E, Delta, eps_r = 10**9, 10**13, 1.0, 1e-6, 0.4
+    ch = blk.choose_blocks(tops, R, E, Delta, eps_r)
     assert math.isfinite(ch.t_norm) and ch.k_low <= ch.k0 < ch.k_max
     gamma = 0.05
     T = blk.block_min_t(gamma, ch.eps_bt, ch.delta_mu, ch.x)
     cert = blk.certify_blocks(ch.eps_bt, T, gamma, ch.delta_mu, tops, R, float(ch.k0), ch.k_max,
                               eps_r, Delta)
     assert cert.E <= E * (1 + 1e-9)
-    # the restart cap's query-side probability meets its target
-    assert at.at_tail(ch.k_max - ch.k0, eps_r) <= d_cap
+    # Lemma K's union over the round's blocks fits the failure share the planner reserved for it
+    assert min(R, tops + 1) * at.at_tail(ch.k_max - ch.k0, eps_r) <= ch.phi * Delta * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("R", "eps_r", "g"), [(1, 1.0, 20.0), (50, 0.5, 120.0), (1000, 1.0, 90.0), (10, 0.1, 900.0)])
