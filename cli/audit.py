@@ -27,9 +27,11 @@ _ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PL
               show_default=True,
               help="Adversary: training game flip|relabel (default both), query game chain (default)|halting|restart.")
 @click.option("--halting", type=click.Choice(["paper", "never", "noisy"]), default="paper", show_default=True,
-              help="Halting policy of the audited configuration (never: c = R; noisy: halting and restart attacks).")
+              help="Halting policy of the audited configuration (never: c = R + 1; noisy: halting and restart "
+                   "attacks). The shipped default design is --halting noisy --restarts private.")
 @click.option("--restarts", type=click.Choice(["per-top", "private", "stateless"]), default="per-top",
-              show_default=True, help="Threshold-noise restart policy (restart attack only).")
+              show_default=True, help="Threshold-noise restart policy (halting and restart attacks; private "
+                                      "adds the default design's restart test where the round has none).")
 @click.option("--wait-run", "wait_run", type=click.IntRange(min=1), default=18, show_default=True,
               help="Restart attack: run of 0-labels m to wait for before the differing query.")
 @click.option("--probe-offset", "probe_offset", type=float, default=-1.0, show_default=True,

@@ -59,6 +59,7 @@ from adversary_sim.audit.restart import play as restart_play
 from adversary_sim.audit.variants import Variant
 from engine.concepts import ConceptClass, Thresholds
 from engine.phases import Phase
+from engine.planner.fill import fill_tests
 from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
@@ -105,17 +106,19 @@ def noisy_halting_round(eps_h: float = HALT_EPS, c0: int = HALT_C0,
     return dataclasses.replace(halting_round(c0 + 1 + g_high), halt_eps=eps_h, halt_threshold=float(c0))
 
 
-def make_schedule(spec: RoundSpec, halting: str = "paper") -> Schedule:
-    """One round, repeated. ``halting='never'`` raises c to R (and uses the engine's 'never' policy
-    when it has one); ``halting='noisy'`` needs a spec with halt_eps and halt_threshold."""
-    if halting == "noisy":
-        return Schedule((spec,), repeat_last=True, halting="noisy", restarts="per-top")
-    if halting == "paper":
-        return Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top")
+def make_schedule(spec: RoundSpec, halting: str = "paper", restarts: str = "per-top") -> Schedule:
+    """One round, repeated. ``halting='never'`` raises c to R + 1; ``halting='noisy'`` needs a spec
+    with halt_eps and halt_threshold; ``restarts='private'`` adds the default design's restart test
+    in its one-block form (``engine.planner.fill``) when the spec has none."""
+    if halting not in ("paper", "never", "noisy"):
+        raise ValueError(f"halting policy {halting!r} is not supported by the audit")
+    if restarts not in ("per-top", "private", "stateless"):
+        raise ValueError(f"restart policy {restarts!r} is not supported by the audit")
     if halting == "never":  # c > R: no round can fail, even if every query is a top
-        return Schedule((dataclasses.replace(spec, c=max(spec.c, spec.R + 1)),), repeat_last=True, halting="never",
-                        restarts="per-top")
-    raise ValueError(f"halting policy {halting!r} is not supported by the audit yet")
+        spec = dataclasses.replace(spec, c=max(spec.c, spec.R + 1))
+    if restarts == "private":
+        spec = fill_tests(spec, "never", "private")
+    return Schedule((spec,), repeat_last=True, halting=halting, restarts=restarts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +223,7 @@ class FlipAttack(Attack):
 
     def scenario(self) -> Scenario:
         spec = main_round()
-        return Scenario(make_schedule(spec, self.halting), spec.labeled_size, Thresholds())
+        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
 
     def data(self, world: int, seed: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
         n = self.scenario().n
@@ -258,7 +261,7 @@ class RelabelAttack(Attack):
 
     def scenario(self) -> Scenario:
         spec = main_round()
-        return Scenario(make_schedule(spec, self.halting), spec.labeled_size, Thresholds())
+        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
 
     @staticmethod
     def data(world: int, n: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
@@ -299,7 +302,7 @@ class ChainAttack(Attack):
 
     def scenario(self) -> Scenario:
         spec = main_round()
-        return Scenario(make_schedule(spec, self.halting), spec.labeled_size, Thresholds())
+        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
 
     @staticmethod
     def data(n: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
@@ -348,7 +351,7 @@ class HaltingAttack(Attack):
 
     def scenario(self) -> Scenario:
         spec = noisy_halting_round() if self.halting == "noisy" else halting_round(self.BUDGET)
-        return Scenario(make_schedule(spec, self.halting), spec.labeled_size, Thresholds())
+        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
@@ -364,11 +367,10 @@ class HaltingAttack(Attack):
         return d
 
     def claim_override(self, cert: Any, delta: float) -> dict[str, Any] | None:
-        """Under noisy halting the halting step of the in-round query cost is AboveThreshold's
-        (eps_h, (1 + e^eps_h) delta_cap) (query_privacy.md section 3.2, Theorem Q). If the planner
-        certifies the configuration's query chain, that is the claim; otherwise (this round keeps
-        per-top restarts, whose channel the restart attack covers) the claim is the halting step."""
-        if self.halting != "noisy" or math.isfinite(cert.epsilon_queries):
+        """Under noisy halting with per-top restarts Theorem Q does not apply (the restart channel is
+        open; the restart attack covers it), so the claim is the halting step alone: AboveThreshold's
+        (eps_h, (1 + e^eps_h) delta_cap) (query_privacy.md section 3.2)."""
+        if self.halting != "noisy" or self.restarts != "per-top":
             return None
         spec = self.scenario().schedule.rounds[0]
         eps_h = float(spec.halt_eps or 0.0)

@@ -3,9 +3,10 @@
 The claim is the planner's certificate (``engine.planner.certify``, tight accounting, delta 1e-6)
 for the attack's *nominal* configuration -- the same schedule and training-set size the games run
 (the broken variants change the engine's inputs, never the claim). For the training-set game the
-claim is ``epsilon_training``. For the query game the planner proves nothing today
-(``epsilon_queries`` = +inf: Claim E.6's in-round step is false, issue 8), so the audit sets the
-bound beside ``epsilon_queries_conditional`` -- the chain *if* the in-round step held -- and says so.
+claim is ``epsilon_training``. For the query game's in-round attacks (halting, restart) against a
+design that closes both channels, the claim is Theorem Q's in-round step Q0 -- proven, and exactly
+the view those games have. Otherwise the query claim is ``epsilon_queries`` when certified, else
+``epsilon_queries_conditional`` (the chain *if* Claim E.6's in-round step held), flagged as such.
 
 Confidence: every attack's bound uses Clopper-Pearson limits at alpha / (2 * attacks) per rate, so
 the reported maximum over attacks holds with the stated confidence (Bonferroni).
@@ -32,7 +33,7 @@ from adversary_sim.audit.games import (
 from adversary_sim.audit.restart import WaitAndTest
 from adversary_sim.audit.stats import audit_bound, max_bound_for_trials
 from adversary_sim.audit.variants import variant as get_variant
-from engine.planner import Certificate, certify
+from engine.planner import Certificate, certify, in_round_step
 
 GAMES = ("training", "query")
 CLAIM_DELTA = 1e-6
@@ -58,9 +59,9 @@ def resolve_attacks(game: str, names: Sequence[str] | None, halting: str = "pape
         if n == "restart":
             out.append(RestartAttack(halting=halting, queries=queries, restarts=restarts, adversary=adversary))
             continue
-        if restarts != "per-top":
-            raise ValueError(f"--restarts {restarts} applies to the restart attack only")
-        out.append(known[n](halting=halting, queries=queries))
+        if restarts != "per-top" and n != "halting":
+            raise ValueError(f"--restarts {restarts} applies to the halting and restart attacks only")
+        out.append(known[n](halting=halting, queries=queries, restarts=restarts))
     return out
 
 
@@ -79,6 +80,30 @@ def claim(game: str, cert: Certificate) -> dict[str, Any]:
             "claim_note": "claimed (conditional): the planner proves no query epsilon for this "
                           f"configuration ({cert.queries_reason}); the number is the query chain "
                           "without Claim E.6's in-round step"}
+
+
+IN_ROUND_ATTACKS = ("halting", "restart")
+"""Query-game attacks whose view is the challenge round's other answers: the claim to beat is Theorem
+Q's in-round step Q0 (docs/PRIVACY.md section 5), exact for that view, when the design closes both
+channels."""
+
+
+def in_round_claim(att: Attack, cert: Certificate) -> dict[str, Any] | None:
+    """Theorem Q's in-round step for the attack's nominal round, if it is valid for the design."""
+    if att.name not in IN_ROUND_ATTACKS:
+        return None
+    sched = att.scenario().schedule
+    ir = in_round_step(sched.rounds[0], 1, sched.halting, sched.restarts)
+    if not ir.valid:
+        return None
+    chain = (f"the whole query chain is certified at epsilon {cert.epsilon_queries:.4g}"
+             if math.isfinite(cert.epsilon_queries) else
+             f"the planner certifies no whole query chain for this small round ({cert.queries_reason})")
+    return {"claimed_epsilon": ir.epsilon, "claimed_delta": ir.delta,
+            "claimed_kind": "proven (in-round step Q0, Theorem Q)", "claimed_epsilon_proven": ir.epsilon,
+            "claim_note": (f"claimed: Theorem Q's in-round step for halting={sched.halting}, "
+                           f"restarts={sched.restarts}: ({ir.epsilon:.4g}, {ir.delta:.3g}); this game's view is "
+                           f"the challenge round's other answers, exactly what the step bounds; {chain}")}
 
 
 def _restart_summary(att: RestartAttack) -> dict[str, Any]:
@@ -145,7 +170,9 @@ def run_audit(
         sc = att.scenario()
         cert = certify(sc.schedule, sc.n, "tight", CLAIM_DELTA)
         cl = claim(game, cert)
-        override = att.claim_override(cert, CLAIM_DELTA) if isinstance(att, HaltingAttack) else None
+        override = in_round_claim(att, cert) if game == "query" else None
+        if override is None and isinstance(att, HaltingAttack):
+            override = att.claim_override(cert, CLAIM_DELTA)
         if override is not None:
             cl = override
         if not math.isfinite(cl["claimed_epsilon"]) and isinstance(att, RestartAttack):

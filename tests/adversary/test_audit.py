@@ -19,6 +19,7 @@ from adversary_sim.audit.games import (
     HALT_EPS,
     FlipAttack,
     HaltingAttack,
+    RestartAttack,
     main_round,
     make_schedule,
     noisy_halting_round,
@@ -142,8 +143,11 @@ def test_attack_resolution() -> None:
     assert [a.name for a in resolve_attacks("training", None)] == ["flip", "relabel"]
     assert [a.name for a in resolve_attacks("query", ["all"])] == ["chain", "halting", "restart"]
     assert [a.name for a in resolve_attacks("query", ["restart"], restarts="private")] == ["restart"]
+    assert [a.name for a in resolve_attacks("query", ["halting"], "noisy", restarts="private")] == ["halting"]
     with pytest.raises(ValueError):
         resolve_attacks("training", ["halting"])
+    with pytest.raises(ValueError, match="halting and restart attacks only"):
+        resolve_attacks("query", ["chain"], restarts="private")
 
 
 # -- verdicts (fixed seeds) ----------------------------------------------------------------------------
@@ -287,6 +291,44 @@ def test_restart_attack_breaks_per_top_restarts() -> None:
 ])
 def test_restart_attack_fails_against_repaired_restarts(restarts: str, adv: WaitAndTest) -> None:
     out = _restart(restarts, "never", 3000, adv)
+    assert not out["caught"] and out["epsilon_lower_bound"] < 0.5  # type: ignore[operator]
+    (a,) = out["attacks"]  # type: ignore[misc]
+    assert a["restart_game"]["world0"]["no_test"] < 0.05
+
+
+# -- the default design (noisy halting + private restarts): both attacks, proven in-round claim ------
+
+
+def test_default_design_scenarios_run_the_default_design() -> None:
+    """The halting attack's round gets the default design's restart test in its one-block form;
+    the restart attack's round keeps its own (eps_r = 1, k0 = 5: the test fires)."""
+    h = HaltingAttack(halting="noisy", restarts="private").scenario().schedule
+    assert (h.halting, h.restarts) == ("noisy", "private")
+    assert h.rounds[0].restart_threshold is not None and h.rounds[0].restart_threshold > h.rounds[0].c
+    r = RestartAttack(halting="noisy", restarts="private").scenario().schedule
+    assert (r.halting, r.restarts) == ("noisy", "private") and r.rounds[0].restart_threshold == 5.0
+
+
+@pytest.mark.statistical
+def test_halting_attack_fails_against_the_default_design() -> None:
+    """Against noisy halting + private restarts the claim is Theorem Q's in-round step, proven:
+    eps_h + eps_r = 1 + 1e-3; the halting attack's sweep stays far below it (as under noisy halting
+    with per-top restarts: the halting time's tail ratios are at most ~e^0.42)."""
+    out = _audit("query", "real", "halting", 4000, halting="noisy", restarts="private")
+    assert out["claimed_kind"] == "proven (in-round step Q0, Theorem Q)"
+    assert out["claimed_epsilon"] == pytest.approx(HALT_EPS + 1e-3)
+    assert out["claimed_epsilon_proven"] == out["claimed_epsilon"]
+    assert not out["caught"] and out["epsilon_lower_bound"] <= 0.5 * HALT_EPS  # type: ignore[operator]
+
+
+@pytest.mark.statistical
+def test_restart_attack_fails_against_the_default_design() -> None:
+    """noisy + private (eps_h = 0.1, eps_r = 1): claim eps_h + eps_r = 1.1, proven; the cheaper
+    adversary (m = 10, z = 0, theta = 3) nearly always gets to its test, and learns nothing
+    (P(N2 >= 3) ~ 0.31 in both worlds)."""
+    out = _restart("private", "noisy", 3000, WaitAndTest(m=10, z=0.0, theta=3))
+    assert out["claimed_kind"] == "proven (in-round step Q0, Theorem Q)"
+    assert out["claimed_epsilon"] == pytest.approx(1.1)
     assert not out["caught"] and out["epsilon_lower_bound"] < 0.5  # type: ignore[operator]
     (a,) = out["attacks"]  # type: ignore[misc]
     assert a["restart_game"]["world0"]["no_test"] < 0.05
