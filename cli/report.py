@@ -304,7 +304,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
                          a.get("caught", o.get("caught")), a, o))
     order = {"real": 0, "no-noise": 1, "majority-relabel": 2, "no-halt-limit": 3}
     rows.sort(key=lambda r: (r[0] != "training", r[2], order.get(r[1], 9),
-                             r[8].get("halting", "paper") != "paper"))
+                             (r[8].get("halting", "paper"), r[8].get("restarts", "per-top")) != ("paper", "per-top")))
     files: list[Path] = []
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.8))
     xs = range(len(rows))
@@ -317,7 +317,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
         ax.annotate(_fmt(r[5], 2), (i, bounds[i]), textcoords="offset points", xytext=(0, 2), ha="center",
                     fontsize=7)
         claim = r[3]
-        style = "-" if r[4] == "proven" else "--"
+        style = "-" if str(r[4]).startswith("proven") else "--"
         if claim is None or not math.isfinite(claim):
             ax.annotate("claim: none", (i, top * 0.93), ha="center", fontsize=7)
         elif claim > top:
@@ -326,12 +326,13 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
             ax.plot([i - 0.4, i + 0.4], [claim, claim], color="black", linestyle=style)
     ax.set_ylim(0.0, top)
     ax.plot([], [], color="black", label="claimed epsilon (planner)")
-    ax.plot([], [], color="black", linestyle="--", label="claimed, conditional (queries)")
+    ax.plot([], [], color="black", linestyle="--", label="claimed, not proven (conditional / fallback)")
     ax.set_xticks(list(xs))
     labels = []
     for r in rows:
-        h = r[8].get("halting", "paper")
-        labels.append(f"{r[0]}\n{r[1]}\n{r[2]}" + ("" if h == "paper" else f"\nhalting {h}"))
+        h, rs = r[8].get("halting", "paper"), r[8].get("restarts", "per-top")
+        design = "" if (h, rs) == ("paper", "per-top") else f"\n{h}+{rs}"
+        labels.append(f"{r[0]}\n{r[1]}\n{r[2]}{design}")
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel("epsilon")
     ax.set_title("audit: empirical lower bound (red: above the claim) vs claimed epsilon")
