@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,8 @@ def serve(
         logs.setup(cfg.log.format, cfg.log.level)
         from daemon.app import serve as run
 
+        if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack on stderr (a stall's diagnosis)
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
         code = asyncio.run(run(cfg))
     except DaemonError as exc:
         raise click.ClickException(str(exc)) from None

@@ -81,7 +81,7 @@ class RoundSpec:
     """k0: a block restarts when its tops + Lap(4/eps_r) >= k0 + Lap(2/eps_r)."""
     block_cap: int | None = None
     """k_max: the most tops a block is charged for (restarts "private"; accounting only: the engine does
-    not cap a block, and a block exceeds k_max only on Lemma K's noise-only event, docs/PRIVACY.md 6.4)."""
+    not cap a block, and a block exceeds k_max only on Lemma K's (or K''s) event, docs/PRIVACY.md 6.4)."""
 
     @property
     def band(self) -> float:

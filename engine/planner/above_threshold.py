@@ -8,7 +8,8 @@ noise Lap(4/e), "fire" at the first query j with count_j + noise_j >= threshold 
 * noisy halting: count = the round's tops C, threshold c0 = ``halt_threshold``, e = eps_h, hard
   cap C >= c;
 * private restarts: count = the current block's tops B, threshold k0 = ``restart_threshold``,
-  e = eps_r, hard cap B >= k_max = ``block_cap``; rho and B are renewed at every restart.
+  e = eps_r, no hard cap (``block_cap`` is charged on the training side: docs/PRIVACY.md 5.3,
+  6.4); rho and B are renewed at every restart.
 
 Every probability bound below has the form "a fixed Lap(4/e) variable minus an independent
 Lap(2/e) variable exceeds g", because the count path of an auxiliary run *without* the test does

@@ -3,7 +3,8 @@
 
 With restarts "private" a round is a sequence of *blocks*. A block draws one threshold noise
 mu ~ Lap(b_mu), b_mu = 2/(eps' T), answers queries with per-query noise Lap(b_nu), b_nu = 6/(eps' T),
-and ends when the restart test fires or at k_max = ``block_cap`` tops. Three results (all proven in
+and ends when the restart test fires (no hard cap; k_max = ``block_cap`` is the most tops a block
+is charged for, exceeded only on Lemma K's / K''s event). The results (all proven in
 docs/PRIVACY.md):
 
 * **Lemma I** (interval mass). For nu ~ Lap(b), an interval J of length w' > 0 and an interval I
@@ -30,6 +31,9 @@ docs/PRIVACY.md):
   an event on the restart test's noise, which is independent of the data -- no run can fire the
   test early, so (E, Delta) becomes (E, Delta + delta_fail): no e^E factor. It wins whenever
   e^E is larger than R's share of the margin (small schedules, one block per round).
+* **Lemma K / K'** (late restarts; the engine has no hard cap). A block passes k_max tops with its
+  test silent except w.p. N tau(k_max - k0) (Lemma K: union over the block indices, charged by Lemma
+  Cap with Lemma N's failure) or p(k_max - k0) (Lemma K': a noise-only event, charged once with N').
 
 The blocks of a round are then composed with KOV (Kairouz-Oh-Viswanath 2015, Thm 3.3).
 
@@ -133,7 +137,8 @@ def restart_margin(queries: int, eps_r: float, delta_fail: float) -> int:
 
 def k_low_for(queries: int, k0: float, eps_r: float, delta_fail: float, k_max: int | None = None) -> int:
     """Largest integer k_low >= 0 with queries * at_tail(k0 - k_low + 1, eps_r) <= delta_fail
-    and k_low <= k_max (a block ended by the cap holds k_max tops); 0: no k_low >= 1 works."""
+    and k_low <= k_max (in the analysis device M~ a block ended at k_max holds k_max tops); 0: no
+    k_low >= 1 works."""
     g = restart_margin(queries, eps_r, delta_fail)
     k_low = max(0, math.floor(Fraction(k0) + 1 - g))  # exact: k0 may exceed float precision
     return k_low if k_max is None else min(k_low, k_max)
@@ -214,7 +219,7 @@ class BlockCertificate:
     eps_block: float
     delta_mu: float
     tops_per_block: int
-    """min(k_max, c): the most tops a block can hold."""
+    """min(k_max, c): the most tops a block is charged for."""
     x: float
     """Band slack in units of b_nu (Theorem B)."""
     k_low: int

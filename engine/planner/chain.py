@@ -264,9 +264,9 @@ def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
         lemma = "Theorem B (one threshold noise per block, pure bound; docs/PRIVACY.md 6)"
         check_name = "Theorem B gap: band slack x = (gamma T - 1) eps'/3 - (2/3) ln(1/(2 delta_mu)) > 0"
         E, k_low, blocks = cert.E, cert.k_low, cert.blocks
-        charge = "charged once" if cert.lemma == "N'" else "charged (1 + e^E) delta_fail"
-        d_fail_note = (f"Lemma {cert.lemma}: delta_fail = {cert.delta_fail:.3g} (phi = {cert.phi:.0e} of "
-                       f"Delta, {charge})")
+        which = "Lemmas N' + K' (noise-only events, charged once)" if cert.lemma == "N'" else \
+            "Lemmas N + K (charged (1 + e^E) times, Lemma Cap)"
+        d_fail_note = f"{which}: failures {cert.delta_fail:.3g} (phi = {cert.phi:.0e} of Delta)"
     checks.append(Check(check_name, lemma.split(" (")[0], "privacy", ok, x,
                         lemma_s.MIN_SLACK if block_bound == "lemma-s" else 0.0, rnd,
                         "value = x (band slack in units of b_nu), must exceed the bound"))
@@ -354,16 +354,19 @@ def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain:
     return _Phi(phi, d_out, tuple(steps), tuple(checks), reason)
 
 
-def in_round_step(spec: RoundSpec, rnd: int, halting: str, restarts: str) -> Step:
+def in_round_step(spec: RoundSpec, rnd: int, halting: str, restarts: str,
+                  cap_floor: float = 0.0) -> Step:
     """Step 0 of the query chain: the other answers of the query's own round (Theorem Q,
     ``engine.planner.query_side``; docs/PRIVACY.md section 5).
 
     Valid designs: halting "never" (or "paper") with c > R, or "noisy"; restarts "stateless" or
     "private". Its epsilon is eps_h (noisy halting) + eps_r (private restarts), its delta Lemma
     Cap's charge for the hard caps. Halting "paper" with c <= R (halting channel) and restarts
-    "per-top" (restart channel) are NOT valid (issue 8): epsilon +inf.
+    "per-top" (restart channel) are NOT valid (issue 8): epsilon +inf. ``cap_floor``: the largest
+    halting-cap probability of any round of the schedule (a cap may act in any round, not only in
+    the challenge's: Theorem Q, step 1).
     """
-    ir = in_round(spec, halting, restarts)
+    ir = in_round(spec, halting, restarts, cap_floor)
     inputs: dict[str, float | int | str | bool | None] = {
         "c": spec.c, "R": spec.R, "halting": halting, "restarts": restarts,
         "eps_h": ir.eps_h, "eps_r": ir.eps_r, "delta_cap_h": ir.delta_cap_h,
@@ -511,10 +514,11 @@ def certify(
     per_round: list[tuple[int, float, float]] = []
     queries_reason = ""
     any_invalid_pre = ""
+    cap_floor = max(in_round(r, halt, restarts).delta_cap_h for r in rounds)  # Theorem Q, step 1
     for i in range(1, last + 1):
         cur = rounds[i - 1]
         nxt = spec(i + 1)
-        qsteps: list[Step] = [in_round_step(cur, i, halt, restarts)]
+        qsteps: list[Step] = [in_round_step(cur, i, halt, restarts, cap_floor)]
         if nxt is None:
             eps_D, delta_D = 0.0, 0.0
             qsteps.append(Step.make("queries", f"after round {i}", "nothing follows the last round",

@@ -69,8 +69,10 @@ def _positive(v: float | None) -> bool:
     return v is not None and math.isfinite(v) and v > 0.0
 
 
-def in_round(spec: RoundSpec, halting: str, restarts: str) -> InRound:
-    """Theorem Q for one round: the cost of a query in the other answers of its own round."""
+def in_round(spec: RoundSpec, halting: str, restarts: str, cap_floor: float = 0.0) -> InRound:
+    """Theorem Q for one round: the cost of a query in the other answers of its own round.
+    ``cap_floor``: the largest halting-cap probability over the schedule's rounds (charged whatever
+    round holds the challenge: docs/PRIVACY.md 5.3, step 1)."""
     problems: list[str] = []
     eps_h = eps_r = d_h = d_r = 0.0
     if halting in ("paper", "never"):
@@ -89,6 +91,8 @@ def in_round(spec: RoundSpec, halting: str, restarts: str) -> InRound:
             eps_h = spec.halt_eps
             d_h = at.cap_probability(_gap(spec.c, spec.halt_threshold), 0.0, eps_h,
                                      reachable=spec.c <= spec.R)
+    if halting in ("paper", "never", "noisy"):
+        d_h = max(d_h, cap_floor)
     else:
         problems.append(f"unknown halting policy {halting!r}")
     if restarts == "per-top":

@@ -132,3 +132,23 @@ def test_cap_gap_is_exact_for_counts_beyond_float_precision() -> None:
     spec = dataclasses.replace(BASE, R=10**23, c=c, halt_threshold=float(10**22))
     gap = c - 10**22  # float(1e22) is exactly 10**22
     assert in_round(spec, "noisy", "stateless").delta_cap_h == pytest.approx(at.at_tail(gap, 0.1))
+
+
+def test_every_round_is_charged_the_largest_halting_cap_of_the_schedule() -> None:
+    """Theorem Q, step 1: the challenge round is chosen adaptively and M' drops the caps of every
+    round, so each round's in-round delta uses the largest cap probability over the schedule."""
+    from engine.planner import certify
+    from engine.schedule import Schedule
+
+    tight_cap = dataclasses.replace(BASE, restart_eps=None, restart_threshold=None, block_cap=None,
+                                    halt_threshold=float(BASE.c - 400))  # tau(400, 0.1) ~ 3e-5
+    loose_cap = dataclasses.replace(tight_cap, T=10_000, halt_threshold=float(BASE.c - 100), m_D=BASE.R)
+    first = dataclasses.replace(tight_cap, m_D=BASE.R)
+    s = Schedule((first, loose_cap), halting="noisy", restarts="stateless")
+    cert = certify(s, 10**12)
+    q0 = [st for st in cert.steps if st.chain == "queries" and st.name.startswith("in-round")]
+    worst = at.at_tail(100, 0.1)
+    assert at.at_tail(400, 0.1) < worst
+    for st in q0:
+        assert st.inputs_dict()["delta_cap_h"] == pytest.approx(worst)
+        assert st.delta == pytest.approx((1 + math.exp(0.1)) * worst)

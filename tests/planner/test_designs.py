@@ -179,4 +179,4 @@ def test_lemma_n_prime_certifies_what_lemma_ns_failure_charge_cannot() -> None:
     cert = certify(Schedule((spec,), halting="noisy", restarts="private"), 1_000_000)
     assert math.isfinite(cert.epsilon_training)
     notes = " ".join(st.note for st in cert.steps if st.chain == "training")
-    assert "Lemma N'" in notes and "charged once" in notes
+    assert "Lemmas N' + K'" in notes and "charged once" in notes
