@@ -28,12 +28,14 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
         m = ModelRuntime.prepare(mc)
         g = m.guarantee
         eps_t = "none" if g.epsilon_training == float("inf") else f"{g.epsilon_training:.4g}"
+        eps_q = "none" if g.epsilon_queries == float("inf") else f"{g.epsilon_queries:.4g}"
         log.info(
-            "model %s: %s, n=%d, training-set epsilon %s (delta %.2g, %s accounting)",
+            "model %s: %s, n=%d, training-set epsilon %s, query epsilon %s (delta %.2g, %s accounting)",
             m.id,
             m.concept.name,
             m.n_train,
             eps_t,
+            eps_q,
             g.delta,
             g.accounting,
         )
