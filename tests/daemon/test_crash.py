@@ -68,8 +68,16 @@ async def test_kill_9_at_random_points_loses_nothing_and_replays_identically(
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills += 1
+    started = log.read_text().count("metrics and health on")
     proc = start_daemon(cfg, log)
     try:
+        # wait until the last daemon is up (its signal handlers are installed before this line):
+        # the earlier ones may already have published every label, and a SIGTERM during start-up
+        # would end it with the default action, not a clean stop
+        for _ in range(600):
+            if log.read_text().count("metrics and health on") > started or proc.poll() is not None:
+                break
+            await drain(0.1)
         for _ in range(600):
             await drain(0.1)
             if len(raw) >= n:
