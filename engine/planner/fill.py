@@ -69,7 +69,3 @@ def _fill_halting(spec: RoundSpec, eps_r: float, delta: float) -> RoundSpec:
         f"c = {spec.c} is too small for noisy halting: even eps_h = {EPS_H_GRID[-1]:g} needs a hard-cap "
         f"margin of {g} tops (raise c to at least {math.ceil(g / HALT_SHARE)}, or use halting 'never' with c > R)")
 
-
-def sound_default_round(fields: dict[str, object], delta: float = 1e-6) -> RoundSpec:
-    """A hand-written round (a dict as in a schedule file) completed for the default design."""
-    return fill_tests(RoundSpec.from_dict(fields), "noisy", "private", delta)
