@@ -15,7 +15,7 @@ from engine.errors import EngineError
 from engine.planner import certify
 from engine.planner.fill import fill_tests
 from engine.planner.report import certificate_json
-from engine.schedule import DEFAULT_DESIGN, POLICIES, RoundSpec, Schedule
+from engine.schedule import RoundSpec, Schedule, design_of
 
 
 def complete_schedule(doc: Mapping[str, Any], delta: float = 1e-6) -> Schedule:
@@ -24,11 +24,8 @@ def complete_schedule(doc: Mapping[str, Any], delta: float = 1e-6) -> Schedule:
     rounds = doc.get("rounds")
     if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
         raise click.UsageError("a schedule needs a non-empty list 'rounds'")
-    halting = doc.get("halting", DEFAULT_DESIGN[0])
-    restarts = doc.get("restarts", DEFAULT_DESIGN[1])
-    if halting not in POLICIES["halting"] or restarts not in POLICIES["restarts"]:
-        raise click.UsageError(f"unknown design halting={halting!r}, restarts={restarts!r}")
     try:
+        halting, restarts = design_of(doc)
         specs = tuple(fill_tests(RoundSpec.from_dict(r), halting, restarts, delta) for r in rounds)
         return Schedule(specs, repeat_last=bool(doc.get("repeat_last", True)), halting=halting,
                         restarts=restarts)

@@ -164,18 +164,24 @@ class Schedule:
         rounds = d.get("rounds")
         if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
-        halting = d.get("halting", DEFAULT_DESIGN[0])
-        restarts = d.get("restarts", DEFAULT_DESIGN[1])
-        if halting not in POLICIES["halting"]:
-            raise InvalidSchedule(f"unknown halting policy {halting!r}; known: {', '.join(POLICIES['halting'])}")
-        if restarts not in POLICIES["restarts"]:
-            raise InvalidSchedule(f"unknown restart policy {restarts!r}; known: {', '.join(POLICIES['restarts'])}")
+        halting, restarts = design_of(d)
         return cls(
             rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
             repeat_last=bool(d.get("repeat_last", True)),
             halting=halting,
             restarts=restarts,
         )
+
+
+def design_of(d: Mapping[str, Any]) -> tuple[HaltingPolicy, RestartPolicy]:
+    """(halting, restarts) a schedule file names, the default design for what it leaves out."""
+    halting = d.get("halting", DEFAULT_DESIGN[0])
+    restarts = d.get("restarts", DEFAULT_DESIGN[1])
+    if halting not in POLICIES["halting"]:
+        raise InvalidSchedule(f"unknown halting policy {halting!r}; known: {', '.join(POLICIES['halting'])}")
+    if restarts not in POLICIES["restarts"]:
+        raise InvalidSchedule(f"unknown restart policy {restarts!r}; known: {', '.join(POLICIES['restarts'])}")
+    return halting, restarts
 
 
 def validate(s: Schedule) -> None:

@@ -58,7 +58,7 @@ def test_complete_keeps_a_named_design_and_given_fields(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("doc", "message"), [
     ({"rounds": [{**ROUND, "c": 20}]}, "too small for noisy halting"),
     ({"rounds": []}, "non-empty list"),
-    ({"rounds": [ROUND], "halting": "sometimes"}, "unknown design"),
+    ({"rounds": [ROUND], "halting": "sometimes"}, "unknown halting policy"),
     ([1, 2], "one JSON object"),
 ])
 def test_bad_schedules_are_clear_errors(tmp_path: Path, doc: object, message: str) -> None:
