@@ -76,6 +76,14 @@ def _plt() -> Any:
     return plt
 
 
+def _save(fig: Any, path: Path) -> Path:
+    """Lay out, write (PNG, 110 dpi) and close a figure; returns its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+    return path
+
+
 def _int_ticks() -> Any:
     from matplotlib.ticker import MaxNLocator
 
@@ -113,11 +121,7 @@ def report_rounds(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left")
     ax.set_title(f"{stem}: accuracy per round")
-    f1 = out / f"{stem}-accuracy.png"
-    fig.tight_layout()
-    fig.savefig(f1, dpi=110)
-    plt.close(fig)
-    files.append(f1)
+    files.append(_save(fig, out / f"{stem}-accuracy.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     used = [r.get("tops_used", 0) for r in rounds]
@@ -136,11 +140,7 @@ def report_rounds(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
     ax.set_ylim(0, 1.3 * max([1, *allowed, *used]))
     ax.legend(loc="upper left", ncol=2, fontsize=8)
     ax.set_title(f"{stem}: halt budget per round")
-    f2 = out / f"{stem}-halts.png"
-    fig.tight_layout()
-    fig.savefig(f2, dpi=110)
-    plt.close(fig)
-    files.append(f2)
+    files.append(_save(fig, out / f"{stem}-halts.png"))
 
     orig = any(r.get("error_original") is not None for r in rounds)
     lines += ["| round | queries | refused | tops / c | error (answers) | error (fresh) |"
@@ -182,10 +182,7 @@ def report_traces(objs: list[tuple[str, Obj]], out: Path, name: str) -> tuple[li
     ax.set_ylabel("tops used in the current round")
     ax.set_title("halt budget spent over time (dotted: the predictor halted)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    f = out / f"{name}-tops.png"
-    fig.savefig(f, dpi=110)
-    plt.close(fig)
+    f = _save(fig, out / f"{name}-tops.png")
     lines = ["## halt budget over time", "", "| run | queries sent | halted after |", "|---|---:|---:|"]
     lines += [f"| {lab} | {o.get('queries')} | {_fmt(o.get('queries_to_halt'))} |" for lab, o in objs]
     lines.append("")
@@ -211,11 +208,7 @@ def report_replay(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
         ax.bar(keys, [lat[k] for k in keys], color="tab:blue")
         ax.set_ylabel("latency (ms)")
     ax.set_title(f"{stem}: latency")
-    f = out / f"{stem}-latency.png"
-    fig.tight_layout()
-    fig.savefig(f, dpi=110)
-    plt.close(fig)
-    files.append(f)
+    files.append(_save(fig, out / f"{stem}-latency.png"))
     rounds = obj.get("rounds")
     if isinstance(rounds, dict) and rounds:
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -224,11 +217,7 @@ def report_replay(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
         ax.set_xlabel("round")
         ax.set_ylabel("answers")
         ax.set_title(f"{stem}: answers per round")
-        f = out / f"{stem}-rounds.png"
-        fig.tight_layout()
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
-        files.append(f)
+        files.append(_save(fig, out / f"{stem}-rounds.png"))
     lines += [
         f"- sent {obj.get('sent')}, answered {obj.get('answered')}, missing {obj.get('missing')}",
         f"- statuses: {obj.get('statuses')}",
@@ -271,21 +260,13 @@ def report_queries(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], li
         ax.set_xlabel("round")
         ax.set_ylabel("accuracy of the answers")
         ax.set_title(f"{stem}: accuracy per round")
-        f = out / f"{stem}-accuracy.png"
-        fig.tight_layout()
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
-        files.append(f)
+        files.append(_save(fig, out / f"{stem}-accuracy.png"))
     if lat:
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.hist(lat, bins=50)
         ax.set_xlabel("latency (ms)")
         ax.set_title(f"{stem}: latency")
-        f = out / f"{stem}-latency.png"
-        fig.tight_layout()
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
-        files.append(f)
+        files.append(_save(fig, out / f"{stem}-latency.png"))
     return lines, files
 
 
@@ -337,11 +318,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
     ax.set_ylabel("epsilon")
     ax.set_title("audit: empirical lower bound (red: above the claim) vs claimed epsilon")
     ax.legend(loc="upper left", fontsize=7)
-    fig.tight_layout()
-    f = out / f"{stem}-bounds.png"
-    fig.savefig(f, dpi=110)
-    plt.close(fig)
-    files.append(f)
+    files.append(_save(fig, out / f"{stem}-bounds.png"))
 
     hist_rows = [r for r in rows if isinstance(r[7].get("scores"), dict)]
     if hist_rows:
@@ -364,11 +341,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
             axes[k // cols][k % cols].axis("off")
         axes[0][0].legend(fontsize=7)
         fig.suptitle("adversary's score in the two worlds", fontsize=9)
-        fig.tight_layout()
-        f = out / f"{stem}-scores.png"
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
-        files.append(f)
+        files.append(_save(fig, out / f"{stem}-scores.png"))
 
     lines = [f"## {stem}: privacy audit", "",
              "| game | variant | attack | claimed epsilon | kind | lower bound | trials | verdict |",
