@@ -146,6 +146,12 @@ def logcumsumexp(a: F64) -> F64:
     return np.logaddexp.accumulate(a) if a.size else a.copy()
 
 
+def sort_chunks(x: F64, y: I8) -> tuple[F64, I8]:
+    """Each chunk (row) of points sorted by x, its labels carried along (stable: ties keep order)."""
+    order = np.argsort(x, axis=1, kind="stable")
+    return np.take_along_axis(x, order, axis=1), np.take_along_axis(y, order, axis=1)
+
+
 def distinct_sorted(x: F64) -> tuple[F64, I64]:
     """The distinct values of 1-D ``x`` in increasing order and, for each input, its rank among them."""
     values, inverse = np.unique(x, return_inverse=True)

@@ -22,6 +22,7 @@ from engine.concepts.base import (
     distinct_sorted,
     logcumsumexp,
     sample_log_weights,
+    sort_chunks,
 )
 from engine.concepts.thresholds import midpoint_above, midpoint_below
 from engine.errors import CorruptState
@@ -104,9 +105,7 @@ class Intervals(ConceptClass):
     vc_dim: int = 2
 
     def fit(self, x: F64, y: I8) -> IntervalEnsemble:
-        order = np.argsort(x, axis=1, kind="stable")
-        xs = np.take_along_axis(x, order, axis=1)
-        ys = np.take_along_axis(y, order, axis=1)
+        xs, ys = sort_chunks(x, y)
         a, b = interval_erm(xs, ys)
         return IntervalEnsemble(a, b)
 

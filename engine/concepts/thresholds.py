@@ -16,6 +16,7 @@ from engine.concepts.base import (
     LabelBoostResult,
     distinct_sorted,
     sample_log_weights,
+    sort_chunks,
 )
 
 
@@ -98,9 +99,7 @@ class Thresholds(ConceptClass):
     vc_dim: int = 1
 
     def fit(self, x: F64, y: I8) -> ThresholdEnsemble:
-        order = np.argsort(x, axis=1, kind="stable")
-        xs = np.take_along_axis(x, order, axis=1)
-        ys = np.take_along_axis(y, order, axis=1)
+        xs, ys = sort_chunks(x, y)
         cut, _ = threshold_cuts(xs, ys)
         return ThresholdEnsemble(cut_to_threshold(xs, cut))
 
