@@ -239,3 +239,22 @@ class PeerState:
     @property
     def answered(self) -> int:
         return self._answered
+
+
+class BudgetedPeer(PeerState):
+    """A peer that answers exactly ``budget`` queries from data (the count its accounting allows),
+    then refuses every further one. Subclasses also set ``budget`` and ``concept``."""
+
+    budget: int
+    concept: ConceptClass
+
+    @property
+    def exhausted(self) -> bool:
+        return self._answered >= self.budget
+
+    def _admit(self, x: Any) -> tuple[F64, int, I8]:
+        """Validated points, how many of them the budget still covers (a prefix), and the output
+        array with every label refused (the caller fills in the first k)."""
+        xs = self.concept.validate_points(x)
+        n = xs.shape[0]
+        return xs, min(n, self.budget - self._answered), refusals(n)

@@ -49,7 +49,7 @@ import numpy as np
 from engine.concepts import ConceptClass
 from engine.rng import open_unit
 from peers import accounting
-from peers.base import F64, I8, I64, PeerState, PrivacyAccounting, refusals, streams, training_set
+from peers.base import F64, I8, I64, BudgetedPeer, PrivacyAccounting, streams, training_set
 from peers.design import require_thresholds
 
 _BLOCK_ELEMENTS = 1 << 20
@@ -125,7 +125,7 @@ class DFParams:
     """Flip probability."""
 
 
-class DaganFeldman(PeerState):
+class DaganFeldman(BudgetedPeer):
     """Fresh subset + exponential mechanism + flip per query; ``privacy.max_queries`` answers, then refusal."""
 
     name = "dagan_feldman"
@@ -177,15 +177,8 @@ class DaganFeldman(PeerState):
             extra=(("n0", float(params.n0)), ("gamma", params.gamma), ("rho", params.rho), ("eta", self.eta)),
         )
 
-    @property
-    def exhausted(self) -> bool:
-        return self._answered >= self.budget
-
     def answer(self, x: Any) -> I8:
-        xs = self.concept.validate_points(x)
-        n = xs.shape[0]
-        k = min(n, self.budget - self._answered)
-        out = refusals(n)
+        xs, k, out = self._admit(x)
         n0 = self.params.n0
         step = max(1, _BLOCK_ELEMENTS // (n0 + 2))
         for s in range(0, k, step):

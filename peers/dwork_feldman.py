@@ -35,10 +35,10 @@ import numpy as np
 from engine.concepts import ConceptClass
 from engine.rng import laplace
 from peers import accounting
-from peers.base import I8, PeerState, PrivacyAccounting, fit_ensemble, refusals, streams, training_set
+from peers.base import I8, BudgetedPeer, PrivacyAccounting, fit_ensemble, streams, training_set
 
 
-class DworkFeldman(PeerState):
+class DworkFeldman(BudgetedPeer):
     """Noisy-majority private prediction, answering ``privacy.max_queries`` queries then refusing."""
 
     name = "dwork_feldman"
@@ -90,15 +90,8 @@ class DworkFeldman(PeerState):
             extra=(("T", float(T)), ("lam", float(lam))),
         )
 
-    @property
-    def exhausted(self) -> bool:
-        return self._answered >= self.budget
-
     def answer(self, x: Any) -> I8:
-        xs = self.concept.validate_points(x)
-        n = xs.shape[0]
-        k = min(n, self.budget - self._answered)
-        out = refusals(n)
+        xs, k, out = self._admit(x)
         if k > 0:
             v = self.ensemble.votes(xs[:k]).astype(np.float64)
             z = laplace(self._noise, 1.0 / self.eps_query, k)
