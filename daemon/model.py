@@ -20,6 +20,7 @@ from engine.concepts import ConceptClass, from_spec
 from engine.errors import EngineError
 from engine.predictor import Predictor
 from engine.schedule import Schedule
+from engine.serving import Servable
 
 
 @dataclass
@@ -29,7 +30,7 @@ class ModelRuntime:
     schedule: Schedule
     guarantee: Guarantee
     n_train: int
-    predictor: Predictor | None = None
+    predictor: Servable | None = None
     checkpointer: ModelCheckpointer | None = None
     offset: int = 0
     """Next input offset this model has not processed (on its home partition)."""

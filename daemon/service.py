@@ -33,7 +33,7 @@ from daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore, key_fro
 from daemon.config import Config
 from daemon.metrics import Heartbeat, Metrics
 from daemon.model import ModelRuntime
-from engine.phases import REFUSING, Phase
+from engine.phases import Phase
 
 log = logging.getLogger("everlast.daemon")
 
@@ -364,12 +364,8 @@ class Service:
         for mid, idx in by_model.items():
             p = self.models[mid].predictor
             assert p is not None
-            if p.phase is Phase.TRANSITION_DUE:
-                allowed = 0
-            elif p.phase in REFUSING:
-                allowed = len(idx)
-            else:
-                allowed = p.spec.R - p.answered_in_round
+            cap = p.capacity
+            allowed = len(idx) if cap is None else cap
             if len(idx) > allowed:
                 cut = min(cut, idx[allowed])
         for mid, idx in by_model.items():
@@ -623,12 +619,15 @@ class Service:
             return
         g = self.metrics
         g.round.labels(model=m.id).set(p.round)
-        g.round_answered.labels(model=m.id).set(p.answered_in_round)
-        g.round_allowed.labels(model=m.id).set(p.spec.R)
-        g.halts_allowed.labels(model=m.id).set(p.spec.c)
         g.halted.labels(model=m.id).set(1 if p.phase is Phase.HALTED else 0)
+        info = p.round_info()
+        if info is None:
+            return
+        g.round_answered.labels(model=m.id).set(info.answered)
+        g.round_allowed.labels(model=m.id).set(info.allowed)
+        g.halts_allowed.labels(model=m.id).set(info.halt_cap)
         if self.cfg.metrics.expose_halts_used:
-            g.halts_used.labels(model=m.id).set(p.tops_in_round)
+            g.halts_used.labels(model=m.id).set(info.tops)
 
     async def _probe_broker(self, every_s: float = 5.0) -> None:
         """A metadata round trip every few seconds: the health signal while no traffic flows (aiokafka

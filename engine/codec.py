@@ -12,7 +12,7 @@ import msgpack
 import numpy as np
 
 from engine.errors import CorruptState
-from engine.predictor import Predictor
+from engine.serving import Servable, restore
 
 _ND = "__nd__"
 
@@ -47,14 +47,18 @@ def unpack(data: bytes) -> Any:
         raise CorruptState(f"state bytes could not be decoded ({type(exc).__name__})") from None
 
 
-def dumps(p: Predictor) -> bytes:
-    """The whole predictor as bytes."""
-    return pack(p.state())
+def dumps(m: Servable) -> bytes:
+    """A served mechanism's whole state as bytes: its round part with the live part (reservoir
+    points included) under ``live``."""
+    live = {**m.live_part(), "reservoir_points": m.reservoir_points(0, m.reservoir_filled)}
+    return pack({**m.round_part(), "live": live})
 
 
-def loads(data: bytes) -> Predictor:
+def loads(data: bytes) -> Servable:
     """Inverse of ``dumps``; raises ``CorruptState``."""
     st = unpack(data)
-    if not isinstance(st, dict):
-        raise CorruptState("state bytes do not hold a predictor")
-    return Predictor.from_state(st)
+    if not isinstance(st, dict) or not isinstance(st.get("live"), dict):
+        raise CorruptState("state bytes do not hold a served mechanism")
+    live = dict(st.pop("live"))
+    points = live.pop("reservoir_points", None)
+    return restore(st, live, None if points is None else np.asarray(points, dtype=np.float64))

@@ -35,31 +35,12 @@ from engine.phases import Phase
 from engine.reservoir import Reservoir
 from engine.rng import Streams, laplace
 from engine.schedule import RoundSpec, Schedule
+from engine.serving import Answers, Refusal, RoundInfo
 
 FORMAT = "everlast-engine/3"
 """/3: private restarts have no hard block cap (docs/PRIVACY.md 5.3); a /2 state would resume under
 a different mechanism, so it is refused."""
 MU_BLOCK = 64
-
-
-@dataclass(frozen=True, slots=True)
-class Answers:
-    """The predictor's response to one ``answer`` call."""
-
-    labels: NDArray[np.int8]
-    """0 or 1 per consumed query, or -1 for a refusal (the predictor has failed or run out)."""
-    outcomes: NDArray[np.int8]
-    """BetweenThresholds' outcome per consumed query (L=0, R=1, TOP=2, refused=-1). Private
-    diagnostics: top vs R is *not* part of the released label."""
-    round: int
-    """The round these queries were answered in."""
-    consumed: int
-    """How many queries of the batch were consumed (answered or refused). Fewer than given only
-    when the round ended inside the batch: call ``transition`` and resubmit the rest."""
-
-    @property
-    def refused(self) -> NDArray[np.bool_]:
-        return self.labels < 0
 
 
 @dataclass(slots=True)
@@ -186,9 +167,26 @@ class Predictor:
 
     # -- observation ---------------------------------------------------------------------------
 
+    mechanism = "generic-bbl"
+    has_rounds = True
+
+    @property
+    def point_dim(self) -> int:
+        return self.concept.point_dim
+
     @property
     def phase(self) -> Phase:
         return self._phase
+
+    @property
+    def capacity(self) -> int | None:
+        """Queries ``answer`` will consume before a transition is due: 0 when one is due (call
+        ``transition``), ``None`` when refusing (every query is consumed, refused)."""
+        if self._phase is Phase.TRANSITION_DUE:
+            return 0
+        if self._phase in phases.REFUSING:
+            return None
+        return self._round.spec.R - self._answered
 
     @property
     def round(self) -> int:
@@ -207,6 +205,10 @@ class Predictor:
         """Tops used in the current round. Private in the queries (it moves with any one query's
         outcome): do not publish it while the round runs (see docs/PRIVACY.md)."""
         return self._bt.tops
+
+    def round_info(self) -> RoundInfo:
+        spec = self._round.spec
+        return RoundInfo(answered=self._answered, allowed=spec.R, halt_cap=spec.c, tops=self._bt.tops)
 
     @property
     def ensemble(self) -> Ensemble:
@@ -252,22 +254,28 @@ class Predictor:
         if res.halted:
             self._phase = Phase.HALTED
             rest = n_in - res.answered
+            refusals = np.zeros(n_in, np.int8)
+            refusals[res.answered:] = Refusal.HALTED
             return Answers(
                 labels=np.concatenate([labels, np.full(rest, -1, np.int8)]),
                 outcomes=np.concatenate([res.outcomes, np.full(rest, bt.REFUSED, np.int8)]),
                 round=self._round.index,
                 consumed=n_in,
+                refusals=refusals,
             )
         if self._answered == spec.R:
             self._phase = Phase.TRANSITION_DUE
-        return Answers(labels=labels, outcomes=res.outcomes, round=self._round.index, consumed=n)
+        return Answers(labels=labels, outcomes=res.outcomes, round=self._round.index, consumed=n,
+                       refusals=np.zeros(n, np.int8))
 
     def _refusals(self, n: int) -> Answers:
+        code = Refusal.EXHAUSTED if self._phase is Phase.EXHAUSTED else Refusal.HALTED
         return Answers(
             labels=np.full(n, -1, np.int8),
             outcomes=np.full(n, bt.REFUSED, np.int8),
             round=self._round.index,
             consumed=n,
+            refusals=np.full(n, code, np.int8),
         )
 
     def transition(self) -> None:
@@ -301,6 +309,7 @@ class Predictor:
         xs = self.concept.validate_points(x)
         labels: list[NDArray[np.int8]] = []
         outcomes: list[NDArray[np.int8]] = []
+        refusals: list[NDArray[np.int8]] = []
         pos = 0
         while True:
             if self._phase is Phase.TRANSITION_DUE:
@@ -310,6 +319,7 @@ class Predictor:
             res = self.answer(xs[pos:])
             labels.append(res.labels)
             outcomes.append(res.outcomes)
+            refusals.append(res.refusals)
             pos += res.consumed
         empty = np.zeros(0, np.int8)
         return Answers(
@@ -317,6 +327,7 @@ class Predictor:
             outcomes=np.concatenate(outcomes) if outcomes else empty,
             round=self._round.index,
             consumed=pos,
+            refusals=np.concatenate(refusals) if refusals else empty,
         )
 
     # -- state -----------------------------------------------------------------------------------
@@ -365,13 +376,32 @@ class Predictor:
     def state(self) -> dict[str, Any]:
         """The whole predictor as plain values and numpy arrays (see ``engine.codec`` for bytes).
         Holds secrets (data and RNG state): store it like a key."""
+        return {**self.round_part(), "live": self.live_state()}
+
+    def round_part(self) -> dict[str, Any]:
+        """The checkpoint part fixed for the round (``engine.serving``): large, new at each transition."""
         return {
             "format": FORMAT,
             "concept": self.concept.to_spec(),
             "schedule": self.schedule.to_dict(),
             "round_state": self.round_state(),
-            "live": self.live_state(),
         }
+
+    def live_part(self) -> dict[str, Any]:
+        """The checkpoint part that changes with every query, without the reservoir's points
+        (``reservoir_points`` appends those)."""
+        return self.live_state(include_reservoir=False)
+
+    @classmethod
+    def from_parts(cls, round_part: dict[str, Any], live_part: dict[str, Any],
+                   reservoir: NDArray[np.float64] | None) -> Predictor:
+        """Inverse of (``round_part``, ``live_part``, ``reservoir_points(0, reservoir_filled)``)."""
+        pts = np.zeros(0) if reservoir is None else reservoir
+        try:
+            live = {**live_part, "reservoir_points": pts}
+            return cls.from_state({**round_part, "live": live})
+        except TypeError as exc:
+            raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
 
     @classmethod
     def from_state(cls, st: dict[str, Any]) -> Predictor:

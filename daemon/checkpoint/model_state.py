@@ -22,12 +22,12 @@ from daemon.checkpoint.blobs import BlobStore
 from daemon.errors import CorruptCheckpoint
 from engine import codec
 from engine.errors import CorruptState
-from engine.predictor import FORMAT, Predictor
+from engine.serving import Servable, restore
 
 
 @dataclass
 class Restored:
-    predictor: Predictor
+    predictor: Servable
     offsets: dict[int, int]
     meta: dict[str, Any]
 
@@ -41,18 +41,10 @@ class ModelCheckpointer:
     _res_written: int = 0
     saves: int = field(default=0)
 
-    async def save(self, p: Predictor, offsets: dict[int, int], meta: dict[str, Any] | None = None) -> None:
+    async def save(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any] | None = None) -> None:
         k = p.round
         if self._round_written != k:
-            st = p.state()
-            blob = codec.pack(
-                {
-                    "format": st["format"],
-                    "concept": st["concept"],
-                    "schedule": st["schedule"],
-                    "round_state": st["round_state"],
-                }
-            )
+            blob = codec.pack(p.round_part())
             await self.store.put(self.model, f"round-{k}", blob)
             self._round_written, self._round_digest, self._res_written = k, hashlib.sha256(blob).hexdigest(), 0
         filled = p.reservoir_filled
@@ -63,7 +55,7 @@ class ModelCheckpointer:
             await self.store.put(self.model, f"res-{k}-{self._res_written:015d}", chunk)
             self._res_written = filled
         live = {
-            "live": p.live_state(include_reservoir=False),
+            "live": p.live_part(),
             "offsets": {str(tp): int(o) for tp, o in offsets.items()},
             "round": k,
             "round_digest": self._round_digest,
@@ -86,18 +78,9 @@ class ModelCheckpointer:
             if rblob is None or hashlib.sha256(rblob).hexdigest() != live["round_digest"]:
                 raise CorruptCheckpoint(f"checkpoint of model {self.model}: round {k} is missing or does not match")
             rnd = codec.unpack(rblob)
-            if rnd.get("format") != FORMAT:
-                raise CorruptCheckpoint(f"checkpoint of model {self.model} was written by an incompatible version")
-            filled = int(live["live"]["reservoir_filled"])
+            filled = int(live["live"].get("reservoir_filled", 0))
             points = await self._reservoir(k, filled)
-            state = {
-                "format": rnd["format"],
-                "concept": rnd["concept"],
-                "schedule": rnd["schedule"],
-                "round_state": rnd["round_state"],
-                "live": {**live["live"], "reservoir_points": points},
-            }
-            p = Predictor.from_state(state)
+            p = restore(rnd, dict(live["live"]), points)
         except CorruptState as exc:
             raise CorruptCheckpoint(f"checkpoint of model {self.model}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:

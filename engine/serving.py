@@ -1,0 +1,137 @@
+"""What a served mechanism offers the daemon: one protocol, whatever the mechanism.
+
+The daemon never reads a mechanism's internals. It asks:
+  * ``capacity``: how many queries ``answer`` consumes before a transition is due (0: call
+    ``transition`` first; ``None``: unbounded, e.g. a refusing predictor or a fixed hypothesis);
+  * ``answer(x)``: labels, and per query a ``Refusal`` code saying why it was refused (if it was);
+  * ``transition()``: the CPU-heavy step between rounds (never due for a mechanism without rounds);
+  * the checkpoint split: ``round_part()`` (large, fixed until the next transition),
+    ``live_part()`` (small, changes with every query) and the append-only reservoir
+    (``reservoir_filled``, ``reservoir_points``); ``restore`` inverts them.
+
+Every part is a plain dict of values and numpy arrays tagged with its ``format``; ``restore``
+dispatches on that tag. The parts hold secrets (data, RNG state): store them like keys.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engine.errors import CorruptState
+from engine.phases import Phase
+
+
+class Refusal(enum.IntEnum):
+    """Why a query got no label (``Answers.refusals``); NONE for an answered query."""
+
+    NONE = 0
+    HALTED = 1
+    """The predictor failed: a round's halt test fired (or its hard cap was reached)."""
+    EXHAUSTED = 2
+    """The schedule has ended (a schedule that does not repeat its last round)."""
+
+    @property
+    def reason(self) -> str:
+        return _REASONS[self]
+
+
+_REASONS = {
+    Refusal.NONE: "",
+    Refusal.HALTED: "the predictor has failed (a round's halt budget was spent) and refuses every query",
+    Refusal.EXHAUSTED: "the schedule has ended; the predictor refuses every query",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """A mechanism's response to one ``answer`` call."""
+
+    labels: NDArray[np.int8]
+    """0 or 1 per consumed query, or -1 for a refusal (never a label computed from data)."""
+    outcomes: NDArray[np.int8]
+    """The mechanism's internal outcome per consumed query (BetweenThresholds: L=0, R=1, TOP=2,
+    refused=-1). Private diagnostics: top vs R is *not* part of the released label."""
+    round: int
+    """The round these queries were answered in (0 for a mechanism without rounds)."""
+    consumed: int
+    """How many queries of the batch were consumed (answered or refused). Fewer than given only
+    when a round ended inside the batch: call ``transition`` and resubmit the rest."""
+    refusals: NDArray[np.int8]
+    """Per consumed query, a ``Refusal`` code (0 where answered)."""
+
+    @property
+    def refused(self) -> NDArray[np.bool_]:
+        return self.labels < 0
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInfo:
+    """A round's counters, for a mechanism that has rounds (``Servable.round_info``)."""
+
+    answered: int
+    """Queries answered in the round so far (public: a count of queries)."""
+    allowed: int
+    """R_i: queries the round answers before its transition (public: from the schedule)."""
+    halt_cap: int
+    """c_i: the most tops the round may spend (public: from the schedule)."""
+    tops: int
+    """Tops spent so far. PRIVATE in the queries (it moves with any one query's outcome): never
+    publish it while the round runs, unless an operator chose to (``metrics.expose_halts_used``)."""
+
+
+@runtime_checkable
+class Servable(Protocol):
+    """The interface the daemon serves (``engine.predictor.Predictor``, the private learner)."""
+
+    @property
+    def mechanism(self) -> str:
+        """``generic-bbl`` or ``private-learner``: names the mechanism in logs, metrics and configs."""
+
+    @property
+    def has_rounds(self) -> bool:
+        """False for a mechanism that never transitions, halts or refuses (its round is always 0)."""
+
+    @property
+    def point_dim(self) -> int: ...
+
+    @property
+    def phase(self) -> Phase: ...
+
+    @property
+    def round(self) -> int: ...
+
+    @property
+    def capacity(self) -> int | None: ...
+
+    def round_info(self) -> RoundInfo | None:
+        """The round's counters (``None`` for a mechanism without rounds)."""
+
+    def answer(self, x: Any) -> Answers: ...
+
+    def transition(self) -> None: ...
+
+    def round_part(self) -> dict[str, Any]: ...
+
+    def live_part(self) -> dict[str, Any]: ...
+
+    @property
+    def reservoir_filled(self) -> int: ...
+
+    def reservoir_points(self, start: int, end: int) -> NDArray[np.float64]: ...
+
+
+def restore(round_part: dict[str, Any], live_part: dict[str, Any], reservoir: NDArray[np.float64] | None) -> Servable:
+    """Rebuild a served mechanism from its checkpoint parts. Raises ``CorruptState``."""
+    fmt = round_part.get("format") if isinstance(round_part, dict) else None
+    if not isinstance(fmt, str):
+        raise CorruptState("checkpoint part carries no format tag")
+    if fmt.startswith("everlast-engine/"):
+        from engine.predictor import Predictor
+
+        return Predictor.from_parts(round_part, live_part, reservoir)
+    raise CorruptState(f"checkpoint was written by an unknown mechanism or version ({fmt[:40]!r})")
