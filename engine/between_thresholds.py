@@ -1,23 +1,23 @@
-"""BetweenThresholds (Bun, Steinke, Ullman 2016), as in the paper's Appendix C.2, with
-Observation 2's extension to c top outcomes.
+"""A round's per-query mechanism on integer vote counts, for the two designs (engine.design).
 
-Database: the round's T classifiers F_i. Query for a point x: q_x(F_i) = (1/T) sum_t f_t(x), the
-*fraction* voting 1. (The paper's step 3(d)ii writes the sum without 1/T; Lemma C.3's sensitivity
-1/n needs the fraction, so we normalise. See docs/PRIVACY.md.)
+The database is the round's T classifiers; a query's count v_j is how many of them vote 1 (an
+integer in [0, T]; neighbouring training sets change one classifier, so every count moves by at
+most 1). Thresholds are the integers lo = ceil(T(1/2 - gamma)) and hi = floor(T(1/2 + gamma)), and
+every noise is an integer (exact discrete Laplace, engine.noise): every comparison below is exact
+integer arithmetic, so the mechanism is the one docs/PRIVACY.md analyses, not a float rounding of it.
 
-Noise, with eps' the instance's privacy parameter and n = T:
-  * threshold noise mu ~ Lap(2/(eps' T)), noisy thresholds t_l + mu and t_u - mu, drawn at the start
-    and afresh after every top (each top ends one BetweenThresholds instance; Observation 2
-    composes the c instances);
-  * query noise nu_j ~ Lap(6/(eps' T)), one per query.
-Outcome of c_j = q_j + nu_j: L if c_j < t_l + mu, else R if c_j > t_u - mu, else top. We evaluate it
-in the equivalent form "top iff mu <= s_j := min(c_j - t_l, t_u - c_j); else L iff c_j - t_l < mu;
-else R" (identical over the reals), because the slack s_j does not depend on mu: it is computed
-once per batch, and the loop only has to find, from each restart, the first query with s_j >= mu.
-After the c-th top the instance halts (GenericBBL step 3(d)iv: the predictor fails).
+**paper** (BetweenThresholds, Bun-Steinke-Ullman 2016 / the paper's Appendix C.2, with Observation
+2's c tops): threshold noise mu (redrawn after every top), per-query noise nu_j; the outcome is
+TOP if lo + mu <= v_j + nu_j <= hi - mu, L if v_j + nu_j < lo + mu, else R. Evaluated as "TOP iff
+s_j >= mu, with s_j = min(v_j + nu_j - lo, hi - v_j - nu_j); else L iff v_j + nu_j - lo < mu", which
+is the same over the integers and lets the loop search each restart's first top with no per-query
+Python step. The c-th top fails the round (after its query is answered).
 
-Tops are rare in honest traffic; the search window grows geometrically between tops and shrinks
-back after each, so an adversary that forces tops costs O(window) per top, not O(batch).
+**target-charged**: no threshold noise; the outcome is L if v_j + z_j < lo, R if v_j + z_j > hi, TOP
+otherwise. After each query (answered either way) the round fails if C_j + xi_j >= c0 + rho_h
+(AboveThreshold on the round's top count C) or C_j >= c (hard cap). Fully vectorized.
+
+GenericBBL answers 0 for L and 1 for R or TOP.
 """
 
 from __future__ import annotations
@@ -28,215 +28,119 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.design import NoisePlan
+
 L: int = 0
 R: int = 1
 TOP: int = 2
 REFUSED: int = -1
 
+I64 = NDArray[np.int64]
 _FIRST_WINDOW = 64
-
-
-def threshold_noise_scale(eps_bt: float, T: int) -> float:
-    """Scale of mu: 2 / (eps' T)."""
-    return 2.0 / (eps_bt * T)
-
-
-def query_noise_scale(eps_bt: float, T: int) -> float:
-    """Scale of nu_j: 6 / (eps' T)."""
-    return 6.0 / (eps_bt * T)
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """When the threshold noise restarts and when the round fails (engine.schedule policies).
-
-    Per query j, in this order: its outcome; the halting test (the query is answered either way);
-    the restart test (a fresh threshold noise for query j+1).
-      restarts "per-top": restart after every top.
-      restarts "private": restart when block_tops + zeta_j >= k0 + rho_r (no hard cap on a block's
-        tops: a cap that reads the hidden query's outcome re-opens the restart channel for a block the
-        adversary can pick, docs/PRIVACY.md 5.3; the schedule's block_cap is an accounting bound,
-        exceeded only on Lemma K's event, section 6.4)
-        (AboveThreshold on the block's top count; zeta_j ~ Lap(4/eps_r), rho_r ~ Lap(2/eps_r) drawn
-        with each threshold noise).
-      restarts "stateless": a fresh threshold noise before every query.
-      halting "paper" / "never": fail when round_tops >= c ("never" schedules have c >= R).
-      halting "noisy": fail when round_tops + xi_j >= c0 + rho_h (xi_j ~ Lap(4/eps_h), rho_h ~
-        Lap(2/eps_h) once per round), or round_tops >= c.
-    """
-
-    restarts: str = "per-top"
-    halting: str = "paper"
-    c: int = 1
-    k0: float = 0.0
-    c0: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
 class BTState:
-    """What BetweenThresholds carries from one query to the next within a round."""
+    """What a round carries from one query to the next."""
 
-    mu: float
-    """Threshold noise in force."""
-    rho_r: float = 0.0
-    """Noise of the private restart test's threshold (restarts "private")."""
-    block_tops: int = 0
-    """Tops since the last restart."""
     tops: int = 0
-    """Tops in the round."""
-    rho_h: float = 0.0
-    """Noise of the noisy halting test's threshold (halting "noisy")."""
+    """Tops in the round so far (C)."""
+    mu: int = 0
+    """paper: the threshold noise in force."""
+    rho_h: int = 0
+    """target-charged: the halting test's threshold noise (drawn once per round)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BTRun:
-    """Result of feeding a batch to BetweenThresholds."""
+    """The result of feeding a batch to the round."""
 
     outcomes: NDArray[np.int8]
-    """L / R / TOP for each query answered (length ``answered``)."""
+    """L / R / TOP per answered query (length ``answered``)."""
     answered: int
-    """Queries answered: the whole batch, or up to and including the one after which the round failed."""
+    """The whole batch, or up to and including the query after which the round failed."""
     state: BTState
-    """State after the batch."""
     halted: bool
-    """True if the round failed in this batch."""
-
-    @property
-    def mu(self) -> float:
-        return self.state.mu
-
-    @property
-    def tops(self) -> int:
-        return self.state.tops
 
 
-def run(
-    q: NDArray[np.float64],
-    nu: NDArray[np.float64],
-    *,
-    band: float,
-    state: BTState | None = None,
-    rules: Rules | None = None,
-    draw_restart: Callable[[], tuple[float, float]] | None = None,
-    mu_per_query: NDArray[np.float64] | None = None,
-    zeta: NDArray[np.float64] | None = None,
-    xi: NDArray[np.float64] | None = None,
-    # the paper's interface (per-top restarts, fail at the c-th top), kept for tests and peers:
-    mu: float | None = None,
-    tops: int = 0,
-    c: int | None = None,
-    draw_mu: Callable[[], float] | None = None,
-    restart_after_top: bool = True,
-) -> BTRun:
-    """Answer the queries with fractions ``q`` and query noise ``nu``, thresholds 1/2 -+ ``band``.
-
-    ``draw_restart`` returns the next (mu, rho_r) at each restart, in order (batch-invariant).
-    ``mu_per_query`` is the threshold noise of each query (restarts "stateless"); ``zeta`` and ``xi``
-    are the per-query noises of the restart and halting tests (required by "private" / "noisy").
-    """
-    if rules is None:  # the paper's interface
-        assert mu is not None and c is not None and draw_mu is not None
-        rules = Rules(restarts="per-top" if restart_after_top else "none", halting="paper", c=c)
-        state = BTState(mu=mu, tops=tops)
-        draw = draw_mu
-
-        def draw_restart_paper() -> tuple[float, float]:
-            return draw(), 0.0
-
-        draw_restart = draw_restart_paper
-    assert state is not None
-    n = q.size
-    t_l = 0.5 - band
-    above = (q + nu) - t_l  # c_j - t_l
-    slack = np.minimum(above, 2.0 * band - above)  # min(c_j - t_l, t_u - c_j)
-    if rules.restarts == "stateless":
-        assert mu_per_query is not None
-        return _run_stateless(above, slack, mu_per_query, state, rules, xi)
-    assert draw_restart is not None
-    mu_, rho_r, btops, ctops = state.mu, state.rho_r, state.block_tops, state.tops
-    tops_at: list[int] = []
-    restarts_at: list[int] = []  # query index after which a new threshold noise applies
-    mus = [mu_]
-    p, w = 0, _FIRST_WINDOW
-    halted = False
-    simple = rules.restarts == "per-top" and rules.halting != "noisy"
-    while p < n:
-        e = min(n, p + w)
-        if simple:  # the paper's design: the only events are tops
-            hits = np.flatnonzero(slack[p:e] >= mu_)
-            if hits.size == 0:
-                p, w = e, w * 2
-                continue
-            k = p + int(hits[0])
-            tops_at.append(k)
-            ctops += 1
-            p = k + 1
-            if ctops >= rules.c:
-                halted = True
-                break
-            mu_, rho_r = draw_restart()
-            mus.append(mu_)
-            restarts_at.append(k)
-            w = _FIRST_WINDOW
-            continue
-        is_top = slack[p:e] >= mu_
-        cum = np.cumsum(is_top, dtype=np.int64)
-        round_tops = ctops + cum
-        halt = round_tops >= rules.c
-        if rules.halting == "noisy":
-            assert xi is not None
-            halt |= round_tops + xi[p:e] >= rules.c0 + state.rho_h
-        if rules.restarts == "per-top":
-            restart = is_top
-        elif rules.restarts == "private":
-            assert zeta is not None
-            block = btops + cum
-            restart = block + zeta[p:e] >= rules.k0 + rho_r
-        else:  # "none": one threshold noise for the round (tests only)
-            restart = np.zeros(e - p, dtype=bool)
-        h = int(np.argmax(halt)) if halt.any() else -1
-        r_ = int(np.argmax(restart)) if restart.any() else -1
-        stop = h if h >= 0 and (r_ < 0 or h <= r_) else r_
-        last = stop if stop >= 0 else e - p - 1
-        tops_at.extend((p + np.flatnonzero(is_top[: last + 1])).tolist())
-        ctops += int(cum[last])
-        btops += int(cum[last])
-        p += last + 1
-        if stop >= 0 and stop == h:
-            halted = True
-            break
-        if stop >= 0:
-            mu_, rho_r = draw_restart()
-            mus.append(mu_)
-            restarts_at.append(p - 1)
-            btops = 0
-            w = _FIRST_WINDOW
-        else:
-            w *= 2
-    # the threshold noise in force at each answered query: piecewise constant between restarts
-    seg = np.diff(np.r_[0, np.asarray(restarts_at, dtype=np.int64) + 1, p])
-    mu_at = np.repeat(np.asarray(mus[: seg.size]), seg)
-    out = np.where(above[:p] < mu_at, L, R).astype(np.int8)
-    out[np.asarray(tops_at, dtype=np.int64)] = TOP
-    new = BTState(mu=mu_, rho_r=rho_r, block_tops=btops, tops=ctops, rho_h=state.rho_h)
-    return BTRun(out, p, new, halted)
+def outcomes_tct(v: I64, z: I64, plan: NoisePlan) -> NDArray[np.int8]:
+    """target-charged outcomes of counts ``v`` with noises ``z`` (no state)."""
+    w = v + z
+    return np.where(w < plan.lo, L, np.where(w > plan.hi, R, TOP)).astype(np.int8)
 
 
-def _run_stateless(above: NDArray[np.float64], slack: NDArray[np.float64], mus: NDArray[np.float64],
-                   state: BTState, rules: Rules, xi: NDArray[np.float64] | None) -> BTRun:
-    """Every query is its own BetweenThresholds instance with its own threshold noise."""
-    is_top = slack >= mus
-    out = np.where(above < mus, L, R).astype(np.int8)
-    out[is_top] = TOP
-    round_tops = state.tops + np.cumsum(is_top, dtype=np.int64)
-    halt = round_tops >= rules.c
-    if rules.halting == "noisy":
-        assert xi is not None
-        halt |= round_tops + xi >= rules.c0 + state.rho_h
+def run_tct(v: I64, z: I64, xi: I64, plan: NoisePlan, state: BTState) -> BTRun:
+    """target-charged: every query answered from its own noise; the noisy halting test on C."""
+    assert plan.c0 is not None
+    out = outcomes_tct(v, z, plan)
+    tops = state.tops + np.cumsum(out == TOP, dtype=np.int64)
+    halt = (tops + xi >= plan.c0 + state.rho_h) | (tops >= plan.c)
     if halt.any():
         k = int(np.argmax(halt)) + 1
-        return BTRun(out[:k], k, BTState(mu=float(mus[k - 1]), tops=int(round_tops[k - 1]), rho_h=state.rho_h),
-                     True)
-    tops = int(round_tops[-1]) if round_tops.size else state.tops
-    mu = float(mus[-1]) if mus.size else state.mu
-    return BTRun(out, out.size, BTState(mu=mu, tops=tops, rho_h=state.rho_h), False)
+        return BTRun(out[:k], k, BTState(tops=int(tops[k - 1]), rho_h=state.rho_h), True)
+    end = int(tops[-1]) if tops.size else state.tops
+    return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
+
+
+def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callable[[], int]) -> BTRun:
+    """paper: BetweenThresholds with a fresh threshold noise after every top, failing at the c-th.
+
+    ``next_mu`` returns the next threshold noise (called once per top that does not fail the round,
+    in order: batch-invariant).
+    """
+    n = v.size
+    above = v + nu - plan.lo  # v + nu - lo
+    slack = np.minimum(above, plan.band - above)  # min(v + nu - lo, hi - v - nu)
+    mu, tops = state.mu, state.tops
+    tops_at: list[int] = []
+    mus = [mu]
+    p, w = 0, _FIRST_WINDOW
+    halted = False
+    while p < n:
+        e = min(n, p + w)
+        hits = np.flatnonzero(slack[p:e] >= mu)
+        if hits.size == 0:
+            p, w = e, w * 2
+            continue
+        k = p + int(hits[0])
+        tops_at.append(k)
+        tops += 1
+        p = k + 1
+        if tops >= plan.c:
+            halted = True
+            break
+        mu = next_mu()
+        mus.append(mu)
+        w = _FIRST_WINDOW
+    # the threshold noise in force at each answered query: constant between tops
+    restarts = np.asarray(tops_at[: len(mus) - 1], dtype=np.int64)  # a failing top draws no new mu
+    seg = np.diff(np.r_[0, restarts + 1, p])
+    mu_at = np.repeat(np.asarray(mus, dtype=np.int64), seg)
+    out = np.where(above[:p] < mu_at, L, R).astype(np.int8)
+    out[np.asarray(tops_at, dtype=np.int64)] = TOP
+    return BTRun(out, p, BTState(tops=tops, mu=mu), halted)
+
+
+def reference(v: I64, noise: I64, plan: NoisePlan, state: BTState, *, xi: I64 | None = None,
+              next_mu: Callable[[], int] | None = None) -> BTRun:
+    """One query at a time, straight from the definitions in the module docstring: the
+    specification the vectorized functions above are tested against (never used to serve)."""
+    out: list[int] = []
+    tops, mu = state.tops, state.mu
+    for j in range(v.size):
+        c = int(v[j]) + int(noise[j])
+        if next_mu is None:  # target-charged
+            o = L if c < plan.lo else R if c > plan.hi else TOP
+        else:
+            o = TOP if plan.lo + mu <= c <= plan.hi - mu else L if c < plan.lo + mu else R
+        out.append(o)
+        tops += o == TOP
+        if next_mu is None:
+            assert xi is not None and plan.c0 is not None
+            if tops + int(xi[j]) >= plan.c0 + state.rho_h or tops >= plan.c:
+                return BTRun(np.asarray(out, np.int8), j + 1, BTState(tops=tops, rho_h=state.rho_h), True)
+        elif o == TOP:
+            if tops >= plan.c:
+                return BTRun(np.asarray(out, np.int8), j + 1, BTState(tops=tops, mu=mu), True)
+            mu = next_mu()
+    return BTRun(np.asarray(out, np.int8), v.size, BTState(tops=tops, mu=mu, rho_h=state.rho_h), False)

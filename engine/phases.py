@@ -1,11 +1,16 @@
-"""The predictor's life, in one table (like h11's ``_state.py``).
+"""The predictor's life, in one table (like h11's ``_state.py``): the table *assigns* the next phase.
 
-    ANSWERING --answer--> ANSWERING | TRANSITION_DUE (R_i answered) | HALTED (c_i-th top)
-    TRANSITION_DUE --transition--> ANSWERING (round i+1) | EXHAUSTED (schedule ended)
-    HALTED --answer--> HALTED            (every query refused, never answered from data)
-    EXHAUSTED --answer--> EXHAUSTED      (every query refused)
+    ANSWERING      --answer/answered-->   ANSWERING
+    ANSWERING      --answer/round_full--> TRANSITION_DUE   (R_i queries answered)
+    ANSWERING      --answer/halted-->     HALTED           (the round failed: every later query refused)
+    TRANSITION_DUE --transition/next-->   ANSWERING        (round i+1)
+    TRANSITION_DUE --transition/ended-->  EXHAUSTED        (a schedule that does not repeat its last round)
+    HALTED         --answer/refused-->    HALTED           (never answered from data again)
+    EXHAUSTED      --answer/refused-->    EXHAUSTED
+    any phase      --failure-->           ERROR            (a failure that could not be undone)
 
-Any other (phase, event) pair raises ``InvalidState`` naming the phase; the predictor is unchanged.
+In ERROR every call fails fast with ``InvalidState`` naming the phase (h11's sticky ERROR state).
+Any other (phase, event) pair raises ``InvalidState``; the predictor is unchanged.
 """
 
 from __future__ import annotations
@@ -20,22 +25,36 @@ class Phase(enum.StrEnum):
     TRANSITION_DUE = "transition_due"
     HALTED = "halted"
     EXHAUSTED = "exhausted"
+    ERROR = "error"
 
 
-LEGAL: dict[tuple[Phase, str], frozenset[Phase]] = {
-    (Phase.ANSWERING, "answer"): frozenset({Phase.ANSWERING, Phase.TRANSITION_DUE, Phase.HALTED}),
-    (Phase.HALTED, "answer"): frozenset({Phase.HALTED}),
-    (Phase.EXHAUSTED, "answer"): frozenset({Phase.EXHAUSTED}),
-    (Phase.TRANSITION_DUE, "transition"): frozenset({Phase.ANSWERING, Phase.EXHAUSTED}),
+TABLE: dict[tuple[Phase, str, str], Phase] = {
+    (Phase.ANSWERING, "answer", "answered"): Phase.ANSWERING,
+    (Phase.ANSWERING, "answer", "round_full"): Phase.TRANSITION_DUE,
+    (Phase.ANSWERING, "answer", "halted"): Phase.HALTED,
+    (Phase.TRANSITION_DUE, "transition", "next"): Phase.ANSWERING,
+    (Phase.TRANSITION_DUE, "transition", "ended"): Phase.EXHAUSTED,
+    (Phase.HALTED, "answer", "refused"): Phase.HALTED,
+    (Phase.EXHAUSTED, "answer", "refused"): Phase.EXHAUSTED,
 }
 
 REFUSING = frozenset({Phase.HALTED, Phase.EXHAUSTED})
+EVENTS = frozenset(e for (_, e, _) in TABLE)
 
 
-def check(phase: Phase, event: str) -> frozenset[Phase]:
-    """The phases ``event`` may lead to from ``phase``; raises if the event is illegal there."""
-    try:
-        return LEGAL[(phase, event)]
-    except KeyError:
+def check(phase: Phase, event: str) -> None:
+    """Raise ``InvalidState`` unless ``event`` may happen in ``phase``."""
+    if not any(p is phase and e == event for (p, e, _) in TABLE):
+        if phase is Phase.ERROR:
+            raise InvalidState(f"cannot {event}: the predictor is in phase error (an earlier call failed "
+                               "in a way that could not be undone); restore it from a checkpoint")
         hint = " (call transition() first)" if phase is Phase.TRANSITION_DUE else ""
-        raise InvalidState(f"cannot {event} in phase {phase.value}{hint}") from None
+        raise InvalidState(f"cannot {event} in phase {phase.value}{hint}")
+
+
+def fire(phase: Phase, event: str, outcome: str) -> Phase:
+    """The phase after ``event`` ended with ``outcome`` in ``phase`` (from the table)."""
+    try:
+        return TABLE[(phase, event, outcome)]
+    except KeyError:
+        raise InvalidState(f"no transition from phase {phase.value} on {event}/{outcome}") from None

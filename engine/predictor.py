@@ -3,24 +3,29 @@
 Feed it query arrays with ``answer``; when a round's R_i queries are answered it asks for
 ``transition`` (LabelBoost and refitting, a separate step so the daemon can run it off its event
 loop). Answers are a function of (state, query sequence) only: every random draw comes from a
-named stream consumed in a fixed order, so any split of a sequence into batches, and any
-save/restore in between, gives identical answers.
+stream of one (round, purpose) (``engine.design.generator``), consumed in canonical blocks
+(``engine.noise``), so any split of a sequence into batches, and any save/restore in between, gives
+identical answers.
 
 Round i (step 3):
   (a, b) S_i is cut into T_i chunks of lambda_i; one ERM classifier per chunk (``ConceptClass.fit``).
-  (c, d) BetweenThresholds on the votes answers R_i queries: label 0 on L, 1 on R or top; the
-         c_i-th top fails the predictor, which from then on refuses every query.
+  (c, d) each query's vote count goes through the design's mechanism (``engine.between_thresholds``
+         on integer counts with exact discrete noise; ``engine.design``): label 0 on L, 1 on R or top;
+         when the round fails, every later query is refused.
   (e, f) D-hat_i (m_D of the round's queries, reservoir) and S-hat_i (m_S points of S_i) go to
          LabelBoost; S_{i+1} is a random subset of lambda_{i+1} T_{i+1} of the relabeled D-hat_i.
 Round 1 takes S_1, a random subset of lambda_1 T_1 points of the training set (step 2); the
 training set itself is not kept.
 
-Every public method either succeeds or raises with the predictor unchanged.
+**Failures change nothing.** ``answer`` and ``transition`` compute into new values and commit them
+with plain assignments at the end: any exception (``MemoryError`` included) leaves the predictor
+byte-identical. If a commit ever left the state inconsistent (an invariant check fails), the
+predictor enters phase ERROR, in which every call raises ``InvalidState`` naming it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,74 +35,69 @@ from engine import between_thresholds as bt
 from engine import phases
 from engine.concepts import ConceptClass, Ensemble, from_spec
 from engine.concepts.base import check_labels
-from engine.errors import CorruptState, InvalidInput, TrainingSetTooSmall
+from engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
+from engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
 from engine.phases import Phase
 from engine.reservoir import Reservoir
-from engine.rng import Streams, laplace
+from engine.rng import root_entropy
 from engine.schedule import RoundSpec, Schedule
 from engine.serving import Answers, Refusal, RoundInfo
 
-FORMAT = "everlast-engine/3"
-"""/3: private restarts have no hard block cap (docs/PRIVACY.md 5.3); a /2 state would resume under
-a different mechanism, so it is refused."""
-MU_BLOCK = 64
+FORMAT = "everlast-engine/4"
+"""/4: exact discrete noise on integer counts, one stream per (round, purpose), the target-charged
+design; a /3 state ran a different mechanism, so it is refused."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Round:
     """Everything that is fixed for the duration of a round (written once per round)."""
 
     index: int
     spec: RoundSpec
+    plan: NoisePlan
     ensemble: Ensemble
     s_hat_x: NDArray[np.float64]
     s_hat_y: NDArray[np.int8]
+    positions: NDArray[np.int64]
+    """The round positions whose queries D-hat keeps (engine.reservoir)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Live:
+    """What changes with every query (committed by one assignment)."""
+
+    phase: Phase
+    answered: int
+    bt: bt.BTState
+    noise: RoundNoise
+    filled: int
+    """Reservoir points collected (rows >= filled of the points array are scratch)."""
 
 
 class Predictor:
     """The GenericBBL private everlasting predictor. Build with ``create`` or ``from_state``."""
 
-    __slots__ = (
-        "_answered", "_bt", "_mu_units", "_phase", "_reservoir", "_round", "concept", "schedule", "streams",
-    )
+    __slots__ = ("_live", "_points", "_round", "concept", "entropy", "schedule")
 
-    def __init__(
-        self,
-        concept: ConceptClass,
-        schedule: Schedule,
-        streams: Streams,
-        rnd: _Round,
-        reservoir: Reservoir,
-        *,
-        phase: Phase,
-        answered: int,
-        bt_state: bt.BTState,
-        mu_units: NDArray[np.float64],
-    ) -> None:
+    mechanism = "generic-bbl"
+    has_rounds = True
+
+    def __init__(self, concept: ConceptClass, schedule: Schedule, entropy: int, rnd: _Round,
+                 points: NDArray[np.float64], live: _Live) -> None:
         self.concept = concept
         self.schedule = schedule
-        self.streams = streams
+        self.entropy = entropy  # the root of every stream: a secret
         self._round = rnd
-        self._reservoir = reservoir
-        self._phase = phase
-        self._answered = answered
-        self._bt = bt_state
-        self._mu_units = mu_units  # pre-drawn Lap(1) threshold-stream units, consumed front to back
+        self._points = points
+        self._live = live
 
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
-    def create(
-        cls,
-        concept: ConceptClass,
-        schedule: Schedule,
-        x: Any,
-        y: Any,
-        seed: int | None = None,
-    ) -> Predictor:
+    def create(cls, concept: ConceptClass, schedule: Schedule, x: Any, y: Any, seed: int | None = None) -> Predictor:
         """Step 2: draw S_1 from the training set (x, y) and start round 1.
 
-        Raises ``InvalidInput`` (empty, NaN/inf, wrong dimension, labels not in {0,1}) or
+        Raises ``InvalidInput`` (empty, NaN/inf, wrong dimension or type, labels not in {0,1}) or
         ``TrainingSetTooSmall`` (fewer than lambda_1 T_1 examples; the error says how many).
         ``seed=None`` takes the root entropy from the OS.
         """
@@ -109,66 +109,17 @@ class Predictor:
         need = schedule.initial_size
         if n < need:
             raise TrainingSetTooSmall(n, need)
-        streams = Streams.from_seed(seed)
-        pick = streams["sampling"].choice(n, size=need, replace=False)
-        return cls._start_round(concept, schedule, streams, 1, xs[pick], ys[pick])
-
-    @classmethod
-    def _start_round(
-        cls,
-        concept: ConceptClass,
-        schedule: Schedule,
-        streams: Streams,
-        index: int,
-        sx: NDArray[np.float64],
-        sy: NDArray[np.int8],
-    ) -> Predictor:
-        """Steps 3(a)-(c) for round ``index`` on its labeled set (already in random order)."""
-        spec = schedule.spec(index)
-        assert spec is not None and sx.shape[0] == spec.labeled_size  # guaranteed by validate()
-        chunk_shape = (spec.T, spec.lam, *sx.shape[1:])
-        ensemble = concept.fit(sx.reshape(chunk_shape), sy.reshape(spec.T, spec.lam))
-        g = streams["sampling"]
-        hat = g.choice(spec.labeled_size, size=spec.m_S, replace=False)
-        reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
-        rnd = _Round(index, spec, ensemble, sx[hat].copy(), sy[hat].copy())
-        p = cls(concept, schedule, streams, rnd, reservoir, phase=Phase.ANSWERING, answered=0,
-                bt_state=bt.BTState(mu=0.0), mu_units=np.zeros(0))
-        mu, rho_r = p._draw_restart()
-        rho_h = 2.0 / spec.halt_eps * p._unit() if schedule.halting == "noisy" and spec.halt_eps else 0.0
-        p._bt = bt.BTState(mu=mu, rho_r=rho_r, rho_h=rho_h)
-        return p
-
-    def _unit(self) -> float:
-        """Next Lap(1) draw of the threshold stream, taken in blocks of ``MU_BLOCK``: refills happen
-        at the same points of the draw sequence however queries are batched (batch invariance);
-        the unused part of the block is part of the state."""
-        if self._mu_units.size == 0:
-            self._mu_units = laplace(self.streams["threshold_noise"], 1.0, MU_BLOCK)
-        unit, self._mu_units = float(self._mu_units[0]), self._mu_units[1:]
-        return unit
-
-    def _draw_restart(self) -> tuple[float, float]:
-        """A fresh threshold noise mu ~ Lap(2/(eps' T)) and, for private restarts, the restart test's
-        threshold noise rho_r ~ Lap(2/eps_r), in that order."""
-        spec = self._round.spec
-        mu = bt.threshold_noise_scale(spec.eps_bt, spec.T) * self._unit()
-        rho = 0.0
-        if self.schedule.restarts == "private" and spec.restart_eps:
-            rho = 2.0 / spec.restart_eps * self._unit()
-        return mu, rho
-
-    def _rules(self) -> bt.Rules:
-        spec, sch = self._round.spec, self.schedule
-        return bt.Rules(
-            restarts=sch.restarts, halting=sch.halting, c=spec.c,
-            k0=spec.restart_threshold or 0.0, c0=spec.halt_threshold or 0.0,
-        )
+        entropy = root_entropy(seed)
+        g = generator(entropy, 1, Purpose.SAMPLING)
+        pick = g.choice(n, size=need, replace=False)
+        rnd, points, live = _start_round(concept, schedule, entropy, 1, xs[pick], ys[pick], g)
+        return cls(concept, schedule, entropy, rnd, points, live)
 
     # -- observation ---------------------------------------------------------------------------
 
-    mechanism = "generic-bbl"
-    has_rounds = True
+    @property
+    def design(self) -> Design:
+        return self.schedule.design
 
     @property
     def point_dim(self) -> int:
@@ -176,17 +127,18 @@ class Predictor:
 
     @property
     def phase(self) -> Phase:
-        return self._phase
+        return self._live.phase
 
     @property
     def capacity(self) -> int | None:
         """Queries ``answer`` will consume before a transition is due: 0 when one is due (call
         ``transition``), ``None`` when refusing (every query is consumed, refused)."""
-        if self._phase is Phase.TRANSITION_DUE:
+        ph = self._live.phase
+        if ph is Phase.TRANSITION_DUE or ph is Phase.ERROR:
             return 0
-        if self._phase in phases.REFUSING:
+        if ph in phases.REFUSING:
             return None
-        return self._round.spec.R - self._answered
+        return self._round.spec.R - self._live.answered
 
     @property
     def round(self) -> int:
@@ -197,26 +149,32 @@ class Predictor:
         return self._round.spec
 
     @property
+    def plan(self) -> NoisePlan:
+        """The exact integers and noise scales of the current round (``engine.design.noise_plan``)."""
+        return self._round.plan
+
+    @property
     def answered_in_round(self) -> int:
-        return self._answered
+        return self._live.answered
 
     @property
     def tops_in_round(self) -> int:
         """Tops used in the current round. Private in the queries (it moves with any one query's
         outcome): do not publish it while the round runs (see docs/PRIVACY.md)."""
-        return self._bt.tops
+        return self._live.bt.tops
 
     def round_info(self) -> RoundInfo:
         spec = self._round.spec
-        return RoundInfo(answered=self._answered, allowed=spec.R, halt_cap=spec.c, tops=self._bt.tops)
+        return RoundInfo(answered=self._live.answered, allowed=spec.R, halt_cap=spec.c, tops=self._live.bt.tops)
 
     @property
     def ensemble(self) -> Ensemble:
         return self._round.ensemble
 
     @property
-    def threshold_noise(self) -> float:
-        return self._bt.mu
+    def threshold_noise(self) -> int:
+        """The paper design's threshold noise in force (diagnostics only: a secret)."""
+        return self._live.bt.mu
 
     # -- events --------------------------------------------------------------------------------
 
@@ -224,184 +182,164 @@ class Predictor:
         """Answer queries in order (step 3(d)). Consumes the whole batch unless the round ends
         inside it. In a refusing phase every query is refused (label -1), never answered from data.
 
-        Raises ``InvalidInput`` for a malformed batch and ``InvalidState`` when a transition is
-        due; in both cases nothing changed.
+        Raises ``InvalidInput`` for a malformed batch, ``InvalidState`` when a transition is due or
+        in phase ERROR; on any exception the predictor is unchanged.
         """
-        phases.check(self._phase, "answer")
+        live = self._live
+        phases.check(live.phase, "answer")
         xs = self.concept.validate_points(x)
         n_in = xs.shape[0]
-        if self._phase in phases.REFUSING:
-            return self._refusals(n_in)
-        spec = self._round.spec
-        n = min(n_in, spec.R - self._answered)
+        if live.phase in phases.REFUSING:
+            return self._refusals(n_in, live.phase)
+        rnd, spec = self._round, self._round.spec
+        n = min(n_in, spec.R - live.answered)
         xb = xs[:n]
-        q = self._round.ensemble.votes(xb).astype(np.float64) / spec.T
-        nu = laplace(self.streams["query_noise"], bt.query_noise_scale(spec.eps_bt, spec.T), n)
-        sch = self.schedule
-        zeta = xi = mus = None
-        if sch.restarts == "private":
-            zeta = laplace(self.streams["restart_test"], 4.0 / (spec.restart_eps or 1.0), n)
-        if sch.halting == "noisy":
-            xi = laplace(self.streams["halt_test"], 4.0 / (spec.halt_eps or 1.0), n)
-        if sch.restarts == "stateless":
-            mus = laplace(self.streams["threshold_noise"], bt.threshold_noise_scale(spec.eps_bt, spec.T), n)
-        res = bt.run(q, nu, band=spec.band, state=self._bt, rules=self._rules(), draw_restart=self._draw_restart,
-                     mu_per_query=mus, zeta=zeta, xi=xi)
-        self._reservoir.offer(self._answered, xb[: res.answered])
-        self._answered += res.answered
-        self._bt = res.state
-        labels = np.where(res.outcomes == bt.L, 0, 1).astype(np.int8)
-        if res.halted:
-            self._phase = Phase.HALTED
-            rest = n_in - res.answered
-            refusals = np.zeros(n_in, np.int8)
-            refusals[res.answered:] = Refusal.HALTED
-            return Answers(
-                labels=np.concatenate([labels, np.full(rest, -1, np.int8)]),
-                outcomes=np.concatenate([res.outcomes, np.full(rest, bt.REFUSED, np.int8)]),
-                round=self._round.index,
-                consumed=n_in,
-                refusals=refusals,
-            )
-        if self._answered == spec.R:
-            self._phase = Phase.TRANSITION_DUE
-        return Answers(labels=labels, outcomes=res.outcomes, round=self._round.index, consumed=n,
-                       refusals=np.zeros(n, np.int8))
+        votes = rnd.ensemble.votes(xb)
+        a, b, noise = live.noise.per_query(n)
+        if self.design.target_charged:
+            assert b is not None
+            res = bt.run_tct(votes, a, b, rnd.plan, live.bt)
+        else:
+            box = [noise]
 
-    def _refusals(self, n: int) -> Answers:
-        code = Refusal.EXHAUSTED if self._phase is Phase.EXHAUSTED else Refusal.HALTED
-        return Answers(
-            labels=np.full(n, -1, np.int8),
-            outcomes=np.full(n, bt.REFUSED, np.int8),
-            round=self._round.index,
-            consumed=n,
-            refusals=np.full(n, code, np.int8),
-        )
+            def next_mu() -> int:
+                mu, box[0] = box[0].next_threshold()
+                return mu
+
+            res = bt.run_paper(votes, a, rnd.plan, live.bt, next_mu)
+            noise = box[0]
+        if res.answered < n:  # the round failed inside the batch: the streams stop at its last query
+            _, _, noise = live.noise.per_query(res.answered)
+            if not self.design.target_charged:
+                noise = replace(noise, threshold=box[0].threshold)
+        filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb[: res.answered])
+        answered = live.answered + res.answered
+        outcome = "halted" if res.halted else "round_full" if answered == spec.R else "answered"
+        new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled)
+        labels = np.where(res.outcomes == bt.L, 0, 1).astype(np.int8)
+        refusals = np.zeros(res.answered, np.int8)
+        outcomes = res.outcomes
+        consumed = n
+        if res.halted:  # the rest of the batch is refused
+            rest = n_in - res.answered
+            labels = np.concatenate([labels, np.full(rest, -1, np.int8)])
+            outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
+            refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
+            consumed = n_in
+        out = Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed, refusals=refusals)
+        self._live = new  # commit
+        return out
+
+    def _refusals(self, n: int, phase: Phase) -> Answers:
+        code = Refusal.EXHAUSTED if phase is Phase.EXHAUSTED else Refusal.HALTED
+        return Answers(labels=np.full(n, -1, np.int8), outcomes=np.full(n, bt.REFUSED, np.int8),
+                       round=self._round.index, consumed=n, refusals=np.full(n, code, np.int8))
 
     def transition(self) -> None:
         """Steps 3(e)-(g) and the start of the next round: LabelBoost on S-hat_i o D-hat_i, draw
         S_{i+1} from the relabeled D-hat_i, refit. CPU-heavy; touches no I/O. Raises
-        ``InvalidState`` unless a transition is due."""
-        phases.check(self._phase, "transition")
-        rnd = self._round
+        ``InvalidState`` unless a transition is due; on any exception the predictor is unchanged."""
+        live, rnd = self._live, self._round
+        phases.check(live.phase, "transition")
         nxt = self.schedule.spec(rnd.index + 1)
         if nxt is None:
-            self._phase = Phase.EXHAUSTED
+            self._live = replace(live, phase=phases.fire(live.phase, "transition", "ended"))
             return
-        g = self.streams["sampling"]
-        d_hat = self._reservoir.contents()
+        g = generator(self.entropy, rnd.index + 1, Purpose.SAMPLING)
+        d_hat = self._points[: live.filled]
         lb = self.concept.labelboost(rnd.s_hat_x, rnd.s_hat_y, d_hat, g)
         pick = g.choice(d_hat.shape[0], size=nxt.labeled_size, replace=False)
-        new = Predictor._start_round(
-            self.concept, self.schedule, self.streams, rnd.index + 1, d_hat[pick], lb.labels_unlabeled[pick]
-        )
-        # adopt the new round in place (the streams object is shared and already advanced)
-        self._round = new._round
-        self._reservoir = new._reservoir
-        self._phase = Phase.ANSWERING
-        self._answered = 0
-        self._bt = new._bt
-        self._mu_units = new._mu_units
+        new_round, points, new_live = _start_round(self.concept, self.schedule, self.entropy, rnd.index + 1,
+                                                   d_hat[pick], lb.labels_unlabeled[pick], g)
+        new_live = replace(new_live, phase=phases.fire(live.phase, "transition", "next"))
+        self._round, self._points, self._live = new_round, points, new_live  # commit
+        self._check_invariants()
+
+    def _check_invariants(self) -> None:
+        live, spec = self._live, self._round.spec
+        ok = (self._round.ensemble.size == spec.T and 0 <= live.answered <= spec.R
+              and 0 <= live.filled <= self._round.positions.size)
+        if not ok:
+            self._live = replace(live, phase=Phase.ERROR)
+            raise InvalidState("the predictor's state is inconsistent after a transition; it entered phase error")
 
     def answer_all(self, x: Any) -> Answers:
         """Convenience for in-process use (simulations, tests): answer a whole sequence, running
         transitions as rounds end. ``round`` of the result is the round of the last query."""
         xs = self.concept.validate_points(x)
-        labels: list[NDArray[np.int8]] = []
-        outcomes: list[NDArray[np.int8]] = []
-        refusals: list[NDArray[np.int8]] = []
+        parts: list[Answers] = []
         pos = 0
         while True:
-            if self._phase is Phase.TRANSITION_DUE:
+            if self._live.phase is Phase.TRANSITION_DUE:
                 self.transition()
             if pos >= xs.shape[0]:
                 break
             res = self.answer(xs[pos:])
-            labels.append(res.labels)
-            outcomes.append(res.outcomes)
-            refusals.append(res.refusals)
+            parts.append(res)
             pos += res.consumed
         empty = np.zeros(0, np.int8)
-        return Answers(
-            labels=np.concatenate(labels) if labels else empty,
-            outcomes=np.concatenate(outcomes) if outcomes else empty,
-            round=self._round.index,
-            consumed=pos,
-            refusals=np.concatenate(refusals) if refusals else empty,
-        )
+
+        def cat(name: str) -> NDArray[np.int8]:
+            return np.concatenate([getattr(p, name) for p in parts]) if parts else empty
+
+        return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=self._round.index,
+                       consumed=pos, refusals=cat("refusals"))
 
     # -- state -----------------------------------------------------------------------------------
-
-    def round_state(self) -> dict[str, Any]:
-        """What is fixed for the round (classifiers, S-hat, reservoir positions): large, changes
-        only at a transition."""
-        r = self._round
-        return {
-            "index": r.index,
-            "ensemble": r.ensemble.to_arrays(),
-            "s_hat_x": r.s_hat_x,
-            "s_hat_y": r.s_hat_y,
-            "reservoir_positions": self._reservoir.positions,
-        }
 
     @property
     def reservoir_filled(self) -> int:
         """Queries of the round kept for D-hat so far (append-only within a round)."""
-        return self._reservoir.filled
+        return self._live.filled
 
     def reservoir_points(self, start: int, end: int) -> NDArray[np.float64]:
         """D-hat points [start, end) in arrival order: what an incremental checkpoint appends."""
-        return self._reservoir.contents()[start:end].copy()
-
-    def live_state(self, include_reservoir: bool = True) -> dict[str, Any]:
-        """What changes with every query: counters, threshold noise, random streams and (unless
-        ``include_reservoir`` is false) the reservoir points collected so far."""
-        st: dict[str, Any] = {
-            "round": self._round.index,
-            "phase": self._phase.value,
-            "answered": self._answered,
-            "tops": self._bt.tops,
-            "mu": self._bt.mu,
-            "rho_r": self._bt.rho_r,
-            "block_tops": self._bt.block_tops,
-            "rho_h": self._bt.rho_h,
-            "mu_units": self._mu_units,
-            "streams": self.streams.state(),
-            "reservoir_filled": self._reservoir.filled,
-        }
-        if include_reservoir:
-            st["reservoir_points"] = self._reservoir.contents()
-        return st
-
-    def state(self) -> dict[str, Any]:
-        """The whole predictor as plain values and numpy arrays (see ``engine.codec`` for bytes).
-        Holds secrets (data and RNG state): store it like a key."""
-        return {**self.round_part(), "live": self.live_state()}
+        return self._points[start : min(end, self._live.filled)].copy()
 
     def round_part(self) -> dict[str, Any]:
         """The checkpoint part fixed for the round (``engine.serving``): large, new at each transition."""
+        r = self._round
         return {
             "format": FORMAT,
             "concept": self.concept.to_spec(),
             "schedule": self.schedule.to_dict(),
-            "round_state": self.round_state(),
+            "round_state": {
+                "index": r.index,
+                "ensemble": r.ensemble.to_arrays(),
+                "s_hat_x": r.s_hat_x,
+                "s_hat_y": r.s_hat_y,
+                "reservoir_positions": r.positions,
+            },
         }
 
     def live_part(self) -> dict[str, Any]:
-        """The checkpoint part that changes with every query, without the reservoir's points
-        (``reservoir_points`` appends those)."""
-        return self.live_state(include_reservoir=False)
+        """The checkpoint part that changes with every query (without the reservoir's points:
+        ``reservoir_points`` appends those). Holds the root entropy: a secret."""
+        live = self._live
+        return {
+            "round": self._round.index,
+            "phase": live.phase.value,
+            "answered": live.answered,
+            "tops": live.bt.tops,
+            "mu": live.bt.mu,
+            "rho_h": live.bt.rho_h,
+            "noise": live.noise.to_dict(),
+            "entropy": format(self.entropy, "x"),
+            "reservoir_filled": live.filled,
+        }
+
+    def state(self) -> dict[str, Any]:
+        """The whole predictor as plain values and numpy arrays (see ``engine.codec`` for bytes).
+        Holds secrets (data and randomness): store it like a key."""
+        return {**self.round_part(), "live": {**self.live_part(), "reservoir_points": self.reservoir_points(
+            0, self._live.filled)}}
 
     @classmethod
     def from_parts(cls, round_part: dict[str, Any], live_part: dict[str, Any],
                    reservoir: NDArray[np.float64] | None) -> Predictor:
         """Inverse of (``round_part``, ``live_part``, ``reservoir_points(0, reservoir_filled)``)."""
         pts = np.zeros(0) if reservoir is None else reservoir
-        try:
-            live = {**live_part, "reservoir_points": pts}
-            return cls.from_state({**round_part, "live": live})
-        except TypeError as exc:
-            raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
+        return cls.from_state({**round_part, "live": {**live_part, "reservoir_points": pts}})
 
     @classmethod
     def from_state(cls, st: dict[str, Any]) -> Predictor:
@@ -412,36 +350,61 @@ class Predictor:
             concept = from_spec(st["concept"])
             schedule = Schedule.from_dict(st["schedule"])
             rs, live = st["round_state"], st["live"]
-            if int(rs["index"]) != int(live["round"]):
-                raise CorruptState("round state and live state belong to different rounds")
             index = int(rs["index"])
+            if index != int(live["round"]):
+                raise CorruptState("round state and live state belong to different rounds")
             spec = schedule.spec(index)
             if spec is None:
                 raise CorruptState("state's round lies beyond its schedule")
+            plan = noise_plan(schedule.design, spec)
             ensemble = concept.ensemble_from_arrays(dict(rs["ensemble"]))
             positions = np.asarray(rs["reservoir_positions"], dtype=np.int64)
-            points = np.asarray(live["reservoir_points"], dtype=np.float64)
-            if points.shape[0] != int(live.get("reservoir_filled", points.shape[0])):
+            got = np.asarray(live["reservoir_points"], dtype=np.float64)
+            filled = int(live["reservoir_filled"])
+            shape = (positions.size,) if concept.point_dim == 1 else (positions.size, concept.point_dim)
+            if filled != got.shape[0] or filled > positions.size:
                 raise CorruptState("reservoir points do not match the recorded count")
-            reservoir = Reservoir.from_dict(
-                {"positions": positions, "points": points, "filled": points.shape[0]}, concept.point_dim
-            )
-            rnd = _Round(
-                index, spec, ensemble,
-                np.asarray(rs["s_hat_x"], dtype=np.float64), np.asarray(rs["s_hat_y"], dtype=np.int8),
-            )
-            pred = cls(
-                concept, schedule, Streams.from_state(dict(live["streams"])), rnd, reservoir,
-                phase=Phase(live["phase"]), answered=int(live["answered"]),
-                bt_state=bt.BTState(mu=float(live["mu"]), rho_r=float(live["rho_r"]),
-                                    block_tops=int(live["block_tops"]), tops=int(live["tops"]),
-                                    rho_h=float(live["rho_h"])),
-                mu_units=np.asarray(live["mu_units"], dtype=np.float64),
-            )
+            points = np.zeros(shape, dtype=np.float64)
+            points[:filled] = got.reshape((filled, *shape[1:]))
+            rnd = _Round(index, spec, plan, ensemble, np.asarray(rs["s_hat_x"], dtype=np.float64),
+                         np.asarray(rs["s_hat_y"], dtype=np.int8), positions)
+            noise = RoundNoise.from_dict(schedule.design, plan, dict(live["noise"]))
+            state = bt.BTState(tops=int(live["tops"]), mu=int(live["mu"]), rho_h=int(live["rho_h"]))
+            new_live = _Live(Phase(live["phase"]), int(live["answered"]), state, noise, filled)
+            entropy = int(str(live["entropy"]), 16)
         except CorruptState:
             raise
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, InvalidSchedule) as exc:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
-        if ensemble.size != spec.T or not 0 <= pred._answered <= spec.R or not 0 <= pred._bt.tops <= spec.c:
+        if ensemble.size != spec.T or not 0 <= new_live.answered <= spec.R or not 0 <= state.tops <= spec.c:
             raise CorruptState("state's counters do not fit its schedule")
-        return pred
+        return cls(concept, schedule, entropy, rnd, points, new_live)
+
+
+def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index: int, sx: NDArray[np.float64],
+                 sy: NDArray[np.int8], g: np.random.Generator) -> tuple[_Round, NDArray[np.float64], _Live]:
+    """Steps 3(a)-(c) for round ``index`` on its labeled set (already in random order); ``g`` is the
+    round's sampling stream (already used for what formed S_index)."""
+    spec = schedule.spec(index)
+    if spec is None or sx.shape[0] != spec.labeled_size:
+        raise InvalidSchedule(f"round {index} cannot be formed from {sx.shape[0]} labeled points")
+    plan = noise_plan(schedule.design, spec)
+    chunk_shape = (spec.T, spec.lam, *sx.shape[1:])
+    ensemble = concept.fit(sx.reshape(chunk_shape), sy.reshape(spec.T, spec.lam))
+    hat = g.choice(spec.labeled_size, size=spec.m_S, replace=False)
+    reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
+    rnd = _Round(index, spec, plan, ensemble, sx[hat].copy(), sy[hat].copy(), reservoir.positions)
+    noise, first = RoundNoise.start(schedule.design, plan, entropy, index)
+    state = bt.BTState(rho_h=first) if schedule.design.target_charged else bt.BTState(mu=first)
+    return rnd, reservoir.points, _Live(Phase.ANSWERING, 0, state, noise, 0)
+
+
+def _offer(points: NDArray[np.float64], positions: NDArray[np.int64], filled: int, start: int,
+           x: NDArray[np.float64]) -> int:
+    """Write the queries at round positions start, start+1, ... that D-hat keeps into rows >= filled
+    of ``points`` (scratch until committed) and return the new fill count."""
+    lo = int(np.searchsorted(positions, start, side="left"))
+    hi = int(np.searchsorted(positions, start + x.shape[0], side="left"))
+    if hi > lo:
+        points[filled : filled + hi - lo] = x[positions[lo:hi] - start]
+    return filled + max(hi - lo, 0)

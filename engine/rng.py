@@ -1,15 +1,14 @@
-"""Replayable randomness: one root seed, one independent PCG64 stream per purpose.
+"""Replayable randomness: encoding of PCG64 states, the root entropy, and the float Laplace
+sampler the *peers* use.
 
-Why separate streams: answers must not depend on how a query sequence is cut into batches.
-Each stream is consumed in a fixed order (one query-noise draw per answered query, one
-threshold-noise draw per restart, sampling draws only at round boundaries), so the state after
-n queries is the same however they were batched. PCG64's doubles take one 64-bit output each with
-no buffering, so a vector draw of size n equals n scalar draws.
+The engine's own noise is exact discrete Laplace (``engine.noise``), drawn from one PCG64 stream per
+(round, purpose) derived from the root entropy (``engine.design.generator``). PCG64's 128-bit state
+integers are encoded as hex strings so any codec (msgpack, JSON) can carry them.
 
-State is a plain dict with a type tag; PCG64's 128-bit integers are encoded as hex strings so any
-codec (msgpack, JSON) can carry them.
+``laplace`` (inverse CDF on a 52-bit grid) is kept only for the peers of ``peers/`` (the
+alternatives the comparison runs): it is NOT the engine's noise, and the floating-point caveat of
+Mironov (2012) applies to it.
 """
-
 from __future__ import annotations
 
 from typing import Any
@@ -19,36 +18,17 @@ from numpy.typing import NDArray
 
 from engine.errors import CorruptState
 
-STREAMS = ("query_noise", "threshold_noise", "sampling", "restart_test", "halt_test")
-"""Named streams, spawned in this order from the root SeedSequence (order is part of the format)."""
 
-
-class Streams:
-    """The predictor's random streams."""
-
-    __slots__ = ("gens",)
-
-    def __init__(self, gens: dict[str, np.random.Generator]) -> None:
-        self.gens = gens
-
-    @classmethod
-    def from_seed(cls, seed: int | None) -> Streams:
-        """``seed=None`` draws the root entropy from the OS (numpy's SeedSequence)."""
-        root = np.random.SeedSequence(seed)
-        children = root.spawn(len(STREAMS))
-        return cls({name: np.random.Generator(np.random.PCG64(ss)) for name, ss in zip(STREAMS, children, strict=True)})
-
-    def __getitem__(self, name: str) -> np.random.Generator:
-        return self.gens[name]
-
-    def state(self) -> dict[str, Any]:
-        return {name: encode_pcg64(g) for name, g in self.gens.items()}
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Streams:
-        if set(state) != set(STREAMS):
-            raise CorruptState("random streams do not match this engine version")
-        return cls({name: decode_pcg64(state[name]) for name in STREAMS})
+def root_entropy(seed: int | None) -> int:
+    """The predictor's root entropy: ``seed`` itself, or 128 bits from the OS (numpy's
+    SeedSequence). Every stream is derived from it (``engine.design.generator``): it is a secret."""
+    if seed is None:
+        ent = np.random.SeedSequence().entropy
+        assert isinstance(ent, int)
+        return ent
+    if seed < 0:
+        raise ValueError("a seed must be a non-negative integer")
+    return int(seed)
 
 
 def encode_pcg64(g: np.random.Generator) -> dict[str, Any]:

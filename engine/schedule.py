@@ -17,32 +17,15 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from engine.design import DEFAULT, PAPER, Design, integral, noise_plan
 from engine.errors import InvalidSchedule
 
-HaltingPolicy = Literal["paper", "never", "noisy"]
-"""When a round fails (docs/PRIVACY.md, "query privacy"):
-``paper``: at the c_i-th top (step 3(d)iv; leaks the hidden query's outcome when c_i < R_i);
-``never``: c_i > R_i is required, so no round can fail (even if all R_i queries are tops);
-``noisy``: an AboveThreshold test on the round's top count (threshold ``halt_threshold``, privacy
-``halt_eps``) decides, with c_i as a hard cap."""
-
-RestartPolicy = Literal["per-top", "private", "stateless"]
-"""When BetweenThresholds draws a fresh threshold noise:
-``per-top``: after every top (Observation 2; leaks through the restart channel);
-``private``: when an AboveThreshold test on the current block's top count fires (threshold
-``restart_threshold``, privacy ``restart_eps``); ``block_cap`` bounds the tops a block is charged for;
-``stateless``: before every query (each query is its own BetweenThresholds instance)."""
-
-DEFAULT_DESIGN: tuple[HaltingPolicy, RestartPolicy] = ("noisy", "private")
-"""(halting, restarts) of a schedule that names neither: the planner's default, query-private design."""
 COMPLETE_HINT = ("plan the schedule (everlast plan --json), complete a hand-written one "
-                 "(everlast complete SCHEDULE), or name another design: halting 'never' with c > R, or "
-                 "halting 'paper' and restarts 'per-top' (the paper's design, not query-private)")
-
-POLICIES: dict[str, tuple[str, ...]] = {"halting": ("paper", "never", "noisy"),
-                                         "restarts": ("per-top", "private", "stateless")}
+                 "(everlast complete SCHEDULE), or name the paper's design (halting 'paper', restarts "
+                 "'per-top'; not query-private)")
+RETIRED_FIELDS = {"restart_eps", "restart_threshold", "block_cap"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +39,14 @@ class RoundSpec:
     R: int
     """Queries answered in the round (R_i)."""
     c: int
-    """Top outcomes allowed in the round (c_i); the c-th top fails the predictor."""
+    """Hard cap on the round's top outcomes (c_i): the round fails at c tops."""
     eps_bt: float
-    """eps'_i: BT noise is Lap(2/(eps' T)) on the thresholds and Lap(6/(eps' T)) per query."""
-    delta_bt: float
-    """delta'_i: the delta each BT instance is charged (accounting only; no effect on sampling)."""
+    """The per-query privacy parameter, on the vote *count* (integers, engine.design.noise_plan):
+    paper, eps'_i: threshold noise DLap(2/eps'), per-query noise DLap(6/eps'); target-charged,
+    eps0_i: per-query noise DLap(1/eps0)."""
+    delta_bt: float | None
+    """paper: delta'_i, the delta each BT instance is charged (accounting only; no effect on
+    sampling). Unused (null) by the target-charged design."""
     alpha: float
     """alpha_i, the accuracy target of the round (accuracy only)."""
     m_S: int
@@ -72,16 +58,9 @@ class RoundSpec:
     beta: float = 0.05
     """beta_i, the failure probability budget of the round (accuracy only)."""
     halt_eps: float | None = None
-    """eps_h of the noisy halting test (halting "noisy")."""
-    halt_threshold: float | None = None
-    """c0: the noisy halting test fires when tops + Lap(4/eps_h) >= c0 + Lap(2/eps_h)."""
-    restart_eps: float | None = None
-    """eps_r of the private restart test (restarts "private")."""
-    restart_threshold: float | None = None
-    """k0: a block restarts when its tops + Lap(4/eps_r) >= k0 + Lap(2/eps_r)."""
-    block_cap: int | None = None
-    """k_max: the most tops a block is charged for (restarts "private"; accounting only: the engine does
-    not cap a block, and a block exceeds k_max only on Lemma K's (or K''s) event, docs/PRIVACY.md 6.4)."""
+    """eps_h of the noisy halting test (target-charged)."""
+    halt_threshold: int | None = None
+    """c0 (an integer): the noisy halting test fires when tops + DLap(4/eps_h) >= c0 + DLap(2/eps_h)."""
 
     @property
     def band(self) -> float:
@@ -99,6 +78,9 @@ class RoundSpec:
     def from_dict(cls, d: Mapping[str, Any]) -> RoundSpec:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
+        if unknown & RETIRED_FIELDS:
+            raise InvalidSchedule(f"round fields {sorted(unknown & RETIRED_FIELDS)} belong to the retired "
+                                  f"private-restarts design; {COMPLETE_HINT}")
         if unknown:
             raise InvalidSchedule(f"unknown round fields: {sorted(unknown)}")
         missing = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING} - set(d)
@@ -111,12 +93,12 @@ class RoundSpec:
         try:
             spec = cls(
                 T=int(d["T"]), lam=int(d["lam"]), R=int(d["R"]), c=int(d["c"]),
-                eps_bt=float(d["eps_bt"]), delta_bt=float(d["delta_bt"]),
+                eps_bt=float(d["eps_bt"]), delta_bt=opt("delta_bt", float),
                 alpha=float(d["alpha"]), m_S=int(d["m_S"]), m_D=int(d["m_D"]),
                 gamma=opt("gamma", float), beta=float(d.get("beta", 0.05)),
-                halt_eps=opt("halt_eps", float), halt_threshold=opt("halt_threshold", float),
-                restart_eps=opt("restart_eps", float), restart_threshold=opt("restart_threshold", float),
-                block_cap=opt("block_cap", int),
+                halt_eps=opt("halt_eps", float),
+                halt_threshold=None if d.get("halt_threshold") is None
+                else integral(d["halt_threshold"], "halt_threshold"),
             )
         except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidSchedule(f"round fields have the wrong type: {exc}") from None
@@ -126,17 +108,25 @@ class RoundSpec:
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """Rounds 1..K explicitly; round i > K repeats round K when ``repeat_last`` (else the
-    predictor refuses after round K: it never answers beyond what the schedule covers)."""
+    predictor refuses after round K: it never answers beyond what the schedule covers).
+
+    A schedule is always runnable exactly (``engine.design.noise_plan`` accepts every round)."""
 
     rounds: tuple[RoundSpec, ...]
     repeat_last: bool = True
-    halting: HaltingPolicy = "noisy"
-    restarts: RestartPolicy = "private"
-    """The default design is the cheapest sound one (docs/PRIVACY.md section 9): noisy halting and
-    private restarts. The paper's design ("paper", "per-top") must be named, and is flagged."""
+    design: Design = DEFAULT
+    """The default design is target-charged (docs/PRIVACY.md 9); the paper's must be named."""
 
     def __post_init__(self) -> None:
         validate(self)
+
+    @property
+    def halting(self) -> str:
+        return self.design.halting.value
+
+    @property
+    def restarts(self) -> str:
+        return self.design.restarts.value
 
     def spec(self, i: int) -> RoundSpec | None:
         """Parameters of round ``i`` (1-based), or ``None`` past a non-repeating schedule."""
@@ -155,8 +145,8 @@ class Schedule:
         return {
             "rounds": [r.to_dict() for r in self.rounds],
             "repeat_last": self.repeat_last,
-            "halting": self.halting,
-            "restarts": self.restarts,
+            "design": self.design.name,
+            **self.design.to_dict(),
         }
 
     @classmethod
@@ -164,31 +154,36 @@ class Schedule:
         rounds = d.get("rounds")
         if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
-        halting, restarts = design_of(d)
         return cls(
             rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
             repeat_last=bool(d.get("repeat_last", True)),
-            halting=halting,
-            restarts=restarts,
+            design=design_of(d),
         )
 
 
-def design_of(d: Mapping[str, Any]) -> tuple[HaltingPolicy, RestartPolicy]:
-    """(halting, restarts) a schedule file names, the default design for what it leaves out."""
-    halting = d.get("halting", DEFAULT_DESIGN[0])
-    restarts = d.get("restarts", DEFAULT_DESIGN[1])
-    if halting not in POLICIES["halting"]:
-        raise InvalidSchedule(f"unknown halting policy {halting!r}; known: {', '.join(POLICIES['halting'])}")
-    if restarts not in POLICIES["restarts"]:
-        raise InvalidSchedule(f"unknown restart policy {restarts!r}; known: {', '.join(POLICIES['restarts'])}")
-    return halting, restarts
+def design_of(d: Mapping[str, Any]) -> Design:
+    """The design a schedule file names (``design``, or ``halting`` and ``restarts``), the default
+    (target-charged) when it names none."""
+    name = d.get("design")
+    if name is not None:
+        design = Design.named(str(name))
+        if any(k in d and d[k] != v for k, v in design.to_dict().items()):
+            raise InvalidSchedule(f"design {design.name!r} contradicts the schedule's halting/restarts")
+        return design
+    if "halting" not in d and "restarts" not in d:
+        return DEFAULT
+    default = DEFAULT.to_dict()
+    return Design.parse(d.get("halting", default["halting"]), d.get("restarts", default["restarts"]))
 
 
 def validate(s: Schedule) -> None:
-    """Check that every round is well-formed and that the sizes chain (paper, Claim D.6:
-    the next round's labeled set is drawn from the relabeled D-hat_i, so m_D,i >= |S_{i+1}|)."""
+    """Check that every round is well-formed, runnable exactly by the engine
+    (``engine.design.noise_plan``) and that the sizes chain (paper, Claim D.6: the next round's
+    labeled set is drawn from the relabeled D-hat_i, so m_D,i >= |S_{i+1}|)."""
     if not s.rounds:
         raise InvalidSchedule("a schedule needs at least one round")
+    if not isinstance(s.design, Design):
+        raise InvalidSchedule("a schedule's design must be an engine.design.Design")
     for i, r in enumerate(s.rounds, start=1):
         where = f"round {i}"
         for name in ("T", "lam", "R", "c", "m_S", "m_D"):
@@ -198,8 +193,6 @@ def validate(s: Schedule) -> None:
             v = getattr(r, name)
             if not (math.isfinite(v) and v > 0):
                 raise InvalidSchedule(f"{where}: {name} must be a positive finite number")
-        if not 0 < r.delta_bt < 1:
-            raise InvalidSchedule(f"{where}: delta_bt must lie in (0, 1)")
         if not 0 < r.beta < 1:
             raise InvalidSchedule(f"{where}: beta must lie in (0, 1)")
         if r.band >= 0.5:
@@ -208,7 +201,11 @@ def validate(s: Schedule) -> None:
             raise InvalidSchedule(f"{where}: m_S exceeds |S_i| = lam * T")
         if r.m_D > r.R:
             raise InvalidSchedule(f"{where}: m_D exceeds R (D-hat is a subset of the round's queries)")
-        _validate_policies(s, r, where)
+        _validate_design(s.design, r, where)
+        try:
+            noise_plan(s.design, r)
+        except InvalidSchedule as exc:
+            raise InvalidSchedule(f"{where}: {exc}") from None
         nxt = s.spec(i + 1)
         if nxt is not None and r.m_D < nxt.labeled_size:
             raise InvalidSchedule(
@@ -217,26 +214,17 @@ def validate(s: Schedule) -> None:
             )
 
 
-def _validate_policies(s: Schedule, r: RoundSpec, where: str) -> None:
-    if s.halting not in POLICIES["halting"] or s.restarts not in POLICIES["restarts"]:
-        raise InvalidSchedule("unknown halting or restart policy")
-    if s.halting == "never" and r.c <= r.R:
-        raise InvalidSchedule(f"{where}: halting 'never' needs c > R (no round may fail, even if every query is a top)")
-    if s.halting == "noisy":
-        if r.halt_eps is None and r.halt_threshold is None:
-            raise InvalidSchedule(f"{where}: halting 'noisy' (the default design) needs halt_eps and "
-                                  f"halt_threshold: {COMPLETE_HINT}")
-        if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
-            raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_eps")
-        if r.halt_threshold is None or not (math.isfinite(r.halt_threshold) and r.halt_threshold > 0):
-            raise InvalidSchedule(f"{where}: halting 'noisy' needs a positive halt_threshold")
-    if s.restarts == "private":
-        if r.restart_eps is None and r.restart_threshold is None and r.block_cap is None:
-            raise InvalidSchedule(f"{where}: restarts 'private' (the default design) needs restart_eps, "
-                                  f"restart_threshold and block_cap: {COMPLETE_HINT}")
-        if r.restart_eps is None or not (math.isfinite(r.restart_eps) and r.restart_eps > 0):
-            raise InvalidSchedule(f"{where}: restarts 'private' needs a positive restart_eps")
-        if r.block_cap is None or r.block_cap < 1:
-            raise InvalidSchedule(f"{where}: restarts 'private' needs block_cap >= 1")
-        if r.restart_threshold is None or not (math.isfinite(r.restart_threshold) and r.restart_threshold > 0):
-            raise InvalidSchedule(f"{where}: restarts 'private' needs a positive restart_threshold")
+def _validate_design(design: Design, r: RoundSpec, where: str) -> None:
+    if design == PAPER:
+        if r.delta_bt is None or not 0 < r.delta_bt < 1:
+            raise InvalidSchedule(f"{where}: the paper's design needs delta_bt in (0, 1)")
+        return
+    if r.halt_eps is None and r.halt_threshold is None:
+        raise InvalidSchedule(f"{where}: the target-charged design (the default) needs halt_eps and "
+                              f"halt_threshold: {COMPLETE_HINT}")
+    if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
+        raise InvalidSchedule(f"{where}: the target-charged design needs a positive halt_eps")
+    if r.halt_threshold is None or not 1 <= r.halt_threshold <= r.c:
+        raise InvalidSchedule(f"{where}: the target-charged design needs an integer halt_threshold in [1, c]")
+    if r.delta_bt is not None and not 0 < r.delta_bt < 1:
+        raise InvalidSchedule(f"{where}: delta_bt must lie in (0, 1) when given")

@@ -77,10 +77,7 @@ class ConceptClass(abc.ABC):
     def validate_points(self, x: Any, what: str = "query") -> F64:
         """Return ``x`` as float64 of shape (n,) (point_dim 1) or (n, d); raise ``InvalidInput``
         naming the position of the first bad point (never its value)."""
-        try:
-            arr = np.asarray(x, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError):
-            raise InvalidInput(f"{what} points are not numeric or out of range") from None
+        arr = as_real_array(x, what)
         d = self.point_dim
         if d == 1:
             if arr.ndim == 2 and arr.shape[1] == 1:
@@ -121,6 +118,28 @@ class ConceptClass(abc.ABC):
     def to_spec(self) -> dict[str, Any]:
         """What ``concepts.from_spec`` needs to rebuild this class (name and parameters)."""
         return {"name": self.name}
+
+
+def as_real_array(x: Any, what: str = "query") -> F64:
+    """``x`` as float64, refusing what numpy would coerce silently: complex numbers (the imaginary
+    part dropped), datetime/timedelta (days since 1970), objects, bytes and strings. Booleans and
+    integers are real numbers and convert exactly up to 2^53."""
+    try:
+        raw = x if isinstance(x, np.ndarray) else np.asarray(x)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInput(f"{what} points are not numeric") from None
+    if raw.dtype.kind not in _REAL_KINDS:
+        raise InvalidInput(f"{what} points must be real numbers (got {_KIND_NAMES.get(raw.dtype.kind, 'other')} "
+                           "values)")
+    try:
+        return np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInput(f"{what} points are not numeric or out of range") from None
+
+
+_REAL_KINDS = frozenset("biuf")
+_KIND_NAMES = {"c": "complex", "M": "datetime", "m": "timedelta", "O": "object", "S": "bytes",
+               "U": "string", "V": "raw"}
 
 
 # --- exponential mechanism, exactly, in log space -------------------------------------------------
