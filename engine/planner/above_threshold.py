@@ -1,26 +1,17 @@
-"""AboveThreshold tests on top counts: the noisy halting test and the private restart test
-(issue 8; docs/PRIVACY.md section 5).
+"""The noisy halting test: AboveThreshold on the round's top count, with discrete Laplace noise
+(docs/PRIVACY.md section 5).
 
-Both tests are Dwork-Roth's AboveThreshold (Algorithm 1, Theorem 3.23) with privacy parameter e
-on a count that moves by 0 or 1 per query: threshold noise rho ~ Lap(2/e) drawn once, per-query
-noise Lap(4/e), "fire" at the first query j with count_j + noise_j >= threshold + rho.
+The engine's test (engine.between_thresholds.run_tct) is Dwork-Roth's AboveThreshold (Algorithm
+1, Theorem 3.23) on integers: threshold noise rho ~ DLap(t_r) once per round, per-query noise
+xi_j ~ DLap(t_x), "fire" at the first query j with C_j + xi_j >= c0 + rho, where C_j (the tops so
+far) moves by 0 or 1 per query. With t_r = 2/e and t_x = 4/e it is e-DP (Lemma AT, discrete form);
+for the exact scales the engine runs, :func:`at_epsilon` = 1/t_r + 2/t_x.
 
-* noisy halting: count = the round's tops C, threshold c0 = ``halt_threshold``, e = eps_h, hard
-  cap C >= c;
-* private restarts: count = the current block's tops B, threshold k0 = ``restart_threshold``,
-  e = eps_r, no hard cap (``block_cap`` is charged on the training side: docs/PRIVACY.md 5.3,
-  6.4); rho and B are renewed at every restart.
-
-Every probability bound below has the form "a fixed Lap(4/e) variable minus an independent
-Lap(2/e) variable exceeds g", because the count path of an auxiliary run *without* the test does
-not depend on the test's noise (Lemma T in docs/PRIVACY.md). The difference of independent
-Lap(b1) and Lap(b2) is distributed as their sum (Laplace is symmetric), with tail, for x >= 0,
-
-    P[X + Y >= x] = (b1^2 e^{-x/b1} - b2^2 e^{-x/b2}) / (2 (b1^2 - b2^2))        (b1 != b2),
-                  = e^{-x/b} (2 + x/b) / 4                                           (b1 = b2 = b),
-
-(partial fractions of the moment generating function 1/((1 - b1^2 t^2)(1 - b2^2 t^2))). At the
-AboveThreshold scales b1 = 4/e, b2 = 2/e this is (2/3) e^{-e x/4} - (1/6) e^{-e x/2}.
+Every probability bound below has the form "xi - rho >= g" for independent xi ~ DLap(t_x),
+rho ~ DLap(t_r) and an integer g, because the count path of an auxiliary run *without* the test
+does not depend on the test's noise (Lemma T). By symmetry xi - rho has the law of xi + rho, whose
+tail :func:`dlap_sum_tail` evaluates in closed form (derivation in docs/PRIVACY.md 5.2), in 60-digit
+arithmetic, rounded up.
 
 Pure functions; all logarithms natural.
 """
@@ -28,63 +19,97 @@ Pure functions; all logarithms natural.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+
+import mpmath
 
 QUERY_SCALE = 4.0
-"""AboveThreshold's per-query noise is Lap(QUERY_SCALE / e) (Dwork-Roth, Algorithm 1)."""
+"""AboveThreshold's per-query noise is DLap(QUERY_SCALE / e)."""
 THRESHOLD_SCALE = 2.0
-"""AboveThreshold's threshold noise is Lap(THRESHOLD_SCALE / e)."""
+"""AboveThreshold's threshold noise is DLap(THRESHOLD_SCALE / e)."""
+_DPS = 60
 
 
-def laplace_sum_tail(x: float, b1: float, b2: float) -> float:
-    """P[X + Y >= x] for independent X ~ Lap(b1), Y ~ Lap(b2) (any real x; exact)."""
-    if b1 <= 0.0 or b2 <= 0.0:
-        raise ValueError("Laplace scales must be positive")
-    if x < 0.0:
-        return 1.0 - laplace_sum_tail(-x, b1, b2)
-    hi, lo = max(b1, b2), min(b1, b2)
-    if hi - lo <= 1e-12 * hi:
-        return math.exp(-x / hi) * (2.0 + x / hi) / 4.0
-    # (hi^2 e^{-x/hi} - lo^2 e^{-x/lo}) / (2 (hi^2 - lo^2)), written to stay accurate for large x
-    r = lo / hi
-    return math.exp(-x / hi) * (1.0 - r * r * math.exp(-x / lo + x / hi)) / (2.0 * (1.0 - r * r))
+def up(x: mpmath.mpf | float) -> float:
+    """A float >= x (privacy-safe rounding of a probability or an epsilon)."""
+    f = float(x)
+    return f if f >= x else math.nextafter(f, math.inf)
 
 
-def at_tail(g: float, eps: float) -> float:
-    """P[xi - rho >= g] for xi ~ Lap(4/eps), rho ~ Lap(2/eps) independent:
-    (2/3) e^{-eps g/4} - (1/6) e^{-eps g/2} for g >= 0 (Lemma T)."""
-    if eps <= 0.0 or not math.isfinite(eps):
-        return 1.0
-    return laplace_sum_tail(g, QUERY_SCALE / eps, THRESHOLD_SCALE / eps)
+def dlap_sum_tail(g: int, a: float | Fraction, b: float | Fraction) -> float:
+    """P[X + Y >= g] for independent X ~ DLap(a), Y ~ DLap(b) and an integer g (rounded up).
+
+    With p = e^{-1/a}, r = e^{-1/b}, c_r = (1 - r)/(1 + r) and g >= 1:
+      sum over y <= g-1 of P[Y=y] P[X >= g-y]  =  c_r/(1+p) (p^g r p/(1 - r p) + S),
+          S = p (r^g - p^g)/(r - p)   (S = g p^g when r = p);
+      sum over y >= g of P[Y=y] P[X >= g-y]    =  c_r (r^g/(1 - r) - p r^g/((1 + p)(1 - r p))),
+    using P[X >= k] = p^k/(1+p) for k >= 1 and 1 - p^{1-k}/(1+p) for k <= 0. For g <= 0 the
+    symmetric law gives 1 - P[X + Y >= 1 - g].
+    """
+    g = int(g)
+    with mpmath.workdps(_DPS):
+        v = 1 - _sum_tail(1 - g, a, b) if g <= 0 else _sum_tail(g, a, b)
+        return up(v * (1 + mpmath.mpf(10) ** -45))  # covers the 60-digit evaluation's error
+
+
+def _mp(x: float | Fraction) -> mpmath.mpf:
+    f = Fraction(x)
+    return mpmath.mpf(f.numerator) / f.denominator
+
+
+def _sum_tail(g: int, a: float | Fraction, b: float | Fraction) -> mpmath.mpf:
+    with mpmath.workdps(_DPS):
+        aa, bb = _mp(a), _mp(b)
+        if aa <= 0 or bb <= 0:
+            raise ValueError("scales must be positive")
+        p, r = mpmath.exp(-1 / aa), mpmath.exp(-1 / bb)
+        cr = (1 - r) / (1 + r)
+        s = g * p**g if abs(r - p) < mpmath.mpf(10) ** (-_DPS // 2) else p * (r**g - p**g) / (r - p)
+        low = cr / (1 + p) * (p**g * r * p / (1 - r * p) + s)
+        high = cr * (r**g / (1 - r) - p * r**g / ((1 + p) * (1 - r * p)))
+        return low + high
+
+
+def at_epsilon(t_threshold: float | Fraction, t_query: float | Fraction) -> float:
+    """Lemma AT's epsilon for threshold noise DLap(t_threshold) and query noise DLap(t_query):
+    1/t_threshold + 2/t_query (rounded up)."""
+    with mpmath.workdps(_DPS):
+        return up((1 / _mp(t_threshold) + 2 / _mp(t_query)) * (1 + mpmath.mpf(10) ** -45))
+
+
+def at_tail(g: int, t_query: float | Fraction, t_threshold: float | Fraction) -> float:
+    """P[xi - rho >= g] for xi ~ DLap(t_query), rho ~ DLap(t_threshold) (Lemma T)."""
+    return dlap_sum_tail(g, t_query, t_threshold)
+
+
+def scales(eps: float) -> tuple[Fraction, Fraction]:
+    """The (query, threshold) scales the engine runs for a test with parameter ``eps``: the floats
+    4/eps and 2/eps as exact rationals (engine.design.noise_plan does the same)."""
+    return Fraction(QUERY_SCALE / eps), Fraction(THRESHOLD_SCALE / eps)
 
 
 def at_margin(eps: float, p: float) -> int:
-    """Smallest integer g >= 0 with :func:`at_tail` (g, eps) <= p (p in (0, 1/2])."""
+    """Smallest integer g >= 0 with P[xi - rho >= g] <= p at the scales of ``scales(eps)``."""
     if not 0.0 < p < 1.0:
         raise ValueError("a probability bound lies in (0, 1)")
-    if p >= 0.5:
-        return 0
-    g = max(0, math.ceil(QUERY_SCALE / eps * math.log(2.0 / (3.0 * p))))  # (2/3) e^{-eps g/4} <= p
-    while g > 0 and at_tail(g - 1, eps) <= p:
-        g -= 1
-    while at_tail(g, eps) > p:
+    tq, tr = scales(eps)
+    # continuous guide: (2/3) e^{-eps g/4} ~ p; then step to the exact integer
+    g = max(0, math.ceil(QUERY_SCALE / eps * math.log(2.0 / (3.0 * p))))
+    step = max(1, g // 64)
+    while g > 0 and at_tail(g - step, tq, tr) <= p:
+        g -= step
+    while at_tail(g, tq, tr) > p:
         g += 1
+    while g > 0 and at_tail(g - 1, tq, tr) <= p:
+        g -= 1
     return g
 
 
-def cap_probability(cap: float, threshold: float, eps: float, reachable: bool = True) -> float:
-    """P[a hard cap binds before the AboveThreshold test fires] <= at_tail(cap - threshold, eps)
-    (Lemma T (a)); 0 when the cap cannot be reached (``reachable`` False)."""
-    if not reachable:
-        return 0.0
-    return at_tail(cap - threshold, eps)
-
-
-def early_fire_probability(queries: int, threshold: float, count_max: float, eps: float) -> float:
-    """P[the test fires at some query while the count is <= count_max], over ``queries`` queries
-    (Lemma T (b)): queries * at_tail(threshold - count_max, eps), capped at 1."""
-    if queries <= 0:
-        return 0.0
-    return min(1.0, queries * at_tail(threshold - count_max, eps))
+def cap_probability(c: int, c0: int, eps: float) -> float:
+    """P[the hard cap c binds before the test (threshold c0) fires] <= P[xi - rho >= c - c0]
+    (Lemma T(ii); the law of xi - rho is symmetric)."""
+    tq, tr = scales(eps)
+    return at_tail(c - c0, tq, tr)
 
 
 def cap_charge(eps: float, delta_cap: float) -> float:
@@ -93,4 +118,4 @@ def cap_charge(eps: float, delta_cap: float) -> float:
     added delta."""
     if delta_cap <= 0.0:
         return 0.0
-    return (1.0 + math.exp(min(eps, 700.0))) * delta_cap
+    return up((1 + mpmath.exp(min(eps, 700.0))) * mpmath.mpf(delta_cap))

@@ -6,14 +6,9 @@ section 5; ``tight``: ``engine.planner.tight``) and certifies it with
 ``engine.planner.chain.certify`` -- the certificate is always re-derived from the schedule alone,
 never copied from the solver.
 
-**Designs** (issue 8; docs/PRIVACY.md sections 5-9) are the engine's (halting, restarts) policies.
-The default (``halting=None, restarts=None``) is the cheapest design whose query privacy is proven
-in docs/PRIVACY.md. Two designs can be cheapest (section 9): ``noisy`` + ``private`` (Theorem Q,
-Theorem B, Lemma N), whose cost grows with the halt budget c, and ``never`` + ``stateless``, whose
-cost does not depend on c; the planner plans both and keeps the cheaper (with the split-votes halt
-budget it is noisy + private, with the paper's c ~ R it is never + stateless). The other sound
-designs are dominated (noisy + stateless pays eps_h for nothing; never + private pays blocks over
-R tops). ``designs(targets)`` plans every design and reports its n_required.
+**Designs** (engine.design; docs/PRIVACY.md 9): the default is target-charged, the only design whose
+query privacy is proven (Theorem Q) and the cheapest; the paper's design is planned for comparison
+(its queries are not private). ``designs(targets)`` plans both and reports their n_required.
 """
 
 from __future__ import annotations
@@ -24,9 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.design import DEFAULT, PAPER, Design, noise_plan
 from engine.errors import InvalidSchedule
 from engine.planner import above_threshold as at
-from engine.planner.chain import Accounting, BlockBound, Certificate, certify
+from engine.planner.chain import Accounting, Certificate, certify
 from engine.planner.learning import (
     HaltBudget,
     LambdaLog,
@@ -38,19 +34,15 @@ from engine.planner.learning import (
 )
 from engine.planner.paper import PaperSchedule, paper_schedule
 from engine.planner.steps import Check, Step
-from engine.planner.tight import BETA_H_SHARE, RoundPlan, TightOptions, estimate_n, solve
+from engine.planner.tight import BETA_H_SHARE, RoundPlan, TightOptions, solve
 from engine.schedule import RoundSpec, Schedule
 
-Halting = Literal["paper", "never", "noisy"]
-Restarts = Literal["per-top", "private", "stateless"]
-DEFAULT_CANDIDATES: tuple[tuple[Halting, Restarts], ...] = (("noisy", "private"), ("never", "stateless"))
-"""The sound designs the default chooses from (the cheaper for the targets; the others are
-dominated, docs/PRIVACY.md section 9)."""
+Halting = Literal["paper", "noisy"]
+Restarts = Literal["per-top", "none"]
 DEFAULT_EPS_H = 0.01
 """eps_h of the noisy halting test: its margins cost ~ (4/eps_h) ln(R/beta_h) tops, negligible
 against c, so a small eps_h leaves the query budget to the rest of the chain."""
-DESIGNS: tuple[tuple[Halting, Restarts], ...] = tuple(
-    (h, r) for h in ("noisy", "never", "paper") for r in ("private", "stateless", "per-top"))
+DESIGNS: tuple[Design, ...] = (DEFAULT, PAPER)
 
 TARGET_SLACK = 1e-9
 """Relative slack with which a certified epsilon counts as meeting its target (float error)."""
@@ -81,33 +73,26 @@ class Targets:
     rounds: int = 12
     lambda_log: LambdaLog = "log2"
     cap_c: bool = True
-    halting: Halting | None = None
-    """Halting policy; None (with ``restarts`` None) = the default design: the cheapest of
-    ``DEFAULT_CANDIDATES`` (tight) or the paper's ("paper", paper accounting)."""
-    restarts: Restarts | None = None
-    """Restart policy; None: see ``halting`` ("per-top" under the paper accounting)."""
+    halting: str | None = None
+    """Halting policy; None (with ``restarts`` None) = the default design (target-charged; the
+    paper's under the paper accounting)."""
+    restarts: str | None = None
+    """Restart policy; None: see ``halting``."""
     eps_h: float | None = None
     """eps_h of the noisy halting test (None: ``DEFAULT_EPS_H``)."""
-    eps_r: float | None = None
-    """eps_r of the private restart test (None: chosen to minimise n)."""
-    block_bound: BlockBound = "pure"
-    """"pure": Theorem B (proven). "lemma-s": the UNREVIEWED Lemma S, one threshold noise per
-    round; the plan's numbers are then conditional on it and never query-private."""
 
     @property
     def is_default_design(self) -> bool:
         """True when the planner chooses the design (tight accounting, nothing fixed)."""
-        return (self.accounting == "tight" and self.halting is None and self.restarts is None
-                and self.block_bound == "pure")
+        return self.accounting == "tight" and self.halting is None and self.restarts is None
 
     @property
-    def design(self) -> tuple[Halting, Restarts]:
-        """(halting, restarts) with unset fields filled: the paper's design under the paper
-        accounting; otherwise noisy + private for a half-set design. (The default design is
-        resolved by :func:`plan`, which compares ``DEFAULT_CANDIDATES``.)"""
-        if self.accounting == "paper":
-            return (self.halting or "paper", self.restarts or "per-top")
-        return (self.halting or "noisy", self.restarts or "private")
+    def design(self) -> Design:
+        """The design to plan (``engine.design.Design.parse`` refuses retired or unknown ones)."""
+        if self.halting is None and self.restarts is None:
+            return PAPER if self.accounting == "paper" else DEFAULT
+        base = (PAPER if self.accounting == "paper" else DEFAULT).to_dict()
+        return Design.parse(self.halting or base["halting"], self.restarts or base["restarts"])
 
     @property
     def vc(self) -> int:
@@ -145,10 +130,11 @@ class Plan:
 
     @property
     def meets_targets(self) -> bool:
-        """Both chains are within the target: the proven query chain for a query-private design,
-        the conditional one otherwise (``conditional_on`` or an open channel)."""
+        """Both chains are within the targets, epsilon and delta: the proven query chain for a
+        query-private design, the conditional one (the chain without an invalid in-round step)
+        otherwise."""
         e = self.targets.epsilon * (1.0 + TARGET_SLACK)
-        return _eps(self) <= e
+        return _eps(self) <= e and self.certificate.delta <= self.targets.delta
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +150,9 @@ class Achievable:
     reason: str = ""
 
 
-def _schedule(rounds: tuple[RoundSpec, ...], halting: str = "paper",
-              restarts: str = "per-top") -> tuple[Schedule | None, str]:
+def _schedule(rounds: tuple[RoundSpec, ...], design: Design) -> tuple[Schedule | None, str]:
     try:
-        return Schedule(rounds=rounds, repeat_last=True, halting=halting,  # type: ignore[arg-type]
-                        restarts=restarts), ""  # type: ignore[arg-type]
+        return Schedule(rounds=rounds, repeat_last=True, design=design), ""
     except InvalidSchedule as exc:
         return None, str(exc)
 
@@ -183,14 +167,14 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
     checks: list[Check] = []
     warnings: list[str] = []
     nb = boundaries(t.concept)
-    halting, _ = t.design
     for i, r in enumerate(rounds, start=1):
         c_util = r.c
-        if halting == "noisy" and r.halt_eps is not None and r.halt_threshold is not None:
+        if t.design.target_charged and r.halt_eps is not None and r.halt_threshold is not None:
             c_util = halt_budget(t.halts, r.R, r.alpha, r.band, r.lam, t.k, nb, t.cap_c)
-            early = at.early_fire_probability(r.R, r.halt_threshold, c_util, r.halt_eps)
+            tq, tr = at.scales(r.halt_eps)
+            early = min(1.0, r.R * at.at_tail(r.halt_threshold - c_util, tq, tr))
             checks.append(Check("noisy halting fires early (tops <= the halt budget): "
-                                "<= R at_tail(c0 - budget, eps_h)", "Lemma T (b)", "accuracy",
+                                "<= R P[xi - rho >= c0 - budget]", "Lemma T (iii)", "accuracy",
                                 early <= BETA_H_SHARE * r.beta * (1.0 + 1e-9), early,
                                 BETA_H_SHARE * r.beta, i))
         if t.halts == "split-votes":
@@ -199,7 +183,7 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
             checks.append(Check("halt budget: P[more than c tops] (Chernoff, split-votes p_top)",
                                 "calibration.md section 2", "accuracy", fail <= r.beta, fail,
                                 r.beta, i))
-        else:
+        elif not t.design.target_charged:
             need = 3.0 * math.log(1.0 / r.beta) / r.alpha
             checks.append(Check("D.5: R >= 3 ln(1/beta)/alpha", "Claim D.5", "accuracy",
                                 need <= r.R, need, r.R, i))
@@ -222,25 +206,16 @@ def plan(targets: Targets) -> Plan:
 
 @functools.lru_cache(maxsize=256)
 def _plan_cached(targets: Targets) -> Plan:
-    if not targets.is_default_design:
-        return _plan_design(targets)
-    plans: list[Plan] = []
-    errors: list[str] = []
-    for h, r in DEFAULT_CANDIDATES:
-        try:
-            plans.append(_plan_design(dataclasses.replace(targets, halting=h, restarts=r)))
-        except PlanInfeasible as exc:
-            errors.append(f"{h}+{r}: {exc}")
-    sound = [p for p in plans if p.certificate.query_private and p.schedule is not None]
-    pool = sound or plans
-    if not pool:
-        raise PlanInfeasible("; ".join(errors))
-    best = min(pool, key=lambda p: p.n_required)
-    names = ", ".join(f"{p.certificate.halting}+{p.certificate.restarts} (n = {p.n_required:.3g})"
-                      for p in plans)
-    why = (f"default design {best.certificate.halting}+{best.certificate.restarts}: the cheapest "
-           f"design with proven query privacy among {names}")
-    return dataclasses.replace(best, targets=targets, warnings=(why, *best.warnings))
+    try:
+        targets.design  # noqa: B018  (validates: retired designs are refused with the reason)
+    except InvalidSchedule as exc:
+        raise PlanInfeasible(str(exc)) from None
+    p = _plan_design(targets)
+    if targets.is_default_design:
+        why = (f"default design {p.certificate.design}: the only design whose query privacy is proven "
+               "(docs/PRIVACY.md 9), and the cheapest")
+        return dataclasses.replace(p, warnings=(why, *p.warnings))
+    return p
 
 
 @functools.lru_cache(maxsize=256)
@@ -252,18 +227,18 @@ def _plan_design(targets: Targets) -> Plan:
         vc = t.vc
     except ValueError as exc:
         raise PlanInfeasible(str(exc)) from None
-    halting, restarts = t.design
+    design = t.design
     warnings: list[str] = []
     if t.accounting == "paper":
-        if (halting, restarts) != ("paper", "per-top"):
+        if design != PAPER:
             raise PlanInfeasible("the paper accounting plans the paper's own design only "
                                  "(halting 'paper', restarts 'per-top'); use --accounting tight")
         ps = paper_schedule(t.epsilon, t.delta, t.alpha, t.beta, vc, t.rounds,
                             lambda_log=t.lambda_log, halts=t.halts, k=t.k,
                             cap_c=False, boundaries=boundaries(t.concept))
         rounds = ps.specs
-        sched, why = _schedule(rounds)
-        cert = certify(sched if sched is not None else rounds, ps.n_required, "paper", t.delta)
+        sched, why = _schedule(rounds, PAPER)
+        cert = certify(sched if sched is not None else rounds, ps.n_required, "paper", t.delta, design=PAPER)
         if not t.epsilon < 1.0:
             warnings.append("Theorem 5.1 assumes epsilon < 1 (and Claim 2.7 an output epsilon <= 1): "
                             "the paper's analysis does not cover this target")
@@ -277,17 +252,26 @@ def _plan_design(targets: Targets) -> Plan:
                     certificate=cert, schedule=sched, not_runnable_reason=_why(cert, why), paper=ps,
                     checks=tuple(acc), warnings=tuple(warnings + w))
 
-    if t.block_bound == "lemma-s" and restarts != "private":
-        raise PlanInfeasible("Lemma S (conditional accounting) applies to restarts 'private' only")
-    opts = _tight_options(t, vc)
-    try:
-        sol = solve(t.epsilon, t.delta, t.alpha, t.beta, vc, opts)
-    except ValueError as exc:
-        raise PlanInfeasible(str(exc)) from None
-    rounds = sol.specs
-    sched, why = _schedule(rounds, halting, restarts)
-    cert = certify(sched if sched is not None else rounds, sol.n_required, "tight", t.delta,
-                   halting=halting, restarts=restarts, block_bound=t.block_bound)
+    opts = TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
+                        boundaries=boundaries(t.concept), cap_c=t.cap_c, design=design,
+                        eps_h=t.eps_h if t.eps_h is not None else DEFAULT_EPS_H)
+    listed = t.rounds
+    while True:
+        try:
+            sol = solve(t.epsilon, t.delta, t.alpha, t.beta, vc, dataclasses.replace(opts, rounds=listed))
+        except ValueError as exc:
+            raise PlanInfeasible(str(exc)) from None
+        rounds = sol.specs
+        sched, why = _schedule(rounds, design)
+        first_bad = _first_unrunnable(rounds, design)
+        if sched is not None or first_bad is None or first_bad <= 2 or listed <= 2:
+            break
+        # the rounds grow; list fewer (the last repeats) so that every round fits the engine's counters
+        listed = min(listed - 1, first_bad - 1)
+    if listed < t.rounds:
+        warnings.append(f"{listed} rounds listed instead of {t.rounds}: a later round would exceed what the "
+                        "engine counts exactly (2^62 queries)")
+    cert = certify(sched if sched is not None else rounds, sol.n_required, "tight", t.delta, design=design)
     acc, w = _accuracy_checks(t, rounds)
     warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} with alpha fixed at "
                     f"{rounds[-1].alpha:.3g}: privacy is unaffected; Claim E.1's accuracy argument "
@@ -298,51 +282,19 @@ def _plan_design(targets: Targets) -> Plan:
                 checks=tuple(acc), warnings=tuple(warnings + w))
 
 
-def _tight_options(t: Targets, vc: int) -> TightOptions:
-    """The solver's options for the targets' design; eps_r (if not given) minimises the estimated
-    n (golden-section search on log eps_r; any eps_r is privacy-valid)."""
-    halting, restarts = t.design
-    eps_h = t.eps_h if t.eps_h is not None else DEFAULT_EPS_H
-    base = TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
-                        boundaries=boundaries(t.concept), cap_c=t.cap_c, halting=halting,
-                        restarts=restarts, eps_h=eps_h, block_bound=t.block_bound)
-    if restarts != "private" or t.block_bound == "lemma-s":
-        return base
-    if t.eps_r is not None:
-        return dataclasses.replace(base, eps_r=t.eps_r)
-    return dataclasses.replace(base, eps_r=_best_eps_r(t, vc, base))
-
-
-def _best_eps_r(t: Targets, vc: int, base: TightOptions) -> float:
-    room = t.epsilon - (base.eps_h if base.halting == "noisy" else 0.0)
-    if room <= 0.0:
-        return 0.5 * t.epsilon  # infeasible anyway; the solver says why
-
-    def cost(log_er: float) -> float:
-        o = dataclasses.replace(base, eps_r=math.exp(log_er))
-        return math.log(estimate_n(t.epsilon, t.delta, t.alpha, t.beta, vc, o))
-
-    lo, hi = math.log(0.1 * room), math.log(min(0.7 * room, 10.0))
-    g = (math.sqrt(5.0) - 1.0) / 2.0
-    a, b = lo, hi
-    x1, x2 = b - g * (b - a), a + g * (b - a)
-    f1, f2 = cost(x1), cost(x2)
-    for _ in range(7):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - g * (b - a)
-            f1 = cost(x1)
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + g * (b - a)
-            f2 = cost(x2)
-    best = x1 if f1 <= f2 else x2
-    return round(math.exp(best), 4)
+def _first_unrunnable(rounds: tuple[RoundSpec, ...], design: Design) -> int | None:
+    """The first round the engine cannot run exactly (engine.design.noise_plan), if any."""
+    for i, r in enumerate(rounds, start=1):
+        try:
+            noise_plan(design, r)
+        except InvalidSchedule:
+            return i
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class DesignCost:
-    """One (halting, restarts) design planned for the same targets."""
+    """One design planned for the same targets."""
 
     halting: str
     restarts: str
@@ -353,72 +305,55 @@ class DesignCost:
     """+inf unless the design's query chain is proven (``query_private``)."""
     query_private: bool
     conditional_on: str | None
-    """"Lemma S" for the conditional accounting: its epsilons are then conditional on it."""
+    """Always None (no design rests on an unproven lemma); kept as a JSON key."""
     eps_h: float | None
     eps_r: float | None
+    """Always None (private restarts are retired); kept as a JSON key."""
     reason: str = ""
     epsilon_conditional: float = math.inf
-    """max of the conditional chains (``conditional_on`` or the chain without an invalid Q0)."""
+    """max of the conditional chains (the chain without an invalid in-round step)."""
     in_round_epsilon: float = math.inf
     """Theorem Q's epsilon for the design (+inf: a channel is open)."""
     in_round_delta: float = 0.0
     in_round_lemma: str = ""
     in_round_note: str = ""
     is_default: bool = False
+    design: str = ""
 
     @property
     def name(self) -> str:
-        tag = " (Lemma S)" if self.conditional_on else ""
-        return f"{self.halting}+{self.restarts}{tag}"
+        return self.design or f"{self.halting}+{self.restarts}"
 
 
-def designs(targets: Targets, include_conditional: bool = True) -> tuple[DesignCost, ...]:
-    """Plan every (halting, restarts) design for the same targets (tight accounting), the
-    default first, and the conditional Lemma S design last when ``include_conditional``.
-
-    The other private-restart designs reuse the default design's eps_r (chosen to minimise its
-    n) unless the targets fix one."""
+def designs(targets: Targets) -> tuple[DesignCost, ...]:
+    """Plan every design for the same targets (tight accounting), the default first."""
     t = dataclasses.replace(targets, accounting="tight")
     out: list[DesignCost] = []
-    try:
-        chosen = plan(dataclasses.replace(t, halting=None, restarts=None, block_bound="pure"))
-        default = (chosen.certificate.halting, chosen.certificate.restarts)
-    except PlanInfeasible:
-        default = ("", "")
-    todo: list[tuple[Halting, Restarts, BlockBound]] = [(h, r, "pure") for h, r in DESIGNS]
-    if include_conditional:
-        todo.append(("noisy", "private", "lemma-s"))
-    eps_r = t.eps_r
-    for h, r, bb in todo:
-        tt = dataclasses.replace(t, halting=h, restarts=r, block_bound=bb,
-                                 eps_r=eps_r if bb == "pure" else None)
+    for d in DESIGNS:
+        h, r = d.halting.value, d.restarts.value
         try:
-            p = plan(tt)
+            p = plan(dataclasses.replace(t, halting=h, restarts=r))
         except PlanInfeasible as exc:
-            out.append(DesignCost(h, r, None, math.inf, math.inf, False,
-                                  "Lemma S" if bb == "lemma-s" else None, None, None, str(exc)))
+            out.append(DesignCost(h, r, None, math.inf, math.inf, False, None, None, None, str(exc),
+                                  is_default=d == DEFAULT, design=d.name))
             continue
         c = p.certificate
-        r1 = p.rounds[0]
-        if eps_r is None and r == "private" and bb == "pure":
-            eps_r = r1.restart_eps
         q0 = next(st for st in c.steps if st.name.startswith("in-round answers"))
         out.append(DesignCost(
             halting=h, restarts=r, n_required=p.n_required, epsilon_training=c.epsilon_training,
-            epsilon_queries=c.epsilon_queries, query_private=c.query_private,
-            conditional_on=c.conditional_on, eps_h=r1.halt_eps, eps_r=r1.restart_eps,
+            epsilon_queries=c.epsilon_queries, query_private=c.query_private, conditional_on=None,
+            eps_h=p.rounds[0].halt_eps, eps_r=None,
             reason=c.queries_reason if not c.query_private else "",
             epsilon_conditional=max(c.epsilon_training_conditional, c.epsilon_queries_conditional),
             in_round_epsilon=q0.epsilon, in_round_delta=q0.delta, in_round_lemma=q0.lemma,
-            in_round_note=q0.note,
-            is_default=(h, r) == default and bb == "pure",
+            in_round_note=q0.note, is_default=d == DEFAULT, design=d.name,
         ))
     return tuple(out)
 
 
 def cheapest_sound(costs: tuple[DesignCost, ...]) -> DesignCost | None:
-    """The query-private (proven, unconditional) design with the smallest n_required."""
-    sound = [d for d in costs if d.query_private and d.conditional_on is None and d.n_required]
+    """The query-private (proven) design with the smallest n_required."""
+    sound = [d for d in costs if d.query_private and d.n_required]
     return min(sound, key=lambda d: d.n_required or 0) if sound else None
 
 
@@ -429,51 +364,27 @@ def _try_plan(t: Targets) -> Plan | None:
         return None
 
 
-EPS_R_SHARE = 0.4
-"""best_epsilon's eps_r for private restarts: EPS_R_SHARE of what eps_h leaves (plan() searches
-eps_r instead; this share is within a few percent of n of the searched optimum for eps <= 2)."""
-
-
-def _try_plan_fast(t: Targets) -> Plan | None:
-    """:func:`plan` with eps_r set by rule (no search), for :func:`best_epsilon`'s bisection; the
-    default design still compares ``DEFAULT_CANDIDATES``."""
-    room = t.epsilon - (t.eps_h if t.eps_h is not None else DEFAULT_EPS_H)
-    if t.eps_r is not None or room <= 0.0 or t.accounting != "tight" or t.block_bound != "pure":
-        return _try_plan(t)
-    rule = round(EPS_R_SHARE * room, 6)
-    if not t.is_default_design:
-        return _try_plan(dataclasses.replace(t, eps_r=rule) if t.design[1] == "private" else t)
-    cands = [_try_plan(dataclasses.replace(t, halting=h, restarts=r,
-                                           eps_r=rule if r == "private" else None))
-             for h, r in DEFAULT_CANDIDATES]
-    ok = [p for p in cands if p is not None and p.certificate.query_private]
-    if not ok:
-        return None
-    return dataclasses.replace(min(ok, key=lambda p: p.n_required), targets=t)
-
-
 def best_epsilon(n: int, targets: Targets, lo: float = 1e-2, hi: float | None = None,
                  rel_tol: float = 5e-3) -> Achievable:
     """Smallest target epsilon whose plan needs <= n training examples (bisection on log epsilon;
     n_required is decreasing in epsilon over the searched range). The paper accounting searches
-    (0, 1] (Theorem 5.1's range). With private restarts and no eps_r given, eps_r is set by rule
-    (``EPS_R_SHARE``), so the plan found may need slightly more data than :func:`plan`'s."""
+    (0, 1] (Theorem 5.1's range)."""
     if hi is None:
         hi = 1.0 if targets.accounting == "paper" else 64.0
-    top = _try_plan_fast(targets.with_epsilon(hi))
+    top = _try_plan(targets.with_epsilon(hi))
     if top is None or top.n_required > n:
         need = "" if top is None else f" (epsilon = {hi:g} already needs n = {top.n_required:.3g})"
         need = need.replace("e+0", "e").replace("e+", "e")
         return Achievable(n=n, epsilon=math.inf, target=math.inf, plan=None,
                           reason=f"no epsilon <= {hi:g} can be certified with n = {n}{need}")
-    bottom = _try_plan_fast(targets.with_epsilon(lo))
+    bottom = _try_plan(targets.with_epsilon(lo))
     if bottom is not None and bottom.n_required <= n:
         return Achievable(n=n, epsilon=_eps(bottom), target=lo, plan=bottom,
                           reason=f"searched down to epsilon = {lo:g} only")
     best, a, b = top, math.log(lo), math.log(hi)
     while b - a > rel_tol:
         mid = 0.5 * (a + b)
-        p = _try_plan_fast(targets.with_epsilon(math.exp(mid)))
+        p = _try_plan(targets.with_epsilon(math.exp(mid)))
         if p is not None and p.n_required <= n:
             best, b = p, mid
         else:
@@ -483,7 +394,7 @@ def best_epsilon(n: int, targets: Targets, lo: float = 1e-2, hi: float | None = 
 
 def _eps(p: Plan) -> float:
     """What a plan certifies: max(training, queries) for a query-private design; otherwise the
-    conditional numbers (Lemma S, or the chain without an invalid in-round step)."""
+    conditional numbers (the chain without an invalid in-round step)."""
     c = p.certificate
     if c.query_private:
         return max(c.epsilon_training, c.epsilon_queries)

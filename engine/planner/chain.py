@@ -1,52 +1,45 @@
 """Certify a schedule: the privacy chain of GenericBBL, step by step, for the training set and for
-the queries, under the ``paper`` or the ``tight`` accounting, for every (halting, restarts) design
-of ``engine.schedule`` (docs/PRIVACY.md sections 3-8).
+the queries (docs/PRIVACY.md sections 3-8), for the engine's two designs (engine.design).
+
+Every number is computed for what the engine runs: the integer thresholds and exact noise scales of
+``engine.design.noise_plan`` (a schedule it cannot run exactly is refused, with the reason).
 
 Notation (per round i, all from the schedule; see ``engine.schedule.RoundSpec``): T_i chunks of
-lambda_i points, |S_i| = lambda_i T_i; BT with (eps'_i, delta'_i), band half-width gamma_i, at most
-c_i tops among R_i queries; S-hat_i has m_S points (rate r_S = m_S/|S_i|), D-hat_i keeps m_D of
-the R_i queries (rate r_D = m_D/R_i); S_1 is a uniform subset of the n training examples
-(rate r_1 = |S_1|/n). All rates are exact ratios, rounded up in floating point.
+lambda_i points, |S_i| = lambda_i T_i; R_i queries, hard cap c_i on the tops; S-hat_i has m_S points
+(rate r_S = m_S/|S_i|), D-hat_i keeps m_D of the R_i queries (rate r_D = m_D/R_i); S_1 is a uniform
+subset of the n training examples (rate r_1 = |S_1|/n). All rates are exact ratios, rounded up.
 
-**Training set (Claim E.5, repaired as in calibration.md sections 1-2).** The adversary's view is
-post-processing of (round-1 answers, S_2):
-  1-2. The round's BetweenThresholds, by restart policy:
-     * per-top: <= min(c_1, R_1) instances, each Lemma C.3 (eps'_1, delta'_1) if P1/P2 hold,
-       composed by Observation 2 (paper) or KOV (tight) -> (E_1, Delta_1);
-     * stateless: R_1 instances (one per query), the same lemmas;
-     * private: blocks of one threshold noise, each Theorem B (eps'/2 + k eta_plus, delta_mu) with
-       k = min(k_max, c) tops, at most min(R, c/k_low + 1) blocks except w.p. delta_fail (Lemma
-       N), composed by KOV (tight only). ``block_bound="lemma-s"`` uses the unreviewed Lemma S
-       instead and makes the whole certificate conditional (``conditional_on``).
-     Halting (any policy) is post-processing of BT's answers plus independent noise; it enters
-     only through c, the most tops a round can have.
-  3. LabelBoost on S-hat_1 o D-hat_1, neighbour in the labeled part, followed by A = "output
-     S_2 (a subset of D-hat_1')" which discards the labeled part, so A is (0,0)-DP and Lemma C.1
-     gives (3, 0); subsampling S-hat_1 from S_1: Claim 2.7 (paper) or BBG (tight) -> eps_LS.
+**Training set (Claim E.5, repaired).** The adversary's view is post-processing of (round-1
+answers, S_2):
+  1-2. The round's mechanism, by design:
+     * target-charged: Lemma Q (TOP is a q-target, B-level eps0 = 1/t) and Lemma TC (charged steps
+       <= K except w.p. delta_tail, K-fold KOV) -> (E_1, Delta_1);
+     * paper: <= min(c_1, R_1) BetweenThresholds instances (a top ends one), each Theorem B
+       (discrete, one top), composed by KOV (tight). The ``paper`` accounting instead applies the
+       paper's own lemmas (Lemma C.3, Observation 2, Claim 2.7), which are stated for continuous
+       noise on real vote shares: it describes the paper's idealised mechanism, not the engine's.
+     Halting is post-processing of the answers plus independent noise.
+  3. LabelBoost on S-hat_1 o D-hat_1, neighbour in the labeled part, followed by A = "output S_2";
+     Lemma C.1 gives (3, 0); subsampling S-hat_1 from S_1: BBG (Claim 2.7 under the paper
+     accounting) -> eps_LS.
   4. Basic composition: Phi_1 = (E_1 + eps_LS, Delta_1).
-  5. S_1 drawn from S at rate r_1: Claim 2.7 (paper) or BBG (tight) -> (eps_S, delta_S).
-Rounds >= 2 read S only through S_2, so they are post-processing.
+  5. S_1 drawn from S at rate r_1: BBG (Claim 2.7) -> (eps_S, delta_S).
 
 **Queries (Claim E.6, repaired).** A query in round i reaches:
-  0. the other round-i answers: Theorem Q (``query_side.in_round``): eps_h (noisy halting) +
-     eps_r (private restarts) with Lemma Cap's delta for the hard caps, for the designs whose
-     channels are closed; NOT valid (+inf) with per-top restarts (restart channel) or with
-     halting "paper" and c <= R (halting channel), where Claim E.6's "identically distributed"
-     is false (issue 8);
-  1-4. Phi_{i+1} = (E_{i+1} + eps_LS,i+1, Delta_{i+1}), as steps 1-4 above for round i+1;
-  5. LabelBoost, neighbour in the unlabeled part D-hat_i, followed by A = (S_{i+1} subset of
-     D-hat_i', then Phi_{i+1}): Lemma C.1 -> (Phi_{i+1} + 3, 4e Delta_{i+1});
-  6. D-hat_i drawn from D_i at rate r_D: Claim 2.7 (paper) or BBG (tight) -> (eps_D, delta_D);
+  0. the other round-i answers: Theorem Q (``query_side.in_round``): target-charged, eps_h with Lemma
+     Cap's delta for the hard cap; paper: NOT valid (+inf), Claim E.6's step is false (issue 8);
+  1-4. Phi_{i+1}, as steps 1-4 above for round i+1;
+  5. LabelBoost, neighbour in the unlabeled part, followed by A = (S_{i+1} from D-hat_i', then
+     Phi_{i+1}): Lemma C.1 -> (Phi_{i+1} + 3, 4e Delta_{i+1});
+  6. D-hat_i drawn from D_i at rate r_D: BBG (Claim 2.7) -> (eps_D, delta_D);
   7. basic composition with step 0.
-The maximum over rounds is reported (rounds past the last listed repeat it when
-``repeat_last``; otherwise the last round's queries reach nothing after it).
-``epsilon_queries_conditional`` is the chain *without* step 0 when step 0 is not valid: what
-Claim E.6 would give if its in-round step were true, never presented as proven.
+The maximum over rounds is reported. ``epsilon_queries_conditional`` is the chain *without* step 0
+when step 0 is not valid: what Claim E.6 would give if its in-round step were true, never
+presented as proven.
 
-Delta allocation (tight): the whole target delta goes to the BT composition, Delta_1 = delta/r_1 and
-Delta_{i+1} = delta_D/(4e r_D,i) (capped at 1/2), where delta_D is what the in-round step leaves of
-delta, and E is the smallest level KOV certifies at that Delta. The paper accounting instead uses
-the schedule's own delta'_i and reports the delta its chain yields.
+Delta allocation (tight): Delta_1 = delta/r_1 and Delta_{i+1} = (delta - delta_in)/(4e r_D), each
+shaved to the largest float whose product with its rate is <= the target, so no printed delta
+exceeds its target; E is the smallest level the round certifies at that Delta.
 
 Any failed privacy precondition makes the chain's epsilon +inf with the reason in
 ``training_reason``/``queries_reason``; no number is made up.
@@ -59,23 +52,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.design import PAPER, Design, NoisePlan, noise_plan
+from engine.errors import InvalidSchedule
+from engine.noise import MAX_SCALE, saturation_tv
 from engine.planner import amplification as amp
-from engine.planner import block as blk
-from engine.planner import bt, lemma_s
+from engine.planner import bt
 from engine.planner import composition as comp
+from engine.planner import target_charging as tc
+from engine.planner import theorem_b as tb
+from engine.planner.above_threshold import up
 from engine.planner.learning import d2_floor
 from engine.planner.query_side import in_round
 from engine.planner.steps import Check, Step
 from engine.schedule import RoundSpec, Schedule
 
 Accounting = Literal["tight", "paper"]
-BlockBound = Literal["pure", "lemma-s"]
-"""How a private-restarts block is charged: ``pure`` = Theorem B (proven); ``lemma-s`` = Lemma S
-(query_privacy.md section 3.3, UNREVIEWED: every epsilon is then conditional on it)."""
 LABELBOOST_EPS = 3.0
 """Lemma C.1's additive epsilon (Beimel-Nissim-Stemmer 2021): (eps_A + 3, 4 e delta_A)."""
 LABELBOOST_DELTA_FACTOR = 4.0 * math.e
 DELTA_CAP = 0.5
+ENGINE = "the engine's mechanism (integer counts, exact discrete Laplace noise)"
+IDEALISED = ("the paper's idealised mechanism (continuous Laplace noise on real vote shares): the paper's "
+             "lemmas are stated for it, not for the engine's discrete mechanism")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +105,14 @@ class Certificate:
     per_round_queries: tuple[tuple[int, float, float], ...] = field(default=())
     """(round, conditional eps_D, delta_D) for every round the query chain was evaluated at."""
     conditional_on: str | None = None
-    """None, or the unreviewed lemma ("Lemma S") every epsilon of this certificate rests on; then
-    ``epsilon_training`` and ``epsilon_queries`` are +inf and the numbers are in
-    ``epsilon_training_conditional`` and ``epsilon_queries_conditional``."""
+    """Always None: no certificate rests on an unproven lemma (kept as a JSON key)."""
     epsilon_training_conditional: float = math.inf
-    """The training chain's epsilon (equal to ``epsilon_training`` unless ``conditional_on``)."""
+    """The training chain's epsilon (equal to ``epsilon_training``)."""
+    design: str = "paper"
+    """The design's name (engine.design)."""
+    describes: str = ENGINE
+    """What the numbers are about: the engine's mechanism (tight accounting) or the paper's
+    idealised one (paper accounting)."""
 
     @property
     def epsilon(self) -> float:
@@ -122,12 +123,14 @@ class Certificate:
     def delta(self) -> float:
         return max(self.delta_training, self.delta_queries)
 
+    def meets(self, epsilon: float, delta: float, slack: float = 1e-9) -> bool:
+        """Both chains certified at <= epsilon (relative float slack) and delta <= its target."""
+        return (self.epsilon <= epsilon * (1.0 + slack) and self.delta <= delta
+                and self.describes == ENGINE)
+
     @property
     def privacy_checks_hold(self) -> bool:
         return all(c.holds for c in self.checks if c.kind == "privacy")
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 def exact_rate(num: int, den: int) -> float:
@@ -135,6 +138,17 @@ def exact_rate(num: int, den: int) -> float:
     if den <= 0:
         return math.inf
     return min(1.0, math.nextafter(num / den, math.inf))
+
+
+def within(target: float, rate: float) -> float:
+    """The largest Delta with rate * Delta <= target in floating point (so that the delta a
+    subsampling step prints never exceeds its target)."""
+    if rate <= 0.0:
+        return math.inf
+    D = target / rate
+    while rate * D > target:
+        D = math.nextafter(D, 0.0)
+    return D
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,179 +160,105 @@ class _Phi:
     reason: str
 
 
-def _bt_instances(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
-                  ch: Literal["training", "queries"], restarts: str) -> _Phi:
-    """Steps 1-2 for per-top restarts (min(c, R) instances) and stateless BT (R instances):
-    Lemma C.3 per instance, Observation 2 (paper) or KOV (tight) over the instances."""
-    steps: list[Step] = []
-    checks: list[Check] = []
-    gamma, eps0, T = spec.band, spec.eps_bt, spec.T
-    count = spec.R if restarts == "stateless" else min(spec.c, spec.R)
-    reason = ""
-
-    # Step 1: one BT instance (Lemma C.3). P2: ranges.
-    p2 = bt.ranges_ok(eps0, spec.delta_bt)
-    checks.append(Check("P2: eps' in (0,1), delta' in (0,1)", "Lemma C.3", "privacy", p2,
-                        eps0, 1.0, rnd, f"delta'={spec.delta_bt:.3g}"))
-    declared_ok = bt.gap_holds(gamma, eps0, spec.delta_bt, T)
-    if accounting == "tight":
-        # delta' is accounting-only: use the smaller of the declared one (if Lemma C.3 certifies
-        # it) and the smallest one Lemma C.3 certifies at this T.
-        d_inst = bt.min_delta(gamma, eps0, T)
-        if declared_ok:
-            d_inst = min(d_inst, spec.delta_bt)
-        p1 = d_inst < 1.0 and 0.0 < eps0 < 1.0
-        detail = ("tight uses min(declared delta', smallest delta' Lemma C.3 certifies at this T) "
-                  f"(declared delta_bt {'meets' if declared_ok else 'does NOT meet'} P1)")
-    else:
-        d_inst = spec.delta_bt
-        p1 = declared_ok
-        detail = "paper uses the declared delta_bt"
-    need = bt.gap_required(eps0, min(max(d_inst, 1e-300), 1.0 - 1e-16), T) if 0 < eps0 < 1 else math.inf
-    checks.append(Check("P1: BT gap 2*gamma >= 12/(eps' T)(ln(10/eps')+ln(1/delta')+1)", "Lemma C.3",
-                        "privacy", p1, need, 2.0 * gamma, rnd, detail))
-    if not p1:
-        t_need = (bt.min_t(gamma, eps0, spec.delta_bt) if bt.ranges_ok(eps0, spec.delta_bt)
-                  else None)
-        reason = (f"round {rnd}: Lemma C.3's gap condition fails (T={T}, eps'={eps0:.3g}, "
-                  f"gamma={gamma:.3g}" + (f"; needs T >= {t_need}" if t_need else "") + ")")
-    steps.append(Step.make(ch, f"BT instance, round {rnd}", "Lemma C.3", eps0 if p1 else math.inf,
-                           d_inst, {"T": T, "gamma": gamma, "eps_bt": eps0,
-                                    "delta_bt_declared": spec.delta_bt,
-                                    "declared_meets_P1": declared_ok}, rnd, valid=p1,
-                           note="" if p1 else reason))
-
-    # Step 2: composition over the round's instances.
-    if accounting == "tight":
-        E = comp.kov_epsilon(eps0, d_inst, count, Delta) if p1 else math.inf
-        feasible = math.isfinite(E)
-        if p1 and not feasible:
-            reason = (f"round {rnd}: the instances' own delta already exceeds Delta={Delta:.3g} "
-                      f"(c={count}, delta'={d_inst:.3g})")
-        steps.append(Step.make(ch, f"BT composition, round {rnd}",
-                               "Kairouz-Oh-Viswanath 2015 Thm 3.3 (exact optimal composition)",
-                               E, Delta, {"instances": count, "c": spec.c, "R": spec.R,
-                                          "eps_bt": eps0, "delta_bt": d_inst}, rnd,
-                               note="instances = R (stateless BT)" if restarts == "stateless" else
-                               "instances = min(c, R): an instance started after the last query "
-                               "answers nothing"))
-        d_out = Delta
-    else:
-        c_paper = spec.R if restarts == "stateless" else spec.c  # the paper charges c as declared
-        E, d_out = comp.observation_2(eps0, d_inst, c_paper) if p1 else (math.inf, 1.0)
-        ok = c_paper * d_inst < 1.0
-        checks.append(Check("Observation 2: c*delta' < 1", "Observation 2", "privacy", ok,
-                            c_paper * d_inst, 1.0, rnd))
-        if p1 and not ok:
-            reason = f"round {rnd}: Observation 2 needs c*delta' < 1"
-        steps.append(Step.make(ch, f"BT composition, round {rnd}",
-                               "Observation 2 (advanced composition; Claim D.1 states <= 1)",
-                               E, d_out, {"c": c_paper, "eps_bt": eps0, "delta_bt": d_inst}, rnd))
-
-    return _Phi(E, d_out, tuple(steps), tuple(checks), reason)
+Chain = Literal["training", "queries"]
 
 
-def _bt_blocks(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting,
-               ch: Literal["training", "queries"], block_bound: BlockBound) -> _Phi:
-    """Steps 1-2 for private restarts: Theorem B (or, conditionally, Lemma S) per block, Lemma N
-    for the number of blocks, KOV over the blocks (docs/PRIVACY.md section 6)."""
-    steps: list[Step] = []
-    checks: list[Check] = []
-    gamma, eps0, T, R = spec.band, spec.eps_bt, spec.T, spec.R
-    tops = min(spec.c, R)
-    d_mu = spec.delta_bt
-    if accounting != "tight":
-        reason = (f"round {rnd}: the paper accounting has no lemma for private restarts "
-                  "(use the tight accounting)")
-        steps.append(Step.make(ch, f"BT blocks, round {rnd}", "none (paper accounting)", math.inf,
-                               1.0, {}, rnd, valid=False, note=reason))
-        return _Phi(math.inf, 1.0, tuple(steps), tuple(checks), reason)
-    if spec.restart_eps is None or spec.restart_threshold is None or spec.block_cap is None:
-        reason = f"round {rnd}: restarts 'private' needs restart_eps, restart_threshold and block_cap"
-        steps.append(Step.make(ch, f"BT blocks, round {rnd}", "Theorem B", math.inf, 1.0, {}, rnd,
-                               valid=False, note=reason))
-        return _Phi(math.inf, 1.0, tuple(steps), tuple(checks), reason)
-    cert = blk.certify_blocks(eps0, T, gamma, d_mu, tops, R, spec.restart_threshold,
-                              spec.block_cap, spec.restart_eps, Delta)
-    x = cert.x
-    if block_bound == "lemma-s":
-        e_b = lemma_s.block_epsilon(eps0, T, gamma, d_mu, cert.tops_per_block)
-        d_b = 3.0 * d_mu
-        ok = x >= lemma_s.MIN_SLACK
-        lemma = "Lemma S (CONDITIONAL: unreviewed sketch, query_privacy.md 3.3)"
-        check_name = "Lemma S gap: band slack x >= 10"
-        E, k_low, blocks = math.inf, 0, R
-        if ok:
-            for phi in blk.FAIL_GRID:  # the same Lemma N search as certify_blocks
-                kl = blk.k_low_for(R, spec.restart_threshold, spec.restart_eps, phi * Delta,
-                                   spec.block_cap)
-                if kl < 1:
-                    continue
-                nb = blk.blocks_bound(tops, R, kl)
-                e_round = blk.compose_blocks(e_b, d_b, nb, Delta, phi * Delta)
-                if e_round < E:
-                    E, k_low, blocks = e_round, kl, nb
-        d_fail_note = ""
-    else:
-        e_b, d_b, ok = cert.eps_block, d_mu, x > 0.0
-        lemma = "Theorem B (one threshold noise per block, pure bound; docs/PRIVACY.md 6)"
-        check_name = "Theorem B gap: band slack x = (gamma T - 1) eps'/3 - (2/3) ln(1/(2 delta_mu)) > 0"
-        E, k_low, blocks = cert.E, cert.k_low, cert.blocks
-        which = "Lemmas N' + K' (noise-only events, charged once)" if cert.lemma == "N'" else \
-            "Lemmas N + K (charged (1 + e^E) times, Lemma Cap)"
-        d_fail_note = f"{which}: failures {cert.delta_fail:.3g} (phi = {cert.phi:.0e} of Delta)"
-    checks.append(Check(check_name, lemma.split(" (")[0], "privacy", ok, x,
-                        lemma_s.MIN_SLACK if block_bound == "lemma-s" else 0.0, rnd,
-                        "value = x (band slack in units of b_nu), must exceed the bound"))
-    reason = "" if ok else (f"round {rnd}: {lemma.split(' (')[0]}'s gap condition fails "
-                            f"(band slack x = {x:.3g}; T={T}, eps'={eps0:.3g}, delta_mu={d_mu:.3g})")
-    steps.append(Step.make(ch, f"BT block, round {rnd}", lemma, e_b if ok else math.inf, d_b,
-                           {"T": T, "gamma": gamma, "eps_bt": eps0, "delta_mu": d_mu,
-                            "tops_per_block": cert.tops_per_block, "band_slack_x": x,
-                            "block_cap": spec.block_cap}, rnd, valid=ok, note=reason))
-    feasible = ok and k_low >= 1
-    if ok and k_low < 1:
-        k0, e_r, cap = spec.restart_threshold, spec.restart_eps, spec.block_cap
-        admissible = any(max(blk.k_low_for(R, k0, e_r, phi * Delta, cap),
-                             blk.k_low_noise(R, k0, e_r, phi * Delta, cap)) >= 1 for phi in blk.FAIL_GRID)
-        if admissible:  # Lemma N holds for some delta_fail, but no composition fits the budget with its charge
-            reason = (f"round {rnd}: blocks of up to {cert.tops_per_block} tops cost epsilon {e_b:.3g} each; "
-                      f"composed over the blocks, Lemma N's failure charge (1 + e^E) delta_fail exceeds "
-                      f"Delta = {Delta:.3g} for every admissible delta_fail (more data, or a larger T)")
-        else:
-            reason = (f"round {rnd}: restart_threshold = {spec.restart_threshold:g} is too low for Lemma N "
-                      "(no k_low >= 1 has a small enough early-fire probability)")
-    steps.append(Step.make(ch, f"blocks per round, round {rnd}",
-                           "Lemma N or N' (a block followed by another holds >= k_low tops except w.p. "
-                           "delta_fail)", 0.0, 0.0,
-                           {"k_low": k_low, "blocks": blocks, "tops": tops, "R": R,
-                            "restart_threshold": spec.restart_threshold,
-                            "restart_eps": spec.restart_eps}, rnd, valid=feasible,
-                           note=d_fail_note))
-    if feasible and not math.isfinite(E):
-        reason = f"round {rnd}: the blocks' own delta already exceeds Delta={Delta:.3g}"
+def _invalid(ch: Chain, rnd: int, name: str, lemma: str, reason: str) -> _Phi:
+    step = Step.make(ch, name, lemma, math.inf, 1.0, {}, rnd, valid=False, note=reason)
+    return _Phi(math.inf, 1.0, (step,), (), reason)
+
+
+def _tct_round(spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, ch: Chain) -> _Phi:
+    """Steps 1-2, target-charged: Lemma Q and Lemma TC (docs/PRIVACY.md 6)."""
+    eps0 = up(1.0 / float(plan.query)) if float(plan.query) > 0 else math.inf
+    eps0 = max(eps0, 1.0 / float(plan.query))
+    m = plan.band + 1
+    r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta)
+    steps = [
+        Step.make(ch, f"per-query mechanism, round {rnd}",
+                  "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/PRIVACY.md 6.1)",
+                  eps0, 0.0, {"scale_t": float(plan.query), "band_counts_m": m, "q": r.q, "lo": plan.lo,
+                              "hi": plan.hi}, rnd),
+        Step.make(ch, f"round composition, round {rnd}",
+                  "Lemma TC (target charging: K charged steps, KOV; docs/PRIVACY.md 6.2)", r.E, Delta,
+                  {"K": r.K, "c": plan.c, "R": spec.R, "delta_K": r.delta_K, "delta_tail": r.delta_tail,
+                   "q": r.q}, rnd,
+                  note="K = R: every query charged, no tail" if r.K >= spec.R else ""),
+    ]
+    reason = "" if math.isfinite(r.E) else (
+        f"round {rnd}: no split of Delta = {Delta:.3g} certifies the round (c = {plan.c}, eps0 = {eps0:.3g})")
+    return _Phi(r.E, Delta, tuple(steps), (), reason)
+
+
+def _paper_round_tight(spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, ch: Chain) -> _Phi:
+    """Steps 1-2, paper design, tight: Theorem B (discrete, one top) per instance, KOV over the
+    min(c, R) instances (an instance started after the last query answers nothing)."""
+    assert plan.threshold is not None and spec.delta_bt is not None
+    count = min(spec.c, spec.R)
+    e_i, d_i, m = tb.instance(plan.threshold, plan.query, plan.band, spec.delta_bt, tops=1)
+    ok = math.isfinite(e_i)
+    checks = [Check("Theorem B gap: m* = G - 2 mu* - 1 >= 1", "Theorem B (discrete)", "privacy", ok,
+                    m, 1, rnd, "value = m*, the band's counts left at the threshold noise bound mu*")]
+    reason = "" if ok else (f"round {rnd}: Theorem B's gap condition fails (band G = {plan.band} counts, "
+                            f"delta_mu = {spec.delta_bt:.3g}; a larger T or eps')")
+    steps = [Step.make(ch, f"BT instance, round {rnd}", "Theorem B (discrete, one top per instance; "
+                       "docs/PRIVACY.md 7)", e_i, d_i,
+                       {"T": spec.T, "band_G": plan.band, "t_mu": float(plan.threshold),
+                        "t_nu": float(plan.query), "m_star": m, "delta_mu": d_i}, rnd, valid=ok, note=reason)]
+    E = comp.kov_epsilon(e_i, d_i, count, Delta) if ok else math.inf
+    if ok and not math.isfinite(E):
+        reason = f"round {rnd}: the instances' own delta already exceeds Delta={Delta:.3g}"
     steps.append(Step.make(ch, f"BT composition, round {rnd}",
-                           "Kairouz-Oh-Viswanath 2015 Thm 3.3 over the blocks (+ Lemma N's failure, "
-                           "Lemma Cap)", E, Delta,
-                           {"instances": blocks, "c": spec.c, "R": R, "eps_block": e_b,
-                            "delta_block": d_b}, rnd))
+                           "Kairouz-Oh-Viswanath 2015 Thm 3.3 (exact optimal composition)", E, Delta,
+                           {"instances": count, "c": spec.c, "R": spec.R, "eps_instance": e_i,
+                            "delta_instance": d_i}, rnd))
     return _Phi(E, Delta, tuple(steps), tuple(checks), reason)
 
 
-def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain: str,
-         restarts: str = "per-top", block_bound: BlockBound = "pure") -> _Phi:
-    """Privacy of (round-rnd answers, S_{rnd+1}) with respect to S_rnd: steps 1-4.
+def _paper_round_paper(spec: RoundSpec, rnd: int, ch: Chain) -> _Phi:
+    """Steps 1-2 under the paper's own accounting (idealised mechanism): Lemma C.3 per instance,
+    Observation 2 over the c instances as declared."""
+    checks: list[Check] = []
+    eps0, d0, T, gamma = spec.eps_bt, spec.delta_bt or 0.0, spec.T, spec.band
+    p2 = bt.ranges_ok(eps0, d0)
+    checks.append(Check("P2: eps' in (0,1), delta' in (0,1)", "Lemma C.3", "privacy", p2, eps0, 1.0, rnd,
+                        f"delta'={d0:.3g}"))
+    p1 = p2 and bt.gap_holds(gamma, eps0, d0, T)
+    need = bt.gap_required(eps0, min(max(d0, 1e-300), 1.0 - 1e-16), T) if 0 < eps0 < 1 else math.inf
+    checks.append(Check("P1: BT gap 2*gamma >= 12/(eps' T)(ln(10/eps')+ln(1/delta')+1)", "Lemma C.3",
+                        "privacy", p1, need, 2.0 * gamma, rnd))
+    reason = "" if p1 else f"round {rnd}: Lemma C.3's conditions fail (T={T}, eps'={eps0:.3g}, gamma={gamma:.3g})"
+    steps = [Step.make(ch, f"BT instance, round {rnd}", "Lemma C.3 (idealised: continuous noise)",
+                       eps0 if p1 else math.inf, d0, {"T": T, "gamma": gamma, "eps_bt": eps0, "delta_bt": d0},
+                       rnd, valid=p1, note=reason)]
+    E, d_out = comp.observation_2(eps0, d0, spec.c) if p1 else (math.inf, 1.0)
+    ok = spec.c * d0 < 1.0
+    checks.append(Check("Observation 2: c*delta' < 1", "Observation 2", "privacy", ok, spec.c * d0, 1.0, rnd))
+    if p1 and not ok:
+        reason = f"round {rnd}: Observation 2 needs c*delta' < 1"
+    steps.append(Step.make(ch, f"BT composition, round {rnd}",
+                           "Observation 2 (advanced composition; Claim D.1 states <= 1)", E, d_out,
+                           {"c": spec.c, "eps_bt": eps0, "delta_bt": d0}, rnd))
+    return _Phi(E, d_out, tuple(steps), tuple(checks), reason)
 
-    Steps 1-2 (the round's BetweenThresholds) depend on the restart policy: per-top, min(c, R)
-    Lemma C.3 instances (Observation 2); stateless, R instances (one per query); private, blocks
-    of one threshold noise each (Theorem B, Lemma N, KOV; :func:`_bt_blocks`). Halting is
-    post-processing of BT's answers (plus independent noise for "noisy"); it enters only through
-    c, the most tops a round can have."""
-    ch: Literal["training", "queries"] = "training" if chain == "training" else "queries"
-    if restarts == "private":
-        bt_part = _bt_blocks(spec, rnd, Delta, accounting, ch, block_bound)
+
+def _phi(design: Design, spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, ch: Chain) -> _Phi:
+    """Privacy of (round-rnd answers, S_{rnd+1}) with respect to S_rnd: steps 1-4."""
+    if accounting == "paper":
+        if design != PAPER:
+            bt_part = _invalid(ch, rnd, f"round mechanism, round {rnd}", "none (paper accounting)",
+                               f"round {rnd}: the paper's accounting has no lemma for the {design.name} design "
+                               "(use the tight accounting)")
+        else:
+            bt_part = _paper_round_paper(spec, rnd, ch)
     else:
-        bt_part = _bt_instances(spec, rnd, Delta, accounting, ch, restarts)
+        try:
+            plan = noise_plan(design, spec)
+        except InvalidSchedule as exc:
+            bt_part = _invalid(ch, rnd, f"round mechanism, round {rnd}", "engine.design.noise_plan",
+                               f"round {rnd}: the engine cannot run it exactly ({exc})")
+        else:
+            bt_part = (_tct_round if design.target_charged else _paper_round_tight)(spec, plan, rnd, Delta, ch)
     E, d_out, reason = bt_part.eps, bt_part.delta, bt_part.reason
     steps: list[Step] = list(bt_part.steps)
     checks: list[Check] = list(bt_part.checks)
@@ -354,23 +294,13 @@ def _phi(spec: RoundSpec, rnd: int, Delta: float, accounting: Accounting, chain:
     return _Phi(phi, d_out, tuple(steps), tuple(checks), reason)
 
 
-def in_round_step(spec: RoundSpec, rnd: int, halting: str, restarts: str,
-                  cap_floor: float = 0.0) -> Step:
+def in_round_step(design: Design, spec: RoundSpec, rnd: int, cap_floor: float = 0.0) -> Step:
     """Step 0 of the query chain: the other answers of the query's own round (Theorem Q,
-    ``engine.planner.query_side``; docs/PRIVACY.md section 5).
-
-    Valid designs: halting "never" (or "paper") with c > R, or "noisy"; restarts "stateless" or
-    "private". Its epsilon is eps_h (noisy halting) + eps_r (private restarts), its delta Lemma
-    Cap's charge for the hard caps. Halting "paper" with c <= R (halting channel) and restarts
-    "per-top" (restart channel) are NOT valid (issue 8): epsilon +inf. ``cap_floor``: the largest
-    halting-cap probability of any round of the schedule (a cap may act in any round, not only in
-    the challenge's: Theorem Q, step 1).
-    """
-    ir = in_round(spec, halting, restarts, cap_floor)
+    ``engine.planner.query_side``; docs/PRIVACY.md section 5). ``cap_floor``: the largest
+    halting-cap probability of any round of the schedule (a cap may act in any round)."""
+    ir = in_round(design, spec, cap_floor)
     inputs: dict[str, float | int | str | bool | None] = {
-        "c": spec.c, "R": spec.R, "halting": halting, "restarts": restarts,
-        "eps_h": ir.eps_h, "eps_r": ir.eps_r, "delta_cap_h": ir.delta_cap_h,
-        "delta_cap_r": ir.delta_cap_r,
+        "c": spec.c, "R": spec.R, "design": design.name, "eps_h": ir.eps_h, "delta_cap_h": ir.delta_cap_h,
     }
     return Step.make("queries", f"in-round answers, round {rnd}", ir.lemma, ir.epsilon, ir.delta,
                      inputs, rnd, valid=ir.valid, note=ir.note)
@@ -385,32 +315,51 @@ def _span(rounds: list[int], last: int, rep: bool) -> str:
     return ("round " if len(rounds) == 1 else "rounds ") + ", ".join(map(str, rounds)) + tail
 
 
-def _in_round_warnings(rounds: Sequence[RoundSpec], halting: str, restarts: str,
-                       rep: bool) -> list[str]:
+def _in_round_warnings(rounds: Sequence[RoundSpec], design: Design, rep: bool) -> list[str]:
     """One plain sentence per open channel, naming the rounds it affects."""
+    if design.target_charged:
+        return []
     out = []
     everywhere = _span(list(range(1, len(rounds) + 1)), len(rounds), rep)
-    if halting in ("paper", "never"):
-        halt = [i for i, r in enumerate(rounds, start=1) if r.c <= r.R]
-        if halt:
-            out.append(f"QUERY PRIVACY NOT PROVEN: halting channel open in "
-                       f"{_span(halt, len(rounds), rep)} (c <= R: a query can spend a top and make "
-                       "a later query be refused; issue 8)")
-    elif halting != "noisy":
-        out.append(f"QUERY PRIVACY NOT PROVEN: unknown halting policy {halting!r}")
-    if restarts == "per-top":
-        out.append(f"QUERY PRIVACY NOT PROVEN: threshold-noise restart channel open in {everywhere} "
-                   "(each top restarts BT's threshold noise, which later answers reveal; issue 8)")
-    elif restarts not in ("stateless", "private"):
-        out.append(f"QUERY PRIVACY NOT PROVEN: unknown restart policy {restarts!r}")
+    halt = [i for i, r in enumerate(rounds, start=1) if r.c <= r.R]
+    if halt:
+        out.append(f"QUERY PRIVACY NOT PROVEN: halting channel open in {_span(halt, len(rounds), rep)} "
+                   "(c <= R: a query can spend a top and make a later query be refused; issue 8)")
+    out.append(f"QUERY PRIVACY NOT PROVEN: threshold-noise restart channel open in {everywhere} "
+               "(each top restarts BT's threshold noise, which later answers reveal; issue 8)")
     return out
 
 
-def _rounds_of(schedule: Schedule | Sequence[RoundSpec]) -> tuple[tuple[RoundSpec, ...], bool, str, str]:
+def _rounds_of(schedule: Schedule | Sequence[RoundSpec]) -> tuple[tuple[RoundSpec, ...], bool, Design]:
     if isinstance(schedule, Schedule):
-        return (schedule.rounds, schedule.repeat_last, schedule.halting,
-                str(getattr(schedule, "restarts", "per-top")))
-    return tuple(schedule), True, "paper", "per-top"
+        return schedule.rounds, schedule.repeat_last, schedule.design
+    return tuple(schedule), True, PAPER
+
+
+def _runnable(rounds: Sequence[RoundSpec], design: Design) -> str:
+    """'' if the engine runs every round exactly, else the first reason it cannot."""
+    for i, r in enumerate(rounds, start=1):
+        try:
+            noise_plan(design, r)
+        except InvalidSchedule as exc:
+            return f"round {i}: {exc}"
+    return ""
+
+
+def _scale_checks(rounds: Sequence[RoundSpec], design: Design) -> list[Check]:
+    """The noise saturation (engine.noise): per draw, the total variation to the exact law is at most
+    2 exp(-2^62/t), which is 0.0 in floating point for every scale the engine runs (t <= 2^40)."""
+    out = []
+    for i, r in enumerate(rounds, start=1):
+        try:
+            plan = noise_plan(design, r)
+        except InvalidSchedule:
+            continue
+        t = max(float(s) for s in (plan.query, plan.threshold, plan.halt_query, plan.halt_threshold) if s)
+        out.append(Check("noise saturation at 2^62: per-draw total variation <= 2 exp(-2^62/t)", "engine.noise",
+                         "privacy", saturation_tv(plan.query) == 0.0 and t <= float(MAX_SCALE), t,
+                         float(MAX_SCALE), i, "value = the largest noise scale t of the round"))
+    return out
 
 
 def certify(
@@ -420,29 +369,20 @@ def certify(
     delta: float = 1e-6,
     *,
     repeat_last: bool | None = None,
-    halting: str | None = None,
-    restarts: str | None = None,
-    block_bound: BlockBound = "pure",
+    design: Design | None = None,
 ) -> Certificate:
     """Certify ``schedule`` run on ``n`` training examples (see the module docstring for the chain).
 
-    ``delta`` is the target delta of each chain (tight accounting: epsilon is minimised at this
-    delta; paper accounting: the chain's own delta is reported). ``halting`` and ``restarts``
-    default to the schedule's policies. A bare sequence of rounds (e.g. a paper schedule the
-    engine cannot run) is accepted; ``repeat_last``, ``halting`` and ``restarts`` then default to
-    True, "paper" and "per-top". ``block_bound="lemma-s"`` charges private-restart blocks with the
-    UNREVIEWED Lemma S: the certificate is then conditional on it (``conditional_on``) and never
-    query-private.
+    ``delta`` is the target delta of each chain (tight: epsilon is minimised at this delta and no
+    printed delta exceeds it; paper accounting: the chain's own delta is reported). A bare
+    sequence of rounds (e.g. the paper's schedule, which the engine cannot run) is accepted; its
+    design defaults to the paper's.
     """
-    rounds, rep, halt, rst = _rounds_of(schedule)
+    rounds, rep, dsg = _rounds_of(schedule)
     if repeat_last is not None:
         rep = repeat_last
-    if halting is not None:
-        halt = halting
-    if restarts is not None:
-        rst = restarts
-    restarts = rst
-    conditional = "Lemma S" if (block_bound == "lemma-s" and restarts == "private") else None
+    if design is not None:
+        dsg = design
     if not rounds:
         raise ValueError("a schedule needs at least one round")
     if not 0.0 < delta < 1.0:
@@ -457,8 +397,9 @@ def certify(
     checks: list[Check] = []
     warnings: list[str] = []
 
-    # Runnability (accuracy/definability, Claim D.6): the engine refuses otherwise.
-    runnable, not_runnable = True, ""
+    # Runnability: exactly (engine.design.noise_plan) and at all (Claim D.6).
+    not_runnable = _runnable(rounds, dsg)
+    runnable = not not_runnable
     for i, r in enumerate(rounds, start=1):
         nxt = spec(i + 1)
         if nxt is not None:
@@ -469,13 +410,22 @@ def certify(
                 runnable, not_runnable = False, (
                     f"round {i}: D-hat_{i} has {r.m_D} points but S_{i + 1} needs "
                     f"{nxt.labeled_size} (Claim D.6): the algorithm is undefined")
-        acc = bt.accuracy_t(r.alpha, r.eps_bt, r.R, r.beta) if r.eps_bt > 0 else math.inf
-        checks.append(Check("D.7: T >= 8/(alpha eps')(ln(R+1)+ln(1/beta))", "Claim D.7 / Lemma C.4",
-                            "accuracy", acc <= r.T, acc, r.T, i))
+        if not dsg.target_charged:
+            acc = bt.accuracy_t(r.alpha, r.eps_bt, r.R, r.beta) if r.eps_bt > 0 else math.inf
+            checks.append(Check("D.7: T >= 8/(alpha eps')(ln(R+1)+ln(1/beta))", "Claim D.7 / Lemma C.4",
+                                "accuracy", acc <= r.T, acc, r.T, i))
+        else:
+            acc = tct_accuracy_t(r.band, r.eps_bt, r.R, r.beta)
+            checks.append(Check("accuracy: T >= (ln(2R/beta)/eps0 + 2)/gamma (every |z_j| < gamma T - 1)",
+                                "docs/PRIVACY.md 6.3", "accuracy", acc <= r.T, acc, r.T, i))
         checks.append(Check("D.2: T >= 96 ln(1/alpha)", "Claim D.2", "accuracy",
                             d2_floor(r.alpha) <= r.T, d2_floor(r.alpha), r.T, i))
     if not runnable:
         warnings.append("not runnable: " + not_runnable)
+    if accounting == "tight":
+        checks.extend(_scale_checks(rounds, dsg))
+    else:
+        warnings.append("paper accounting: " + IDEALISED)
 
     # ---- training chain
     s1 = rounds[0].labeled_size
@@ -487,8 +437,8 @@ def certify(
     else:
         r1 = exact_rate(s1, n)
         checks.append(Check("n >= |S_1|", "step 2", "privacy", True, s1, n, 1))
-        Delta1 = min(DELTA_CAP, delta / r1) if accounting == "tight" else math.nan
-        ph = _phi(rounds[0], 1, Delta1, accounting, "training", restarts, block_bound)
+        Delta1 = min(DELTA_CAP, within(delta, r1)) if accounting == "tight" else math.nan
+        ph = _phi(dsg, rounds[0], 1, Delta1, accounting, "training")
         steps.extend(ph.steps)
         checks.extend(ph.checks)
         training_reason = ph.reason
@@ -514,11 +464,11 @@ def certify(
     per_round: list[tuple[int, float, float]] = []
     queries_reason = ""
     any_invalid_pre = ""
-    cap_floor = max(in_round(r, halt, restarts).delta_cap_h for r in rounds)  # Theorem Q, step 1
+    cap_floor = max(in_round(dsg, r).delta_cap_h for r in rounds)  # Theorem Q, step 1
     for i in range(1, last + 1):
         cur = rounds[i - 1]
         nxt = spec(i + 1)
-        qsteps: list[Step] = [in_round_step(cur, i, halt, restarts, cap_floor)]
+        qsteps: list[Step] = [in_round_step(dsg, cur, i, cap_floor)]
         if nxt is None:
             eps_D, delta_D = 0.0, 0.0
             qsteps.append(Step.make("queries", f"after round {i}", "nothing follows the last round",
@@ -530,9 +480,9 @@ def certify(
                                 d_ok, cur.m_D, cur.R, i))
             # the in-round step's delta (Lemma Cap) is taken off the target first
             d_in = qsteps[0].delta if qsteps[0].valid and qsteps[0].delta < delta else 0.0
-            Delta = (min(DELTA_CAP, (delta - d_in) / (LABELBOOST_DELTA_FACTOR * r_D))
+            Delta = (min(DELTA_CAP, within(within(delta - d_in, 1.0), LABELBOOST_DELTA_FACTOR * r_D))
                      if accounting == "tight" else math.nan)
-            ph = _phi(nxt, i + 1, Delta, accounting, "queries", restarts, block_bound)
+            ph = _phi(dsg, nxt, i + 1, Delta, accounting, "queries")
             checks.extend(ph.checks)
             qsteps.extend(ph.steps)
             lb_eps, lb_delta = ph.eps + LABELBOOST_EPS, LABELBOOST_DELTA_FACTOR * ph.delta
@@ -540,7 +490,8 @@ def certify(
                                     "Lemma C.1 with A = (S_{i+1} from D-hat', then Phi_{i+1})",
                                     lb_eps, lb_delta, {}, i))
             if accounting == "tight":
-                eps_D, delta_D = amp.bbg(r_D, lb_eps, lb_delta)
+                eps_D, _ = amp.bbg(r_D, lb_eps, lb_delta)
+                delta_D = r_D * (LABELBOOST_DELTA_FACTOR * ph.delta)  # <= delta - d_in by `within`
                 lemma = "Balle-Barthe-Gaboardi 2018 Thm 10"
             else:
                 eps_D, delta_D = amp.claim_2_7(r_D, lb_eps, lb_delta)
@@ -573,6 +524,8 @@ def certify(
     ir_step = qsteps[0]
     eps_q = eps_cond + ir_step.epsilon
     delta_q = delta_cond + ir_step.delta
+    if accounting == "tight" and delta_q > delta and math.isfinite(eps_q):
+        delta_q = delta  # d_in + r_D 4e Delta <= delta by construction; only float addition can exceed it
     qsteps.append(Step.make("queries", f"query chain, round {worst_round} (worst round)",
                             "Proposition 2.5 (in-round step + later rounds)", eps_q, delta_q, {},
                             worst_round, valid=math.isfinite(eps_q)))
@@ -585,25 +538,25 @@ def certify(
             queries_reason = ("Claim E.6's in-round step does not hold for this design "
                               f"(issue 8): {ir_step.note}" if not ir_step.valid
                               else "query chain not certified")
-    warnings.extend(_in_round_warnings(rounds, halt, restarts, rep))
-    eps_train_cond = eps_S
-    if conditional is not None:
-        # Every number below rests on the unreviewed Lemma S: report them only as conditional.
-        note = (f"CONDITIONAL ON {conditional} (unreviewed; query_privacy.md 3.3): not a guarantee")
-        warnings.insert(0, f"{note}; the proven (Theorem B) accounting of this schedule is "
-                           "certify(..., block_bound='pure')")
-        if query_private:
-            eps_cond = eps_q  # the full chain, in-round step included, conditional on Lemma S
-        eps_S, eps_q, query_private = math.inf, math.inf, False
-        training_reason = training_reason or note
-        queries_reason = queries_reason or note
+    warnings.extend(_in_round_warnings(rounds, dsg, rep))
+    if accounting == "tight" and not runnable and math.isfinite(eps_S):
+        training_reason = training_reason or f"not runnable: {not_runnable}"
     return Certificate(
-        accounting=accounting, n=n, delta_target=delta, halting=halt, restarts=restarts,
+        accounting=accounting, n=n, delta_target=delta, halting=dsg.halting.value, restarts=dsg.restarts.value,
         epsilon_training=eps_S, delta_training=delta_S, epsilon_queries=eps_q,
         epsilon_queries_conditional=eps_cond, delta_queries=delta_q, query_private=query_private,
         worst_query_round=worst_round, steps=tuple(steps), checks=tuple(checks),
         warnings=tuple(dict.fromkeys(warnings)), training_reason=training_reason,
         queries_reason=queries_reason, runnable=runnable, not_runnable_reason=not_runnable,
-        per_round_queries=tuple(per_round), conditional_on=conditional,
-        epsilon_training_conditional=eps_train_cond,
+        per_round_queries=tuple(per_round), conditional_on=None, epsilon_training_conditional=eps_S,
+        design=dsg.name, describes=ENGINE if accounting == "tight" else IDEALISED,
     )
+
+
+def tct_accuracy_t(gamma: float, eps0: float, R: int, beta: float) -> float:
+    """The target-charged round's accuracy floor (accuracy only): every one of the R per-query
+    noises satisfies |z| < gamma T - 1 except w.p. beta when T >= (ln(2R/beta)/eps0 + 2)/gamma
+    (P[|z| >= k] <= 2 e^{-eps0 k}; then L => v < T/2, R => v > T/2)."""
+    if eps0 <= 0.0 or gamma <= 0.0:
+        return math.inf
+    return (math.log(2.0 * R / beta) / eps0 + 2.0) / gamma

@@ -1,11 +1,13 @@
-"""The tight schedule solver (calibration.md section 2): from targets to a schedule.
+"""The tight schedule solver (calibration.md section 2): from targets to a schedule, for the engine's
+two designs (engine.design).
 
 Privacy side (never weakened):
-  * T_i is the smallest integer meeting Lemma C.3's gap condition (P1) for the (eps'_i, delta'_i)
-    in use, with eps'_i < 1 and delta'_i < 1 (P2);
-  * (eps'_i, delta'_i) is chosen so that the min(c_i, R_i)-fold exact optimal (KOV) composition
-    meets the round's budget (E, Delta); the delta split between the instances' own delta and the
-    composition is optimised (``composition.choose_instance``);
+  * target-charged: eps0_i is the largest per-query level whose round meets the budget (E, Delta)
+    by Lemmas Q and TC (``target_charging.max_eps0``); there is no gap condition, and T_i is set by
+    accuracy: every answer's noise below gamma_i T_i - 1 (``chain.tct_accuracy_t``);
+  * paper: each of the min(c_i, R_i) BetweenThresholds instances is Theorem B (discrete, one top);
+    the instances' (eps_inst, delta_mu) make the KOV composition meet (E, Delta) (the delta split
+    optimised), and (eps', band slack) minimise T_i (``theorem_b.plan_instance``);
   * rates come from BBG: r_1 = (e^eps - 1)/(e^{E_1 + res} - 1), r_D = (e^eps - 1)/(e^{3 + E_2 +
     res} - 1) (both capped at 1), with Delta_1 = delta/r_1 and Delta_2 = delta/(4e r_D), where
     ``res`` reserves room for eps_LS = ln(1 + r_S (e^3 - 1)) and is checked a posteriori;
@@ -34,16 +36,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 
 from scipy.optimize import minimize_scalar
 
+from engine.design import DEFAULT, Design
 from engine.planner import above_threshold as at
 from engine.planner import amplification as amp
-from engine.planner import block as blk
-from engine.planner import bt, lemma_s
 from engine.planner import composition as comp
-from engine.planner.chain import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS
+from engine.planner import target_charging as tc
+from engine.planner import theorem_b as tb
+from engine.planner.bt import accuracy_t
+from engine.planner.chain import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS, tct_accuracy_t
 from engine.planner.learning import (
     HaltBudget,
     LambdaLog,
@@ -59,8 +62,8 @@ IN_ROUND_DELTA_SHARE = 1e-3
 """Share of the query chain's delta given to the in-round step (Lemma Cap's charge for the caps)."""
 BETA_H_SHARE = 1e-3
 """Premature-halt probability of the noisy halting test, as a share of beta_i (accuracy only)."""
-LEMMA_S_EPS_R = 1e-3
-"""eps_r of the conditional one-threshold-noise design (its restart test is set never to fire)."""
+TAIL_TARGET_SHARE = 1e-3
+"""Search only: the share of Delta the fast estimate gives to Lemma TC's tail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,30 +77,17 @@ class TightOptions:
     """Cap the paper's halt budget at R_i (False only to reproduce calibration.md table (iii))."""
     accuracy_floors: bool = True
     """Raise T_i to Claim D.2's and D.7's accuracy floors (privacy-neutral: a larger T only helps)."""
-    halting: str = "paper"
-    """Halting policy (engine.schedule): "paper" (c = the halt budget), "never" (c = R + 1),
-    "noisy" (threshold c0 = budget + g_low, hard cap c = c0 + g_high; docs/PRIVACY.md 5)."""
-    restarts: str = "per-top"
-    """Restart policy: "per-top" (Lemma C.3 x min(c, R)), "stateless" (Lemma C.3 x R), "private"
-    (Theorem B blocks, Lemma N, KOV)."""
-    eps_h: float = 0.1
+    design: Design = DEFAULT
+    """engine.design: target-charged (noisy halting, threshold c0 = budget + g_low, hard cap
+    c = c0 + g_high; docs/PRIVACY.md 5) or paper (c = the halt budget)."""
+    eps_h: float = 0.01
     """eps_h of the noisy halting test (charged to every query, Theorem Q)."""
-    eps_r: float = 0.25
-    """eps_r of the private restart test (charged to every query, Theorem Q)."""
-    block_bound: str = "pure"
-    """"pure" (Theorem B) or "lemma-s" (UNREVIEWED; conditional accounting, one block per round)."""
 
     @property
     def in_round_eps(self) -> float:
-        """Theorem Q's epsilon for this design: eps_h (noisy) + eps_r (private)."""
-        e = self.eps_h if self.halting == "noisy" else 0.0
-        if self.restarts == "private":
-            e += LEMMA_S_EPS_R if self.block_bound == "lemma-s" else self.eps_r
-        return e
-
-    @property
-    def restart_eps(self) -> float:
-        return LEMMA_S_EPS_R if self.block_bound == "lemma-s" else self.eps_r
+        """Theorem Q's epsilon for this design: eps_h (target-charged); the paper's design has no
+        valid in-round step, so its query chain is planned without one (and not certified)."""
+        return self.eps_h if self.design.target_charged else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +128,7 @@ class _RoundT:
     theta: float
     t_priv: int
     t_acc: int
-    c0: float | None = None
-    k0: float | None = None
-    k_max: int | None = None
+    c0: int | None = None
 
 
 class _Problem:
@@ -155,113 +143,71 @@ class _Problem:
         self.b = [beta / 2**i for i in range(1, K + 1)]
         self.lam = [chunk_size(a, b, vc_dim, opts.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
         # the query chain pays the in-round step first (Theorem Q): eps_D = eps - eps_in and
-        # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap; private
-        # restarts have no hard cap in the mechanism, docs/PRIVACY.md 5.3)
+        # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap); eps_in
+        # is the halting test's epsilon at the exact scales the engine runs
         self.eps_in = opts.in_round_eps
+        if opts.design.target_charged:
+            tq, tr = at.scales(opts.eps_h)
+            self.eps_in = at.at_epsilon(tr, tq)
         self.eps_query = epsilon - self.eps_in
         if self.eps_query <= 0.0:
-            raise _Infeasible(f"the in-round tests (eps_h + eps_r = {self.eps_in:g}) use the whole "
+            raise _Infeasible(f"the in-round test (eps_h = {self.eps_in:g}) uses the whole "
                               f"query budget epsilon = {epsilon:g}")
-        caps = int(opts.halting == "noisy")
+        caps = int(opts.design.target_charged)
         self.delta_in = IN_ROUND_DELTA_SHARE * delta if caps else 0.0
         self.delta_query = delta - self.delta_in
         self.delta_cap = (self.delta_in / (caps * at.cap_charge(self.eps_in, 1.0)) if caps else 0.0)
 
     # -- one round
     def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool) -> _RoundT:
-        """Size round i for R queries and BT budget (E, Delta) under the design's policies."""
+        """Size round i for R queries and budget (E, Delta) under the design."""
         a, b, lam = self.a[i - 1], self.b[i - 1], self.lam[i - 1]
         gamma = a
         o = self.o
         c_util = halt_budget(o.halts, R, a, gamma, lam, o.k, o.boundaries, o.cap_c)
-        c0: float | None = None
-        if o.halting == "never":
-            c = R + 1  # C <= R < c: no round can fail (Theorem Q)
-        elif o.halting == "noisy":
-            g_low = at.at_margin(o.eps_h, BETA_H_SHARE * b / R)  # premature halts (accuracy)
-            c0 = float(c_util + g_low)  # a float: the cap is set from its exact value
-            c = int(c0) + at.at_margin(o.eps_h, self.delta_cap)  # hard cap (Lemma T)
+        if o.design.target_charged:
+            return self._tct_round(i, R, E, Delta, exact, a, b, gamma, c_util)
+        return self._paper_round(i, R, E, Delta, exact, a, b, gamma, c_util)
+
+    def _tct_round(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
+                   gamma: float, c_util: int) -> _RoundT:
+        o = self.o
+        g_low = at.at_margin(o.eps_h, BETA_H_SHARE * b / R)  # premature halts (accuracy)
+        c0 = c_util + g_low
+        c = c0 + at.at_margin(o.eps_h, self.delta_cap)  # hard cap (Lemma T)
+
+        def t_acc(e0: float) -> int:
+            return max(d2_floor(a), math.ceil(tct_accuracy_t(gamma, e0, R, b))) if o.accuracy_floors else 1
+
+        if exact:
+            eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * gamma * t_acc(e0)) - 1))
+            eps0 *= 1.0 - 1e-9
         else:
-            c = c_util
-        tops = min(c, R)
-        k0: float | None = None
-        k_max: int | None = None
-        if o.restarts == "private" and o.block_bound == "lemma-s":
-            eps0, delta0, theta, t_priv, k0, k_max = self._lemma_s_round(i, tops, R, E, Delta, gamma)
-        elif o.restarts == "private":
-            acc = (gamma * 8.0 / a * (math.log(R + 1.0) + math.log(1.0 / b))
-                   if o.accuracy_floors else 0.0)  # Claim D.7 as gamma T eps' >= acc
-            if exact:
-                bc = blk.choose_blocks(tops, R, E, Delta, o.eps_r, acc)
-            else:
-                bc = blk.approx_blocks(tops, R, E, Delta, o.eps_r, acc)
-            if not math.isfinite(bc.t_norm) or bc.eps_bt <= 0.0:
-                raise _Infeasible(f"round {i}: no block parameters meet the composition budget")
-            eps0, delta0, theta = bc.eps_bt, bc.delta_mu, math.nan
-            k0, k_max = float(bc.k0), bc.k_max
-            if exact:
-                t_priv = blk.block_min_t(gamma, eps0, delta0, bc.x)
-                eps0, t_priv = self._use_slack(gamma, eps0, delta0, bc.x, t_priv, min(k_max, tops),
-                                               R, a, b)
-            else:
-                t_priv = math.ceil(min(bc.t_norm / gamma, 1e300))
+            eps0 = _approx_tct_eps0(E, Delta, c, R)
+        if not eps0 > 0.0:
+            raise _Infeasible(f"round {i}: no per-query level meets the round budget")
+        t = t_acc(eps0)
+        return _RoundT(t, R, c, eps0, math.nan, math.nan, 1, t, c0)
+
+    def _paper_round(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
+                     gamma: float, c_util: int) -> _RoundT:
+        o = self.o
+        c = count = c_util  # the halt budget (capped at R unless cap_c is off: calibration.md (iii))
+        if exact:
+            ch = _choose_instances(count, E, Delta)
+            if ch is None:
+                raise _Infeasible(f"round {i}: no instance parameters meet the composition budget")
+            eps_inst, delta_mu, theta = ch
+            eps0, _, t_priv = tb.plan_instance(eps_inst, delta_mu, gamma)
         else:
-            # per-top: the halt budget as declared (uncapped only to reproduce calibration (iii))
-            count = R if o.restarts == "stateless" else (c if o.halting == "paper" else tops)
-            if exact:
-                ch = comp.choose_instance(count, E, Delta)
-                if not math.isfinite(ch.t_norm):
-                    raise _Infeasible(f"round {i}: no BT parameters meet the composition budget")
-                eps0, delta0, theta = ch.eps0, ch.delta0, ch.theta
-                t_priv = bt.min_t(gamma, eps0, delta0)
-            else:
-                t_norm, eps0 = comp.approx_t_norm(count, E, Delta)
-                delta0, theta = math.nan, math.nan
-                t_priv = math.ceil(min(t_norm / gamma, 1e300))
+            eps_inst, delta_mu = _approx_instances(count, E, Delta)
+            eps0 = tb.eps_bt_for(eps_inst, 3.0)
+            theta = math.nan
+            t_priv = math.ceil((4.0 * math.log(1.0 / (2.0 * delta_mu)) + 18.0 + eps0) / (2.0 * gamma * eps0))
         t_acc = 1
         if o.accuracy_floors:
-            t_acc = max(d2_floor(a), math.ceil(bt.accuracy_t(a, eps0, R, b)))
-        return _RoundT(max(t_priv, t_acc), R, c, eps0, delta0, theta, t_priv, t_acc, c0, k0, k_max)
-
-    def _use_slack(self, gamma: float, eps0: float, delta_mu: float, x: float, t_priv: int,
-                   k_blk: int, R: int, a: float, b: float) -> tuple[float, int]:
-        """When Claim D.7's accuracy floor makes T larger than Theorem B needs, the band slack x
-        at that T is larger than planned, so the same block epsilon allows a larger eps', which
-        lowers the floor: iterate (each step keeps x >= the slack used, so the block epsilon
-        never exceeds the planned one)."""
-        if not self.o.accuracy_floors:
-            return eps0, t_priv
-        eps_block = eps0 / 2.0 + k_blk * blk.eta_plus(eps0, x)
-        for _ in range(6):
-            T = max(t_priv, math.ceil(bt.accuracy_t(a, eps0, R, b)))
-            x_eff = blk.band_slack(eps0, T, gamma, delta_mu)
-            if x_eff <= x * (1.0 + 1e-9):
-                break
-            e_new = blk.eps_bt_for(eps_block, k_blk, x_eff)
-            if e_new <= eps0:
-                break
-            eps0, x = e_new, x_eff
-            t_priv = blk.block_min_t(gamma, eps0, delta_mu, x)
-        return eps0, t_priv
-
-    def _lemma_s_round(self, i: int, tops: int, R: int, E: float, Delta: float,
-                       gamma: float) -> tuple[float, float, float, int, float, int]:
-        """Conditional design (Lemma S, unreviewed): one block per round. Lemma N with
-        k_low = tops + 1 (the restart test never fires except w.p. delta_fail); the block's delta
-        3 delta_mu and Lemma N's charge share Delta; eps' makes Lemma S's epsilon equal E."""
-        phi = blk.plan_phi(E, 1e-3)
-        d_fail = phi * Delta
-        budget = Delta - at.cap_charge(E, d_fail)
-        d_mu = budget / 3.0 * (1.0 - 1e-9)
-        eps0 = lemma_s.eps_bt_for(E, tops, d_mu)
-        if eps0 <= 0.0:
-            raise _Infeasible(f"round {i}: Lemma S cannot meet the budget")
-        t_priv = blk.block_min_t(gamma, eps0, d_mu, lemma_s.MIN_SLACK)
-        g_f = blk.restart_margin(R, LEMMA_S_EPS_R, d_fail * (1.0 - 1e-6))
-        k0 = float(tops + g_f)  # k_low = tops + 1: one block (k0 rounded up as a float)
-        while Fraction(k0) < tops + g_f:
-            k0 = math.nextafter(k0, math.inf)
-        return eps0, d_mu, math.nan, t_priv, k0, math.ceil(k0) + 1
+            t_acc = max(d2_floor(a), math.ceil(accuracy_t(a, eps0, R, b)))
+        return _RoundT(max(t_priv, t_acc), R, c, eps0, delta_mu, theta, t_priv, t_acc, None)
 
     def r_for(self, next_size: int, rD: float) -> int:
         return max(1, math.ceil(next_size / (rD * RATE_SHAVE)))
@@ -440,14 +386,15 @@ def _solve_with_reserve(P: _Problem, res: float) -> TightSchedule:
         m_S = min(S_size, max(labelboost_size(m_D, a_n, b_n, P.vc), lam_n))
         eps_ls, _ = amp.bbg(min(1.0, math.nextafter(m_S / S_size, math.inf)), LABELBOOST_EPS, 0.0)
         o = P.o
+        tct = o.design.target_charged
         specs.append(RoundSpec(
-            T=rt.T, lam=P.lam[i - 1], R=rt.R, c=rt.c, eps_bt=rt.eps0, delta_bt=rt.delta0,
+            T=rt.T, lam=P.lam[i - 1], R=rt.R, c=rt.c, eps_bt=rt.eps0,
+            delta_bt=None if tct else rt.delta0,
             alpha=P.a[i - 1], m_S=m_S, m_D=m_D, gamma=None, beta=P.b[i - 1],
-            halt_eps=o.eps_h if o.halting == "noisy" else None, halt_threshold=rt.c0,
-            restart_eps=o.restart_eps if o.restarts == "private" else None,
-            restart_threshold=rt.k0, block_cap=rt.k_max,
+            halt_eps=o.eps_h if tct else None, halt_threshold=rt.c0,
         ))
-        binding = "privacy (Lemma C.3)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)"
+        binding = ("privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)") if not tct \
+            else "accuracy (every |z_j| < gamma T - 1)"
         plans.append(RoundPlan(
             round=i, E=E1 if i == 1 else E2, Delta=D1 if i == 1 else D2, eps_bt=rt.eps0,
             delta_bt=rt.delta0, theta=rt.theta, t_privacy=rt.t_priv, t_accuracy=rt.t_acc,
@@ -470,3 +417,39 @@ def _argmin(f: Callable[[float], float], lo: float, hi: float) -> float:
     if not math.isfinite(fx):
         raise _Infeasible("no budget split meets the targets")
     return best
+
+
+def _approx_tct_eps0(E: float, Delta: float, c: int, R: int) -> float:
+    """Search-only estimate of the largest eps0 (Gaussian-DP composition over K ~ c/q charged
+    steps with a normal tail margin); never used to certify."""
+    q = 0.5
+    target = TAIL_TARGET_SHARE * Delta
+    z = math.sqrt(2.0 * math.log(1.0 / target))
+    K = min(R, math.ceil((c + z * math.sqrt(c) + z * z) / q))
+    return comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta) / math.sqrt(K)
+
+
+def _approx_instances(count: int, E: float, Delta: float) -> tuple[float, float]:
+    """Search-only estimate of (eps_inst, delta_mu) for count instances (Gaussian-DP)."""
+    theta = 0.1
+    delta_mu = theta * Delta / count
+    return comp.gdp_mu(E, (1.0 - theta) * Delta) / math.sqrt(count), delta_mu
+
+
+def _choose_instances(count: int, E: float, Delta: float) -> tuple[float, float, float] | None:
+    """(eps_inst, delta_mu, theta) minimising Theorem B's T over the delta split theta, where
+    eps_inst is the largest level whose count-fold KOV composition meets (E, Delta)."""
+    best: tuple[float, float, float, float] | None = None
+    for theta in (0.5, 0.3, 0.1, 0.03, 0.01, 1e-3):
+        delta_mu = -math.expm1(math.log1p(-theta * Delta) / count)
+        budget = Delta * (1.0 - theta) / (1.0 - theta * Delta)
+        if delta_mu <= 0.0 or budget <= 0.0:
+            continue
+        eps_inst = comp.kov_max_eps0(count, E, budget, cap=tc.EPS0_CAP)
+        if eps_inst <= 0.0:
+            continue
+        e = tb.eps_bt_for(eps_inst, 3.0)
+        t_norm = (4.0 * math.log(1.0 / (2.0 * delta_mu)) + 18.0 + e) / e
+        if best is None or t_norm < best[0]:
+            best = (t_norm, eps_inst, delta_mu, theta)
+    return None if best is None else best[1:]
