@@ -7,7 +7,7 @@ count by at most 1. Per query the mechanism is eps0-DP with eps0 = 1/t.
 * **Lemma Q** (discrete, proven in docs/PRIVACY.md 6.1): TOP is a q-target of that mechanism with
   B-level eps0 and q = (1 - e^{-eps0 m}) / (1 + e^{eps0}), m = hi - lo + 1 the counts in the band.
 * **Lemma TC** (proven in 6.2): a round that stops by its c-th TOP (the hard cap) is
-  (E, delta_K + (1 + e^E) delta_tail)-DP for every K, with (E, delta_K) the K-fold optimal (KOV)
+  (E, delta_K + delta_tail)-DP for every K, with (E, delta_K) the K-fold optimal (KOV)
   composition of eps0-DP steps and delta_tail >= P[Bin(K, q) <= c - 1]; K may be taken <= R (a
   round has at most R charged steps, so for K = R the tail is 0).
 
@@ -34,7 +34,7 @@ from engine.planner.above_threshold import up
 EPS0_CAP = 5.0
 """Planning never asks for a per-query level above this (the accuracy floor binds far below)."""
 TAIL_SHARES = (0.3, 0.1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4, 1e-5)
-"""Shares of Delta tried for (1 + e^E) delta_tail; the smallest E wins."""
+"""Shares of Delta tried for delta_tail; the smallest E wins."""
 
 
 def q_target(eps0: float, m: int) -> float:
@@ -94,23 +94,6 @@ class RoundTC:
     """P[Bin(K, q) <= c - 1] bound (0 when K = R)."""
 
 
-def _epsilon_at(eps0: float, K: int, delta_tail: float, Delta: float) -> float:
-    """Smallest E (found from above, every iterate valid) with delta_RR(E) + (1 + e^E) delta_tail
-    <= Delta for K-fold eps0 (KOV, pure steps)."""
-    if delta_tail >= Delta / 2.0:
-        return math.inf
-    E = comp.kov_epsilon(eps0, 0.0, K, Delta / 2.0 - delta_tail)  # valid while (1+e^E) <= ... checked below
-    for _ in range(8):
-        budget = Delta - (1.0 + math.exp(min(E, 700.0))) * delta_tail
-        if budget <= 0.0:
-            return math.inf
-        E_new = comp.kov_epsilon(eps0, 0.0, K, budget)
-        if not E_new < E:  # kov_delta_rr(E_new) <= budget(E) <= budget(E_new) since E_new <= E
-            break
-        E = E_new
-    return E
-
-
 def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float) -> RoundTC:
     """Certify one target-charged round (exact scales from engine.design.noise_plan: eps0 = 1/t,
     m = hi - lo + 1, hard cap c, R queries) at total delta ``Delta``."""
@@ -123,15 +106,13 @@ def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float) -> RoundTC:
     if math.isfinite(E_all):
         best = RoundTC(E_all, Delta, eps0, q, R, comp.kov_delta(eps0, 0.0, R, E_all), 0.0)
     for share in TAIL_SHARES:
-        e_guess = best.E if math.isfinite(best.E) else 1.0
-        target = share * Delta / (1.0 + math.exp(min(e_guess, 700.0)))
-        K = charged_steps(c, q, target)
+        K = charged_steps(c, q, share * Delta)
         if K >= R:
             continue  # K = R is covered above
         tail = binom_lower_tail(K, q, c - 1)
-        E = _epsilon_at(eps0, K, tail, Delta)
+        E = comp.kov_epsilon(eps0, 0.0, K, Delta - tail) if tail < Delta else math.inf
         if E < best.E:
-            best = RoundTC(E, Delta, eps0, q, K, Delta - (1.0 + math.exp(min(E, 700.0))) * tail, tail)
+            best = RoundTC(E, Delta, eps0, q, K, Delta - tail, tail)
     return best
 
 
@@ -152,11 +133,9 @@ def max_eps0(E: float, Delta: float, c: int, R: int, m_of: Callable[[float], int
 def _max_eps0_at(E: float, Delta: float, c: int, R: int, q: float) -> float:
     best = 0.0
     for share in TAIL_SHARES:
-        tail_target = share * Delta / (1.0 + math.exp(min(E, 700.0)))
-        K = min(R, charged_steps(c, q, tail_target))
+        K = min(R, charged_steps(c, q, share * Delta))
         tail = 0.0 if K >= R else binom_lower_tail(K, q, c - 1)
-        budget = Delta - (1.0 + math.exp(min(E, 700.0))) * tail
-        if budget <= 0.0:
+        if tail >= Delta:
             continue
-        best = max(best, comp.kov_max_eps0(K, E, budget, cap=EPS0_CAP))
+        best = max(best, comp.kov_max_eps0(K, E, Delta - tail, cap=EPS0_CAP))
     return best
