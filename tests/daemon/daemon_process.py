@@ -42,17 +42,19 @@ class Daemon:
     proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def configure(cls, root: Path, model: str = "m1") -> Daemon:
+    def configure(cls, root: Path, models: tuple[str, ...] = ("m1",)) -> Daemon:
         root.mkdir(parents=True, exist_ok=True)
-        data, sched = write_model_files(root, model)
         d = cls(root, free_port(), free_port(), root / "run")
-        (root / "everlast.toml").write_text(
+        text = (
             f"[broker]\nembedded_port = {d.port}\n"
             "[consumer]\nsession_timeout_ms = 2000\nheartbeat_interval_ms = 200\n"
             f'[checkpoint]\ndir = "{root / "checkpoints"}"\n'
             f"[metrics]\nport = {d.metrics_port}\n"
-            f'[[models]]\nid = "{model}"\ndata = "{data}"\nschedule = "{sched}"\n'
         )
+        for i, m in enumerate(models):
+            data, sched = write_model_files(root, m, seed=i)
+            text += f'[[models]]\nid = "{m}"\ndata = "{data}"\nschedule = "{sched}"\n'
+        (root / "everlast.toml").write_text(text)
         return d
 
     @property
