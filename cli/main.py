@@ -7,8 +7,10 @@ import click
 from cli.audit import audit
 from cli.compare import compare
 from cli.complete import complete
+from cli.consume import consume_cmd
 from cli.demo import demo
 from cli.plan import plan
+from cli.produce import produce_cmd
 from cli.replay import replay_cmd
 from cli.report import report
 from cli.serve import serve
@@ -30,3 +32,5 @@ main.add_command(complete)
 main.add_command(compare)
 main.add_command(audit)
 main.add_command(report)
+main.add_command(produce_cmd)
+main.add_command(consume_cmd)

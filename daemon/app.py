@@ -75,10 +75,13 @@ async def serve(
     broker: EmbeddedBroker | None = None
     bootstrap = cfg.broker.bootstrap_servers
     if bootstrap is None:
-        broker = EmbeddedBroker(port=cfg.broker.embedded_port).start()
+        # compat: reachable by librdkafka < 2.2 (Debian 12's kcat) too; dies with this process
+        broker = EmbeddedBroker(port=cfg.broker.embedded_port, compat=True).start()
         bootstrap = broker.bootstrap
         log.warning(
-            "no broker configured: started the embedded Tansu broker at %s (in memory; for development)", bootstrap
+            "no broker configured: started the embedded Tansu broker at %s (in memory, for development: "
+            "it stops with the daemon and what it holds is lost)",
+            bootstrap,
         )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
