@@ -282,7 +282,9 @@ class Predictor:
         def cat(name: str) -> NDArray[np.int8]:
             return np.concatenate([getattr(p, name) for p in parts]) if parts else empty
 
-        return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=self._round.index,
+        # the last query's round: a round that ends with the sequence has already transitioned
+        last = parts[-1].round if parts else self._round.index
+        return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=last,
                        consumed=pos, refusals=cat("refusals"))
 
     # -- state -----------------------------------------------------------------------------------
