@@ -191,12 +191,13 @@ def test_halting_at_the_last_query_of_a_batch(design: str) -> None:
 
 @each
 def test_halting_is_batch_invariant(design: str) -> None:
-    xs = np.r_[QUERIES[:5], np.full(3, 0.5), QUERIES[5:9], 0.5, 0.5, QUERIES[9:20]]
+    """Split vote: every point in [0, 1) is a top, -1 is an L (no votes), 2 an R (all votes)."""
+    xs = np.r_[np.full(5, -1.0), np.full(3, 0.5), np.full(4, 2.0), 0.5, 0.5, np.full(11, -1.0)]
     whole = halting(design).answer(xs)
     p = halting(design)
     parts = [p.answer(xs[i : i + 3]) for i in range(0, xs.size, 3)]
     assert np.array_equal(np.concatenate([a.outcomes for a in parts]), whole.outcomes)
-    assert (whole.outcomes[:10] >= 0).all() and (whole.outcomes[10:] == -1).all()
+    assert whole.outcomes.tolist() == [0] * 5 + [2] * 3 + [1] * 4 + [2] + [-1] * 12
 
 
 def test_target_charged_hard_cap() -> None:
