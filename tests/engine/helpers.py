@@ -47,6 +47,11 @@ def predictor(design: str, seed: int = 1, **over: Any) -> Predictor:
     return Predictor.create(Thresholds(), schedule(design, **over), x, y, seed=seed)
 
 
+def tiny_predictor(seed: int = 1, design: str = "target-charged", **over: Any) -> Predictor:
+    """``predictor`` under its old name (tests/daemon uses it)."""
+    return predictor(design, seed, **over)
+
+
 def split_vote(p: Predictor) -> Predictor:
     """The same predictor with half its classifiers at 0 and half at 1: the vote at 0.5 is exactly
     T/2, mid-band, so with a tiny noise scale every query at 0.5 is a top."""
