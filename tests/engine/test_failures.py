@@ -117,7 +117,8 @@ def scenario(design: str, name: str) -> tuple[bytes, np.ndarray[Any, Any]]:
     """A predictor's bytes and the batch to feed it."""
     if name == "mid-round":
         # paper: mu ~ DLap(1) keeps the band open, so the batch has tops (threshold redraws)
-        p = predictor(design, **({"eps_bt": 2.0} if design == "paper" else {}))
+        sharp: dict[str, Any] = {"eps_bt": 2.0} if design == "paper" else {}
+        p = predictor(design, **sharp)
         p.answer(QUERIES[:100])
         return codec.dumps(p), QUERIES[100:400]
     if name == "halts inside the batch":
