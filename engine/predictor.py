@@ -380,6 +380,15 @@ class Predictor:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
         if ensemble.size != spec.T or not 0 <= new_live.answered <= spec.R or not 0 <= state.tops <= spec.c:
             raise CorruptState("state's counters do not fit its schedule")
+        # What every reachable state satisfies; without these checks such a state was accepted and
+        # then failed later (a transition raising a bare ValueError on every retry).
+        answered, ph = new_live.answered, new_live.phase
+        if (positions.size != spec.m_D or (positions.size and (positions[0] < 0 or positions[-1] >= spec.R))
+                or bool(np.any(np.diff(positions) <= 0))
+                or filled != int(np.searchsorted(positions, answered))
+                or (ph is Phase.ANSWERING and answered == spec.R)
+                or (ph in (Phase.TRANSITION_DUE, Phase.EXHAUSTED) and answered != spec.R)):
+            raise CorruptState("state's reservoir or phase does not fit its counters")
         return cls(concept, schedule, entropy, rnd, points, new_live)
 
 
