@@ -367,6 +367,19 @@ CORRUPTIONS = {
     "ensemble size": _set("round_state.ensemble", {"t": np.zeros(7)}),
     "no ensemble": _drop("round_state.ensemble"),
     "mu type": _set("live.mu", "x"),
+    # consistent with itself, inconsistent with the counters (accepted, then a transition failed)
+    "reservoir behind answered": lambda st: (_set("live.reservoir_filled", 0)(st),
+                                             _set("live.reservoir_points", np.zeros(0))(st)),
+    "answering a full round": lambda st: (_set("live.answered", 600)(st), _set("live.reservoir_filled", 500)(st),
+                                          _set("live.reservoir_points", np.zeros(500))(st)),
+    "transition due mid-round": _set("live.phase", "transition_due"),
+    "exhausted mid-round": _set("live.phase", "exhausted"),
+    "positions unsorted": lambda st: _set("round_state.reservoir_positions",
+                                          st["round_state"]["reservoir_positions"][::-1].copy())(st),
+    "positions beyond R": lambda st: _set("round_state.reservoir_positions",
+                                          st["round_state"]["reservoir_positions"] + 600)(st),
+    "positions fewer than m_D": lambda st: _set("round_state.reservoir_positions",
+                                                st["round_state"]["reservoir_positions"][1:].copy())(st),
 }
 
 
