@@ -81,6 +81,13 @@ class Design:
     restarts: Restarts
 
     def __post_init__(self) -> None:
+        # A plain string equals its StrEnum member, so Design("noisy", "none") == DEFAULT; coerce, or
+        # such a value would pass this check yet not be ``target_charged`` (an ``is`` test).
+        try:
+            object.__setattr__(self, "halting", Halting(self.halting))
+            object.__setattr__(self, "restarts", Restarts(self.restarts))
+        except ValueError:
+            raise InvalidSchedule(f"unknown design; the designs are {', '.join(_HELP)}") from None
         if (self.halting, self.restarts) not in _NAMES:
             raise InvalidSchedule(f"no design runs halting {self.halting.value!r} with restarts "
                                   f"{self.restarts.value!r}; the designs are {', '.join(_HELP)}")

@@ -47,6 +47,7 @@ MAX_SCALE = Fraction(1 << 40)
 """The largest scale the engine runs (the certifier refuses larger ones): keeps num < 2^53 and
 makes the saturation's total-variation cost below 10^-10^6 per draw."""
 MIN_SCALE = Fraction(1, 1 << 20)
+_I64_MAX = (1 << 63) - 1
 _V_FAST = 1023
 """A geometric V above this (probability e^-1023) is handled with Python integers."""
 
@@ -144,7 +145,9 @@ def _attempts(g: np.random.Generator, m: int, num: int, den: int) -> tuple[I64, 
     sign = g.integers(0, 2, size=idx.size, dtype=np.int64)
     y = np.empty(idx.size, dtype=np.int64)
     fast = v <= _V_FAST
-    y[fast] = (u[idx[fast]] + num * v[fast]) // den
+    # X = U + num V < num (V + 1) <= 2^63 - 2^10 here; a scale below ~2^-11 can have den >= 2^63
+    # (no int64), and then Y = X // den = 0 exactly.
+    y[fast] = (u[idx[fast]] + num * v[fast]) // den if den <= _I64_MAX else 0
     for j in np.flatnonzero(~fast):  # probability e^-1023 each: exact Python integers, saturated
         y[j] = min((int(u[idx[j]]) + num * int(v[j])) // den, SATURATION)
     np.minimum(y, SATURATION, out=y)

@@ -282,7 +282,9 @@ class Predictor:
         def cat(name: str) -> NDArray[np.int8]:
             return np.concatenate([getattr(p, name) for p in parts]) if parts else empty
 
-        return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=self._round.index,
+        # the last query's round: a round that ends with the sequence has already transitioned
+        last = parts[-1].round if parts else self._round.index
+        return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=last,
                        consumed=pos, refusals=cat("refusals"))
 
     # -- state -----------------------------------------------------------------------------------
@@ -378,6 +380,15 @@ class Predictor:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
         if ensemble.size != spec.T or not 0 <= new_live.answered <= spec.R or not 0 <= state.tops <= spec.c:
             raise CorruptState("state's counters do not fit its schedule")
+        # What every reachable state satisfies; without these checks such a state was accepted and
+        # then failed later (a transition raising a bare ValueError on every retry).
+        answered, ph = new_live.answered, new_live.phase
+        if (positions.size != spec.m_D or (positions.size and (positions[0] < 0 or positions[-1] >= spec.R))
+                or bool(np.any(np.diff(positions) <= 0))
+                or filled != int(np.searchsorted(positions, answered))
+                or (ph is Phase.ANSWERING and answered == spec.R)
+                or (ph in (Phase.TRANSITION_DUE, Phase.EXHAUSTED) and answered != spec.R)):
+            raise CorruptState("state's reservoir or phase does not fit its counters")
         return cls(concept, schedule, entropy, rnd, points, new_live)
 
 

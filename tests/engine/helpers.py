@@ -1,39 +1,89 @@
-"""Small schedules and predictors shared by the engine tests."""
+"""Small hand-written schedules and predictors shared by the engine tests (no planner)."""
 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from engine.concepts import Thresholds
+from engine.design import PAPER, Design
+from engine.phases import Phase
 from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
+DESIGNS = ("target-charged", "paper")
 
-def tiny_schedule(c: int = 1000, eps_bt: float = 0.5, band: float | None = None) -> Schedule:
-    """Rounds of 600 queries on 50 classifiers: several transitions in a few thousand queries."""
-    spec = RoundSpec(T=50, lam=10, R=600, c=c, eps_bt=eps_bt, delta_bt=1e-6, alpha=0.1,
-                     m_S=50, m_D=500, gamma=band)
-    return Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top")
+BASE: dict[str, Any] = {"T": 50, "lam": 10, "R": 600, "alpha": 0.1, "m_S": 50, "m_D": 500}
+"""Rounds of 600 queries on 50 classifiers: several transitions in a few thousand queries.
+Thresholds: lo = ceil(50 * 0.4) = 20, hi = floor(50 * 0.6) = 30."""
+PER_DESIGN: dict[str, dict[str, Any]] = {
+    # per-query noise DLap(2) on the count; the halting test (c0 = 300, DLap(8) vs DLap(4)) never
+    # fires on the ~30 tops i.i.d. queries spend per round
+    "target-charged": {"c": 600, "eps_bt": 0.5, "delta_bt": None, "halt_eps": 0.5, "halt_threshold": 300},
+    # nu ~ DLap(12), mu ~ DLap(4) on the count: many tops and threshold redraws; c > R never fails
+    "paper": {"c": 1000, "eps_bt": 0.5, "delta_bt": 1e-6},
+}
 
 
-def tiny_predictor(seed: int = 1, c: int = 1000, eps_bt: float = 0.5) -> Predictor:
-    g = np.random.default_rng(99)
-    x = g.random(800)
-    return Predictor.create(Thresholds(), tiny_schedule(c=c, eps_bt=eps_bt), x, (x >= 0.5).astype(int), seed=seed)
+def spec(design: str, **over: Any) -> RoundSpec:
+    return RoundSpec.from_dict({**BASE, **PER_DESIGN[design], **over})
 
 
-def run_in_batches(p: Predictor, xs: np.ndarray, cuts: list[int]) -> np.ndarray:
+def schedule(design: str, rounds: int = 1, repeat_last: bool = True, **over: Any) -> Schedule:
+    s = spec(design, **over)
+    return Schedule((s,) * rounds, repeat_last=repeat_last, design=Design.named(design))
+
+
+def training_set(n: int = 800, seed: int = 99) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    x = np.random.default_rng(seed).random(n)
+    return x, (x >= 0.5).astype(np.int64)
+
+
+def predictor(design: str, seed: int = 1, **over: Any) -> Predictor:
+    x, y = training_set()
+    return Predictor.create(Thresholds(), schedule(design, **over), x, y, seed=seed)
+
+
+def tiny_predictor(seed: int = 1, design: str = "target-charged", **over: Any) -> Predictor:
+    """``predictor`` under its old name (tests/daemon uses it)."""
+    return predictor(design, seed, **over)
+
+
+def split_vote(p: Predictor) -> Predictor:
+    """The same predictor with half its classifiers at 0 and half at 1: the vote at 0.5 is exactly
+    T/2, mid-band, so with a tiny noise scale every query at 0.5 is a top."""
+    st = p.state()
+    T = p.spec.T
+    st["round_state"]["ensemble"] = {"t": np.r_[np.zeros(T // 2), np.ones(T - T // 2)]}
+    return Predictor.from_state(st)
+
+
+def tops_predictor(design: str, seed: int = 1, **over: Any) -> Predictor:
+    """A split-vote predictor whose noise is negligible (scales <= 0.12 counts against a band of
+    +-5): each query at 0.5 is a top; target-charged halts at exactly c0 tops."""
+    sharp: dict[str, Any] = {"eps_bt": 50.0}
+    if design == "target-charged":
+        sharp["halt_eps"] = 100.0
+    return split_vote(predictor(design, seed, **{**sharp, **over}))
+
+
+def run_in_batches(p: Predictor, xs: NDArray[np.float64], cuts: list[int]) -> NDArray[np.int8]:
     """Answer ``xs`` cut at ``cuts``, running transitions as the engine asks for them."""
-    bounds = [0, *sorted(set(c for c in cuts if 0 < c < xs.size)), xs.size]
+    bounds = [0, *sorted({c for c in cuts if 0 < c < xs.size}), xs.size]
     out = []
     for lo, hi in itertools.pairwise(bounds):
         pos = lo
         while pos < hi:
-            if p.phase.value == "transition_due":
+            if p.phase is Phase.TRANSITION_DUE:
                 p.transition()
             res = p.answer(xs[pos:hi])
             out.append(res.labels)
             pos += res.consumed
-    return np.concatenate(out)
+    return np.concatenate(out) if out else np.zeros(0, np.int8)
+
+
+def is_paper(design: str) -> bool:
+    return Design.named(design) == PAPER

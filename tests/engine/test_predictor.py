@@ -1,186 +1,476 @@
-"""GenericBBL as a state machine: replayability, halting, refusals, bad input."""
+"""GenericBBL as a state machine, under both designs: replay, rounds, halting, refusals, bad input,
+corrupt states and the sticky ERROR phase."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from engine import codec
 from engine.concepts import Thresholds
-from engine.errors import (
-    CorruptState,
-    InvalidInput,
-    InvalidSchedule,
-    InvalidState,
-    TrainingSetTooSmall,
-)
+from engine.errors import CorruptState, EngineError, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
 from engine.phases import Phase
-from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
-from tests.engine.helpers import run_in_batches, tiny_predictor, tiny_schedule
+from engine.predictor import FORMAT, Predictor
+from engine.serving import Refusal
+from tests.engine.helpers import DESIGNS, predictor, schedule, tops_predictor, training_set
 
 QUERIES = np.random.default_rng(5).random(3000)  # five rounds of 600
+I8 = NDArray[np.int8]
+
+each = pytest.mark.parametrize("design", DESIGNS)
 
 
-def reference() -> np.ndarray:
-    return run_in_batches(tiny_predictor(), QUERIES, [])
-
-
-REF = reference()
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(min_value=1, max_value=2999), max_size=25))
-def test_any_batching_gives_identical_answers(cuts: list[int]) -> None:
-    assert np.array_equal(run_in_batches(tiny_predictor(), QUERIES, cuts), REF)
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.lists(st.integers(min_value=1, max_value=2999), min_size=1, max_size=6))
-def test_save_restore_at_any_point_continues_identically(stops: list[int]) -> None:
-    p = tiny_predictor()
-    bounds = [0, *sorted(set(stops)), QUERIES.size]
-    out = []
+def answer_in_batches(p: Predictor, xs: NDArray[np.float64], cuts: list[int]) -> tuple[I8, I8, list[int]]:
+    """Labels, outcomes and the round of every query, cut at ``cuts``, transitions as asked."""
+    bounds = [0, *sorted({c for c in cuts if 0 < c < xs.size}), xs.size]
+    labels, outcomes, rounds = [], [], []
     for lo, hi in itertools.pairwise(bounds):
-        out.append(run_in_batches(p, QUERIES[lo:hi], []))
-        p = codec.loads(codec.dumps(p))  # restore mid-round or just before a transition
-    assert np.array_equal(np.concatenate(out), REF)
+        pos = lo
+        while pos < hi:
+            if p.phase is Phase.TRANSITION_DUE:
+                p.transition()
+            res = p.answer(xs[pos:hi])
+            labels.append(res.labels)
+            outcomes.append(res.outcomes)
+            rounds += [res.round] * res.consumed
+            pos += res.consumed
+    return np.concatenate(labels), np.concatenate(outcomes), rounds
 
 
-def test_rounds_advance_and_answers_are_labels() -> None:
-    p = tiny_predictor()
-    labels = run_in_batches(p, QUERIES, [])
-    assert p.round == 5 and p.phase is Phase.TRANSITION_DUE
-    assert set(np.unique(labels)) <= {0, 1}
+@functools.cache
+def reference(design: str) -> tuple[I8, I8, list[int]]:
+    return answer_in_batches(predictor(design), QUERIES, [])
 
 
-def predictor_with_split_vote(c: int) -> Predictor:
-    """Half the classifiers below 0.5, half above: the vote at 0.5 is exactly 1/2."""
-    p = tiny_predictor(eps_bt=50.0, c=c)  # noise scales ~1e-3 against a band of 0.1
-    st_ = p.state()
-    T = p.spec.T
-    st_["round_state"]["ensemble"] = {"t": np.r_[np.zeros(T // 2), np.ones(T - T // 2)]}
-    return Predictor.from_state(st_)
+# -- replay ---------------------------------------------------------------------------------------
 
 
-def test_predictor_fails_at_the_c_th_top_and_then_refuses() -> None:
-    p = predictor_with_split_vote(c=4)
+@each
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(1, 2999), max_size=25))
+def test_any_batching_gives_identical_answers(design: str, cuts: list[int]) -> None:
+    got = answer_in_batches(predictor(design), QUERIES, cuts)
+    want = reference(design)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
+
+
+@each
+@settings(max_examples=25, deadline=None)
+@given(stops=st.lists(st.integers(1, 2999), min_size=1, max_size=6),
+       cuts=st.lists(st.integers(1, 2999), max_size=10), how=st.sampled_from(["bytes", "parts"]))
+def test_save_restore_at_any_point_continues_identically(design: str, stops: list[int], cuts: list[int],
+                                                         how: str) -> None:
+    p = predictor(design)
+    bounds = [0, *sorted(set(stops)), QUERIES.size]
+    labels, outcomes = [], []
+    for lo, hi in itertools.pairwise(bounds):
+        lab, out, _ = answer_in_batches(p, QUERIES[lo:hi], [c - lo for c in cuts if lo < c < hi])
+        labels.append(lab)
+        outcomes.append(out)
+        if how == "bytes":
+            p = codec.loads(codec.dumps(p))  # type: ignore[assignment]
+        else:  # the daemon's checkpoint: round part, live part, the reservoir appended in two pieces
+            k = p.reservoir_filled // 2
+            pts = np.concatenate([p.reservoir_points(0, k), p.reservoir_points(k, p.reservoir_filled)])
+            p = Predictor.from_parts(codec.unpack(codec.pack(p.round_part())),
+                                     codec.unpack(codec.pack(p.live_part())), pts)
+    assert np.array_equal(np.concatenate(labels), reference(design)[0])
+    assert np.array_equal(np.concatenate(outcomes), reference(design)[1])
+
+
+@each
+def test_restore_does_not_change_the_state_bytes(design: str) -> None:
+    p = predictor(design)
+    p.answer(QUERIES[:250])
+    blob = codec.dumps(p)
+    assert codec.dumps(codec.loads(blob)) == blob
+    p.answer(QUERIES[250:600])
+    blob = codec.dumps(p)
+    assert p.phase is Phase.TRANSITION_DUE and codec.dumps(codec.loads(blob)) == blob
+
+
+@each
+def test_answer_all_is_answering_in_batches(design: str) -> None:
+    p = predictor(design)
+    res = p.answer_all(QUERIES)
+    assert np.array_equal(res.labels, reference(design)[0]) and np.array_equal(res.outcomes, reference(design)[1])
+    assert res.consumed == 3000 and res.round == 5 and (res.refusals == 0).all()
+
+
+@each
+def test_seeds_matter(design: str) -> None:
+    assert not np.array_equal(answer_in_batches(predictor(design, seed=2), QUERIES, [])[1], reference(design)[1])
+
+
+# -- rounds ---------------------------------------------------------------------------------------
+
+
+@each
+def test_rounds_advance(design: str) -> None:
+    p = predictor(design)
+    R = p.spec.R
+    assert (p.round, p.phase, p.capacity, p.answered_in_round) == (1, Phase.ANSWERING, R, 0)
+    ensembles = []
+    for r in range(1, 4):
+        ensembles.append(p.ensemble.to_arrays()["t"].copy())
+        res = p.answer(QUERIES[: R + 50])  # more than the round holds: the rest is left for the caller
+        assert (res.consumed, res.round) == (R, r) and set(np.unique(res.labels)) <= {0, 1}
+        assert p.phase is Phase.TRANSITION_DUE and p.capacity == 0 and p.answered_in_round == R
+        assert p.reservoir_filled == p.spec.m_D  # every kept position has arrived
+        info = p.round_info()
+        assert (info.answered, info.allowed, info.halt_cap) == (R, R, p.spec.c)
+        p.transition()
+        assert (p.round, p.phase, p.capacity, p.reservoir_filled) == (r + 1, Phase.ANSWERING, R, 0)
+    assert not np.array_equal(ensembles[0], ensembles[1])  # refitted on the relabeled D-hat
+
+
+@each
+def test_the_reservoir_keeps_exactly_its_positions(design: str) -> None:
+    p = predictor(design)
+    positions = p.round_part()["round_state"]["reservoir_positions"]
+    p.answer(QUERIES[:123])
+    kept = positions[positions < 123]
+    assert p.reservoir_filled == kept.size
+    assert np.array_equal(p.reservoir_points(0, p.reservoir_filled), QUERIES[kept])
+
+
+@each
+def test_empty_batch(design: str) -> None:
+    p = predictor(design)
+    before = codec.dumps(p)
+    res = p.answer(np.zeros(0))
+    assert res.consumed == 0 and res.labels.size == 0 and codec.dumps(p) == before
+
+
+@each
+def test_points_of_shape_n_by_1_are_scalars(design: str) -> None:
+    a, b = predictor(design), predictor(design)
+    assert np.array_equal(a.answer(QUERIES[:50, None]).outcomes, b.answer(QUERIES[:50]).outcomes)
+
+
+# -- halting and refusals --------------------------------------------------------------------------
+
+
+def halting(design: str) -> Predictor:
+    """Every query at 0.5 is a top; the round fails at the 4th."""
+    if design == "target-charged":
+        return tops_predictor(design, halt_threshold=4, c=10)
+    return tops_predictor(design, c=4)
+
+
+@each
+def test_halting_then_refusals_forever(design: str) -> None:
+    p = halting(design)
     res = p.answer(np.full(10, 0.5))
-    assert list(res.labels) == [1, 1, 1, 1, -1, -1, -1, -1, -1, -1]
-    assert res.consumed == 10 and p.phase is Phase.HALTED
-    later = p.answer(np.array([0.0, 1.0]))
-    assert list(later.labels) == [-1, -1]  # never answered from data again
+    assert res.labels.tolist() == [1] * 4 + [-1] * 6
+    assert res.outcomes.tolist() == [2] * 4 + [-1] * 6
+    assert res.refusals.tolist() == [0] * 4 + [Refusal.HALTED] * 6
+    assert res.consumed == 10 and p.phase is Phase.HALTED and p.capacity is None and p.tops_in_round == 4
+    for _ in range(3):
+        later = p.answer(np.r_[QUERIES[:700], 0.5])  # more than R: every query consumed, refused
+        assert later.consumed == 701 and (later.labels == -1).all() and (later.refusals == Refusal.HALTED).all()
     with pytest.raises(InvalidState):
         p.transition()
-
-
-def test_halted_state_survives_restore() -> None:
-    p = predictor_with_split_vote(c=2)
-    p.answer(np.full(3, 0.5))
     q = codec.loads(codec.dumps(p))
-    assert q.phase is Phase.HALTED and list(q.answer(np.array([0.9])).labels) == [-1]
+    assert q.phase is Phase.HALTED and q.answer(np.array([0.9])).labels.tolist() == [-1]
 
 
-def test_non_repeating_schedule_refuses_after_its_last_round() -> None:
-    spec = tiny_schedule().rounds[0]
-    sched = Schedule((spec, spec), repeat_last=False, halting="paper", restarts="per-top")
-    x = np.random.default_rng(0).random(600)
-    p = Predictor.create(Thresholds(), sched, x, (x > 0.5).astype(int), seed=3)
-    labels = run_in_batches(p, np.random.default_rng(1).random(1300), [])
-    assert p.phase is Phase.EXHAUSTED
-    assert (labels[:1200] >= 0).all() and (labels[1200:] == -1).all()
-    assert (p.answer(np.array([0.2])).labels == -1).all()
+@each
+def test_halting_at_the_last_query_of_a_batch(design: str) -> None:
+    p = halting(design)
+    assert p.answer(np.full(4, 0.5)).labels.tolist() == [1] * 4
+    assert p.phase is Phase.HALTED
 
 
-def test_answering_while_a_transition_is_due_raises_and_changes_nothing() -> None:
-    p = tiny_predictor()
+@each
+def test_halting_is_batch_invariant(design: str) -> None:
+    """Split vote: every point in [0, 1) is a top, -1 is an L (no votes), 2 an R (all votes)."""
+    xs = np.r_[np.full(5, -1.0), np.full(3, 0.5), np.full(4, 2.0), 0.5, 0.5, np.full(11, -1.0)]
+    whole = halting(design).answer(xs)
+    p = halting(design)
+    parts = [p.answer(xs[i : i + 3]) for i in range(0, xs.size, 3)]
+    assert np.array_equal(np.concatenate([a.outcomes for a in parts]), whole.outcomes)
+    assert whole.outcomes.tolist() == [0] * 5 + [2] * 3 + [1] * 4 + [2] + [-1] * 12
+
+
+def test_target_charged_hard_cap() -> None:
+    p = tops_predictor("target-charged", halt_threshold=6, c=6)
+    assert p.answer(np.full(8, 0.5)).labels.tolist() == [1] * 6 + [-1] * 2
+
+
+@each
+def test_non_repeating_schedule_exhausts(design: str) -> None:
+    x, y = training_set()
+    p = Predictor.create(Thresholds(), schedule(design, rounds=2, repeat_last=False), x, y, seed=3)
+    res = p.answer_all(np.random.default_rng(1).random(1300))
+    assert p.phase is Phase.EXHAUSTED and p.capacity is None and p.round == 2
+    assert (res.labels[:1200] >= 0).all() and (res.labels[1200:] == -1).all()
+    assert (res.refusals[1200:] == Refusal.EXHAUSTED).all()
+    assert (p.answer(np.array([0.2])).refusals == Refusal.EXHAUSTED).all()
+    with pytest.raises(InvalidState):
+        p.transition()
+    assert codec.loads(codec.dumps(p)).phase is Phase.EXHAUSTED
+
+
+@each
+def test_answering_while_a_transition_is_due_raises_and_changes_nothing(design: str) -> None:
+    p = predictor(design)
     p.answer(QUERIES[:600])
     assert p.phase is Phase.TRANSITION_DUE
     before = codec.dumps(p)
-    with pytest.raises(InvalidState, match="transition"):
+    with pytest.raises(InvalidState, match=r"transition_due \(call transition\(\) first\)"):
         p.answer(QUERIES[600:610])
     assert codec.dumps(p) == before
+    with pytest.raises(InvalidState, match="cannot transition in phase answering"):
+        predictor(design).transition()
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        np.array([0.1, np.nan, 0.3]),
-        np.array([0.1, np.inf]),
-        np.array([[0.1, 0.2]]),
-        np.array([[[0.1]]]),
-        ["a", "b"],
-    ],
-)
-def test_bad_queries_raise_and_change_nothing(bad: object) -> None:
-    p = tiny_predictor()
+# -- bad input ------------------------------------------------------------------------------------
+
+SECRET = 0.123456789
+BAD_QUERIES: list[Any] = [
+    np.array([0.1, np.nan, SECRET]),
+    np.array([0.1, np.inf]),
+    np.array([-np.inf]),
+    np.array([[SECRET, 0.2]]),  # rank 2, two columns, for a class of scalars
+    np.array([[[SECRET]]]),
+    np.array([SECRET + 1j]),
+    [SECRET, 1j],
+    np.array(["2024-01-01"], dtype="datetime64[D]"),
+    np.array([5], dtype="timedelta64[s]"),
+    np.array([SECRET, None], dtype=object),
+    np.array([b"0.123456789"]),
+    ["0.123456789"],
+    np.array(["0.123456789"]),
+    [[SECRET], [SECRET, SECRET]],  # ragged
+    None,
+    np.zeros(2, dtype=[("a", "f8")]),  # structured
+]
+
+
+@pytest.mark.parametrize("bad", BAD_QUERIES, ids=lambda b: type(b).__name__ + getattr(getattr(b, "dtype", None),
+                                                                                          "str", ""))
+@each
+def test_bad_queries_raise_and_change_nothing(design: str, bad: Any) -> None:
+    p = predictor(design)
     p.answer(QUERIES[:100])
     before = codec.dumps(p)
     with pytest.raises(InvalidInput) as info:
         p.answer(bad)
-    assert "nan" not in str(info.value).lower() or "NaN or infinite" in str(info.value)
+    msg = str(info.value)
+    assert "123456" not in msg and "2024" not in msg and "0.1" not in msg  # never a value
     assert codec.dumps(p) == before
-    assert np.array_equal(p.answer(QUERIES[100:200]).labels, REF[100:200])
+    assert np.array_equal(p.answer(QUERIES[100:200]).outcomes, reference(design)[1][100:200])
 
 
-def test_error_messages_never_quote_values() -> None:
-    p = tiny_predictor()
-    secret = 0.123456789
-    with pytest.raises(InvalidInput) as info:
-        p.answer(np.array([[secret, secret]]))
-    assert "0.123" not in str(info.value)
+@each
+def test_refusing_phases_still_validate(design: str) -> None:
+    p = halting(design)
+    p.answer(np.full(5, 0.5))
+    with pytest.raises(InvalidInput):
+        p.answer(np.array([np.nan]))
 
 
-@pytest.mark.parametrize(
-    ("x", "y", "err"),
-    [
-        (np.zeros(0), np.zeros(0), InvalidInput),
-        (np.r_[np.zeros(799), np.nan], np.zeros(800), InvalidInput),
-        (np.zeros(800), np.r_[np.zeros(799), 2], InvalidInput),
-        (np.zeros(800), np.r_[np.zeros(799), 0.5], InvalidInput),
-        (np.zeros(800), np.zeros(799), InvalidInput),
-        (np.zeros(499), np.zeros(499), TrainingSetTooSmall),
-    ],
-)
-def test_bad_training_sets_raise(x: np.ndarray, y: np.ndarray, err: type[Exception]) -> None:
+@pytest.mark.parametrize(("x", "y", "err"), [
+    (np.zeros(0), np.zeros(0), InvalidInput),
+    (np.r_[np.zeros(799), np.nan], np.zeros(800), InvalidInput),
+    (np.zeros(800) + 1j, np.zeros(800), InvalidInput),
+    (np.zeros(800, dtype="datetime64[D]"), np.zeros(800), InvalidInput),
+    (np.zeros((800, 2)), np.zeros(800), InvalidInput),
+    (np.zeros(800), np.r_[np.zeros(799), 2], InvalidInput),
+    (np.zeros(800), np.r_[np.zeros(799), 0.5], InvalidInput),
+    (np.zeros(800), np.r_[np.zeros(799), np.nan], InvalidInput),
+    (np.zeros(800), np.array(["0"] * 800), InvalidInput),
+    (np.zeros(800), np.zeros(799), InvalidInput),
+    (np.zeros(800), np.zeros((800, 1)), InvalidInput),
+    (np.zeros(499), np.zeros(499), TrainingSetTooSmall),
+])
+@each
+def test_bad_training_sets_raise(design: str, x: Any, y: Any, err: type[Exception]) -> None:
     with pytest.raises(err):
-        Predictor.create(Thresholds(), tiny_schedule(), x, y, seed=0)
+        Predictor.create(Thresholds(), schedule(design), x, y, seed=0)
 
 
-def test_too_small_says_how_large_it_must_be() -> None:
+@each
+def test_too_small_says_how_large_it_must_be(design: str) -> None:
     with pytest.raises(TrainingSetTooSmall, match="at least 500") as info:
-        Predictor.create(Thresholds(), tiny_schedule(), np.zeros(10), np.zeros(10), seed=0)
-    assert info.value.required == 500
+        Predictor.create(Thresholds(), schedule(design), np.zeros(10), np.zeros(10), seed=0)
+    assert (info.value.required, info.value.given) == (500, 10)
 
 
-def test_inconsistent_schedule_is_rejected() -> None:
+@each
+def test_training_errors_never_quote_values(design: str) -> None:
+    x = np.full(800, SECRET)
+    x[17] = np.nan
+    with pytest.raises(InvalidInput, match="position 17") as info:
+        Predictor.create(Thresholds(), schedule(design), x, np.zeros(800), seed=0)
+    assert "123456" not in str(info.value)
+
+
+@each
+def test_inconsistent_schedule_is_rejected(design: str) -> None:
     with pytest.raises(InvalidSchedule, match="m_D"):
-        Schedule((RoundSpec(T=50, lam=10, R=600, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=50, m_D=400),),
-                 halting="paper", restarts="per-top")
+        schedule(design, m_D=400)  # cannot supply the next round's 500 points
     with pytest.raises(InvalidSchedule, match="m_D exceeds R"):
-        Schedule((RoundSpec(T=5, lam=10, R=40, c=5, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=5, m_D=50),),
-                 halting="paper", restarts="per-top")
+        schedule(design, m_D=700)
 
 
-def test_corrupt_state_is_rejected() -> None:
-    blob = codec.dumps(tiny_predictor())
+# -- corrupt states -------------------------------------------------------------------------------
+
+
+def _set(path: str, value: Any) -> Any:
+    def f(st: dict[str, Any]) -> None:
+        *head, last = path.split(".")
+        d = st
+        for k in head:
+            d = d[k]
+        d[last] = value
+    return f
+
+
+def _drop(path: str) -> Any:
+    def f(st: dict[str, Any]) -> None:
+        *head, last = path.split(".")
+        d = st
+        for k in head:
+            d = d[k]
+        del d[last]
+    return f
+
+
+CORRUPTIONS = {
+    "format /3": _set("format", "everlast-engine/3"),
+    "no format": _drop("format"),
+    "unknown concept": _set("concept", {"name": "circles"}),
+    "schedule": _set("schedule", {"rounds": []}),
+    "round mismatch": _set("live.round", 2),
+    "beyond the schedule": lambda st: (_set("round_state.index", 3)(st), _set("live.round", 3)(st),
+                                       _set("schedule.repeat_last", False)(st)),
+    "reservoir count": _set("live.reservoir_filled", 3),
+    "reservoir beyond positions": lambda st: (_set("live.reservoir_filled", 10**6)(st),
+                                              _set("live.reservoir_points", np.zeros(10**6))(st)),
+    "tops beyond c": _set("live.tops", 10**9),
+    "answered beyond R": _set("live.answered", 601),
+    "negative answered": _set("live.answered", -1),
+    "phase": _set("live.phase", "dreaming"),
+    "entropy": _set("live.entropy", "not hex"),
+    "noise scale": lambda st: st["live"]["noise"]["query"].update(scale=[1, 3]),
+    "noise missing": _drop("live.noise"),
+    "noise stream": _set("live.noise.query.start", {"bit_generator": "MT19937"}),
+    "ensemble size": _set("round_state.ensemble", {"t": np.zeros(7)}),
+    "no ensemble": _drop("round_state.ensemble"),
+    "mu type": _set("live.mu", "x"),
+    # consistent with itself, inconsistent with the counters (accepted, then a transition failed)
+    "reservoir behind answered": lambda st: (_set("live.reservoir_filled", 0)(st),
+                                             _set("live.reservoir_points", np.zeros(0))(st)),
+    "answering a full round": lambda st: (_set("live.answered", 600)(st), _set("live.reservoir_filled", 500)(st),
+                                          _set("live.reservoir_points", np.zeros(500))(st)),
+    "transition due mid-round": _set("live.phase", "transition_due"),
+    "exhausted mid-round": _set("live.phase", "exhausted"),
+    "positions unsorted": lambda st: _set("round_state.reservoir_positions",
+                                          st["round_state"]["reservoir_positions"][::-1].copy())(st),
+    "positions beyond R": lambda st: _set("round_state.reservoir_positions",
+                                          st["round_state"]["reservoir_positions"] + 600)(st),
+    "positions fewer than m_D": lambda st: _set("round_state.reservoir_positions",
+                                                st["round_state"]["reservoir_positions"][1:].copy())(st),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRUPTIONS))
+@each
+def test_corrupt_states_are_refused(design: str, name: str) -> None:
+    p = predictor(design)
+    p.answer(QUERIES[:100])
+    st = codec.unpack(codec.dumps(p))
+    Predictor.from_state(st)
+    CORRUPTIONS[name](st)
     with pytest.raises(CorruptState):
-        codec.loads(blob[: len(blob) // 2])
-    with pytest.raises(CorruptState):
-        codec.loads(codec.pack({"format": "everlast-engine/999"}))
-    st_ = tiny_predictor().state()
-    st_["live"]["tops"] = 10**9
-    with pytest.raises(CorruptState):
-        Predictor.from_state(st_)
+        Predictor.from_state(st)
 
 
-def test_os_entropy_is_the_default_seed() -> None:
-    g = np.random.default_rng(0)
-    x = g.random(800)
-    p1 = Predictor.create(Thresholds(), tiny_schedule(), x, (x > 0.5).astype(int))
-    p2 = Predictor.create(Thresholds(), tiny_schedule(), x, (x > 0.5).astype(int))
-    assert p1.streams.state() != p2.streams.state()
+@each
+def test_corrupt_bytes_are_refused(design: str) -> None:
+    blob = codec.dumps(predictor(design))
+    for bad in (blob[: len(blob) // 2], b"", b"\xc1", codec.pack([1, 2]), codec.pack({"format": FORMAT}),
+                codec.pack({"format": "everlast-engine/999", "live": {}}), codec.pack({"live": {}})):
+        with pytest.raises(CorruptState):
+            codec.loads(bad)
+
+
+@each
+def test_os_entropy_is_the_default_seed(design: str) -> None:
+    x, y = training_set()
+    a = Predictor.create(Thresholds(), schedule(design), x, y)
+    b = Predictor.create(Thresholds(), schedule(design), x, y)
+    assert a.entropy != b.entropy and a.entropy.bit_length() > 64
+    assert a.live_part()["entropy"] == format(a.entropy, "x")
+    assert not np.array_equal(a.answer(QUERIES).outcomes, b.answer(QUERIES).outcomes)
+
+
+@each
+def test_negative_seeds_are_refused(design: str) -> None:
+    x, y = training_set()
+    with pytest.raises(ValueError, match="non-negative"):
+        Predictor.create(Thresholds(), schedule(design), x, y, seed=-1)
+
+
+# -- the ERROR phase ------------------------------------------------------------------------------
+
+
+def assert_fails_fast(p: Predictor) -> None:
+    before = codec.dumps(p)
+    for call in (lambda: p.answer(QUERIES[:3]), lambda: p.answer(np.array([np.nan])), p.transition,
+                 lambda: p.answer_all(QUERIES[:3])):
+        with pytest.raises(InvalidState, match="phase error"):
+            call()
+    assert p.phase is Phase.ERROR and p.capacity == 0 and codec.dumps(p) == before
+
+
+@each
+def test_restoring_a_state_in_phase_error(design: str) -> None:
+    p = predictor(design)
+    p.answer(QUERIES[:10])
+    st = p.state()
+    st["live"]["phase"] = "error"
+    q = Predictor.from_state(st)
+    assert_fails_fast(q)
+    assert_fails_fast(codec.loads(codec.dumps(q)))  # type: ignore[arg-type]
+
+
+@each
+def test_a_transition_that_breaks_an_invariant_enters_phase_error(design: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fit returning one classifier too few: the commit's invariant check catches it."""
+    p = predictor(design)
+    p.answer(QUERIES[:600])
+    real = Thresholds.fit
+
+    def short_fit(self: Thresholds, x: Any, y: Any) -> Any:
+        return real(self, x[1:], y[1:])
+
+    monkeypatch.setattr(Thresholds, "fit", short_fit)
+    with pytest.raises(InvalidState, match="entered phase error"):
+        p.transition()
+    monkeypatch.undo()
+    assert_fails_fast(p)
+
+
+@each
+def test_error_messages_name_the_field_not_the_value(design: str) -> None:
+    p = predictor(design)
+    errors: list[EngineError] = []
+    for bad in BAD_QUERIES:
+        try:
+            p.answer(bad)
+        except InvalidInput as exc:
+            errors.append(exc)
+    assert len(errors) == len(BAD_QUERIES)
+    assert all("query" in str(e) for e in errors)
+

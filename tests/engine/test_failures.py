@@ -1,0 +1,212 @@
+"""A call that fails changes nothing (issue 12, item 3).
+
+A ``MemoryError`` is forced (monkeypatch) at each stage of ``answer`` and ``transition``; every
+draw-consuming stage is swept call by call (the k-th ``NoiseStream.take``, the k-th block sampled,
+the k-th use of the round's sampling generator). After each failure ``engine.codec.dumps(p)`` must
+be byte-identical to before, and the next successful call must give exactly what an untouched twin
+(restored from those bytes) gives.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import engine.design
+import engine.noise
+import engine.predictor
+from engine import between_thresholds as bt
+from engine import codec, phases
+from engine.concepts import Thresholds
+from engine.concepts.thresholds import ThresholdEnsemble
+from engine.design import RoundNoise
+from engine.noise import NoiseStream
+from engine.phases import Phase
+from engine.predictor import Predictor
+from engine.reservoir import Reservoir
+from engine.serving import Answers
+from tests.engine.helpers import DESIGNS, predictor, tops_predictor
+
+QUERIES = np.random.default_rng(8).random(9000)
+
+
+class Forced:
+    """Counts calls of a wrapped callable and raises ``MemoryError`` at the ``k``-th (never if 0)."""
+
+    def __init__(self, k: int = 0) -> None:
+        self.k, self.calls = k, 0
+
+    def tick(self) -> None:
+        self.calls += 1
+        if self.calls == self.k:
+            raise MemoryError("forced")
+
+    def before(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            self.tick()
+            return fn(*a, **kw)
+        return wrapped
+
+    def after(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Run the real call (its side effects happen), then fail."""
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            out = fn(*a, **kw)
+            self.tick()
+            return out
+        return wrapped
+
+
+class GeneratorProxy:
+    """A numpy Generator whose every method call ticks ``forced`` first."""
+
+    def __init__(self, g: np.random.Generator, forced: Forced) -> None:
+        self._g, self._f = g, forced
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._g, name)
+        return self._f.before(attr) if callable(attr) else attr
+
+
+Patch = Callable[[pytest.MonkeyPatch, Forced], None]
+
+
+def patch_attr(owner: Any, name: str, when: str = "before") -> Patch:
+    def apply(mp: pytest.MonkeyPatch, f: Forced) -> None:
+        real = getattr(owner, name)
+        mp.setattr(owner, name, f.before(real) if when == "before" else f.after(real))
+    return apply
+
+
+def patch_sampling_generator(mp: pytest.MonkeyPatch, f: Forced) -> None:
+    real = vars(engine.predictor)["generator"]
+    mp.setattr(engine.predictor, "generator", lambda *a: GeneratorProxy(real(*a), f))
+
+
+ANSWER_STAGES: dict[str, Patch] = {
+    "vote counting": patch_attr(ThresholdEnsemble, "votes"),
+    "noise take (each)": patch_attr(NoiseStream, "take"),
+    "noise block sampling (each)": patch_attr(engine.noise, "sample"),
+    "per-query noise": patch_attr(RoundNoise, "per_query"),
+    "threshold redraw (each, paper)": patch_attr(RoundNoise, "next_threshold"),
+    "mechanism tct": patch_attr(bt, "run_tct"),
+    "mechanism paper": patch_attr(bt, "run_paper"),
+    "reservoir write (after writing)": patch_attr(engine.predictor, "_offer", "after"),
+    "phase table": patch_attr(phases, "fire"),
+    "building the answers": patch_attr(engine.predictor, "Answers"),
+}
+
+TRANSITION_STAGES: dict[str, Patch] = {
+    "labelboost": patch_attr(Thresholds, "labelboost"),
+    "sampling generator (each draw: labelboost, S_i+1, S-hat, reservoir)": patch_sampling_generator,
+    "fit": patch_attr(Thresholds, "fit"),
+    "reservoir draw": patch_attr(Reservoir, "draw"),
+    "noise plan": patch_attr(engine.predictor, "noise_plan"),
+    "round noise start": patch_attr(RoundNoise, "start"),
+    "round noise streams (each)": patch_attr(engine.design, "generator"),
+    "round noise first draw (each)": patch_attr(NoiseStream, "take"),
+    "phase table": patch_attr(phases, "fire"),
+}
+
+
+@functools.cache
+def scenario(design: str, name: str) -> tuple[bytes, np.ndarray[Any, Any]]:
+    """A predictor's bytes and the batch to feed it."""
+    if name == "mid-round":
+        # paper: mu ~ DLap(1) keeps the band open, so the batch has tops (threshold redraws)
+        sharp: dict[str, Any] = {"eps_bt": 2.0} if design == "paper" else {}
+        p = predictor(design, **sharp)
+        p.answer(QUERIES[:100])
+        return codec.dumps(p), QUERIES[100:400]
+    if name == "halts inside the batch":
+        p = (tops_predictor(design, halt_threshold=4, c=10) if design == "target-charged"
+             else tops_predictor(design, c=4))
+        p.answer(np.full(2, 0.5))
+        return codec.dumps(p), np.r_[-1.0, 0.5, 2.0, 0.5, 0.5, 0.5]
+    assert name == "crosses a noise block"  # 8192 draws per block of a per-query stream
+    over = {"halt_threshold": 10_000} if design == "target-charged" else {}
+    p = predictor(design, R=20_000, c=20_000, **over)  # never halts
+    p.answer(QUERIES[:8000])
+    return codec.dumps(p), QUERIES[8000:8400]
+
+
+def same_answers(a: Answers, b: Answers) -> bool:
+    return (np.array_equal(a.labels, b.labels) and np.array_equal(a.outcomes, b.outcomes)
+            and np.array_equal(a.refusals, b.refusals) and (a.round, a.consumed) == (b.round, b.consumed))
+
+
+def sweep(blob: bytes, patch: Patch, call: Callable[[Predictor], Any], follow: Callable[[Predictor], Any],
+          compare: Callable[[Any, Any], bool]) -> int:
+    """Force a failure of ``call`` at the 1st, 2nd, ... call of the patched stage until a run
+    passes it untouched; after each, ``follow`` (unpatched) must give what it gives on a twin.
+    Returns how many failures were forced."""
+    k = 0
+    while True:
+        k += 1
+        p = codec.loads(blob)
+        assert isinstance(p, Predictor)
+        forced = Forced(k)
+        with pytest.MonkeyPatch.context() as mp:
+            patch(mp, forced)
+            try:
+                call(p)
+            except MemoryError:
+                failed = True
+            else:
+                failed = False
+        if not failed:
+            assert forced.calls < k
+            return k - 1
+        assert codec.dumps(p) == blob, f"state changed by a failure at call {k} of the stage"
+        twin = codec.loads(blob)
+        assert isinstance(twin, Predictor)
+        assert compare(follow(p), follow(twin))
+        assert codec.dumps(p) == codec.dumps(twin)
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.parametrize("where", ["mid-round", "halts inside the batch", "crosses a noise block"])
+@pytest.mark.parametrize("stage", list(ANSWER_STAGES))
+def test_a_failed_answer_changes_nothing(design: str, where: str, stage: str) -> None:
+    blob, batch = scenario(design, where)
+    forced = sweep(blob, ANSWER_STAGES[stage], lambda p: p.answer(batch), lambda p: p.answer(batch), same_answers)
+    tct = design == "target-charged"
+    if (stage == "mechanism tct" and not tct) or (stage in ("mechanism paper", "threshold redraw (each, paper)")
+                                                  and tct):
+        assert forced == 0  # not this design's stage
+    elif stage == "threshold redraw (each, paper)" and where == "crosses a noise block":
+        assert forced >= 0  # the paper's band may be closed (mu large) for a whole batch
+    else:
+        assert forced >= 1, "the stage was never reached"
+
+
+def transition_due(design: str) -> bytes:
+    p = predictor(design)
+    p.answer(QUERIES[:600])
+    assert p.phase is Phase.TRANSITION_DUE
+    return codec.dumps(p)
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.parametrize("stage", list(TRANSITION_STAGES))
+def test_a_failed_transition_changes_nothing(design: str, stage: str) -> None:
+    blob = transition_due(design)
+
+    def then_answer(p: Predictor) -> Answers:
+        p.transition()
+        return p.answer(QUERIES[600:900])
+
+    forced = sweep(blob, TRANSITION_STAGES[stage], lambda p: p.transition(), then_answer, same_answers)
+    assert forced >= 1, "the stage was never reached"
+    if stage.startswith("sampling generator"):
+        assert forced >= 4  # labelboost's draw, S_{i+1}, S-hat_{i+1}, the reservoir positions
+
+
+def test_the_sweeps_reach_every_draw() -> None:
+    """The transition of a target-charged round opens three round streams and takes rho_h."""
+    blob = transition_due("target-charged")
+    assert sweep(blob, TRANSITION_STAGES["round noise streams (each)"], lambda p: p.transition(),
+                 lambda p: p.transition(), lambda a, b: a is b is None) == 3
