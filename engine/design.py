@@ -98,10 +98,11 @@ class Design:
             if isinstance(value, str) and value in RETIRED:
                 raise InvalidSchedule(RETIRED[value])
         try:
-            return cls(Halting(halting), Restarts(restarts))
+            pair = Halting(halting), Restarts(restarts)
         except ValueError:
             raise InvalidSchedule(f"unknown design (halting {str(halting)[:20]!r}, restarts "
                                   f"{str(restarts)[:20]!r}); the designs are {', '.join(_HELP)}") from None
+        return cls(*pair)
 
     @classmethod
     def named(cls, name: str) -> Design:
@@ -292,4 +293,7 @@ class RoundNoise:
         got = (q.scale, None if th is None else th.scale, None if hq is None else hq.scale)
         if want != got:
             raise CorruptState("round noise does not match the schedule's scales")
+        blocks = (q.block, None if th is None else th.block, None if hq is None else hq.block)
+        if blocks != (QUERY_BLOCK, None if th is None else THRESHOLD_BLOCK, None if hq is None else QUERY_BLOCK):
+            raise CorruptState("round noise blocks do not match this engine version")
         return cls(design, plan, q, th, hq)

@@ -167,7 +167,7 @@ def sample(g: np.random.Generator, scale: Fraction, n: int) -> I64:
     got = 0
     while got < n:
         need = n - got
-        m = need * 5 // 3 + 32  # acceptance ~ 0.63 (> 0.43 at any scale): usually one pass
+        m = need * 5 // 3 + 32  # acceptance ~0.63 at large scales, ~0.33 at the smallest: one or a few passes
         z, acc = _attempts(g, m, num, den)
         z = z[acc][:need]
         out[got : got + z.size] = z
