@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+if TYPE_CHECKING:  # click >= 8.2 types ParamType as generic; 8.1 (still allowed) cannot subscript it
+    _ParamType = click.ParamType[int]
+else:
+    _ParamType = click.ParamType
 
-class Count(click.ParamType[int]):
+
+class Count(_ParamType):
     """A positive integer written as an integer (``1000000``, ``1_000_000``) or in exact float
     notation (``1e9``, ``2.5e3``); a value that is not a whole number (``1.5``, ``1e-3``) is refused.
     Parsed with ``Decimal``, so ``1e20`` is exactly 10^20 (no float rounding)."""
