@@ -195,13 +195,14 @@ class DyadicSampler:
         self._m = mm
         self.fast = fast
         # Lemma X2, float pass: w_hat = fl(s) 2^-m (exact ldexp: fl(s) >= 1, m <= DROP_EXP keeps it
-        # normal), or 0 when m > DROP_EXP. |w_hat - w| <= u w + theta, theta = 2^64 2^-(DROP_EXP+1).
+        # normal), or 0 when m > DROP_EXP. |w_hat - w| <= 2u w + theta, theta = 2^64 2^-(DROP_EXP+1)
+        # (2u: the uint64 -> double conversion is only assumed faithful, within one ulp).
         f = sizes.astype(np.float64)
         keep = mm <= DROP_EXP
         w = np.where(keep, np.ldexp(f, -np.minimum(mm, DROP_EXP).astype(np.int32)), 0.0)
         self._c = np.cumsum(w)
         K = int(sizes.size)
-        eta = U53
+        eta = 2 * U53
         self._rho = eta + 2 * gamma(K)
         self._theta = Fraction(2 * K, 1 << (DROP_EXP + 1 - 64))
         self._exact: dict[int, tuple[list[int], list[int]]] = {}
