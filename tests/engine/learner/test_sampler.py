@@ -161,3 +161,32 @@ def test_uniform_inside_a_cell_of_2_62_cuts() -> None:
         if h.sign == 1 and ordinal(0.0) < h.lo <= ordinal(1.0):
             offs.append((h.lo - ordinal(0.0) - 1) * 16 // size)
     assert stats.chisquare(np.bincount(offs, minlength=16)).pvalue > 1e-6
+
+
+EDGE_CASES = [
+    (np.array([2], np.int64), np.array([1], np.int8)),  # one example
+    (np.array([0, 0, 5, 5], np.int64), np.array([0, 0, 0, 0], np.int8)),  # all zeros, ties at the ends
+    (np.array([1, 2, 3, 4], np.int64), np.array([1, 1, 1, 1], np.int8)),  # all ones
+    (np.array([3, 3, 3, 3, 3], np.int64), np.array([1, 0, 1, 0, 1], np.int8)),  # one position, both labels
+]
+
+
+@pytest.mark.parametrize("case", range(len(EDGE_CASES)))
+@pytest.mark.parametrize("concept", ["thresholds", "intervals"])
+def test_edge_datasets_against_brute_force(case: int, concept: str) -> None:
+    pos, y = EDGE_CASES[case]
+    n = 1500
+    probs = brute_force(concept, pos, y, 2.5)
+    assert _chi2(_draws(concept, pos, y, 2.5, n, seed=40 + case), probs, n) > 1e-6
+
+
+def test_large_epsilon_and_many_examples_stay_exact_and_fast() -> None:
+    """eps n near the engine's limit: exponents in the thousands, weights far below float range."""
+    rng = np.random.default_rng(3)
+    x = rng.random(20_000)
+    y = (x >= 0.5).astype(np.int8)
+    y[:50] ^= 1  # not realizable: the best cut still has 50 errors
+    bits = Bits(np.random.default_rng(4))
+    for concept in ("thresholds", "intervals"):
+        h = sample(concept, to_ordinal(x), y, -0x7FEF_FFFF_FFFF_FFFF, 0x7FEF_FFFF_FFFF_FFFF, 400.0, bits)
+        assert h.lo <= h.hi
