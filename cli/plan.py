@@ -109,12 +109,19 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
     try:
         p = make_plan(targets)
     except PlanInfeasible as exc:
+        others = ((mech.bbl_infeasible(targets, str(exc), n, achievable), mech.learner_cost(targets, n, size))
+                  if mechanism == "all" else None)
         if as_json:
-            emit_json(infeasible_json(targets, str(exc), achievable))
+            out = infeasible_json(targets, str(exc), achievable)
+            if others is not None:
+                out.update({"mechanism": "all", **mech.comparison_json(others)})
+            emit_json(out)
         else:
             click.echo(f"The targets cannot be met by any schedule: {exc}")
             if achievable is not None:
                 click.echo(f"n = {n}: best epsilon = {achievable.epsilon:g} {achievable.reason}")
+            if others is not None:
+                click.echo("\nMechanisms (same targets):\n" + mech.comparison_text(others))
         return
     costs = designs(targets) if with_designs else None
     compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable)

@@ -21,8 +21,8 @@ from engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfeasible, T
 from engine.planner.report import fmt
 
 MECHANISMS = ("generic-bbl", "private-learner")
-__all__ = ["FLOAT64_POINTS", "MECHANISMS", "MechanismCost", "best_at_n", "cheapest", "compare", "comparison_json",
-           "comparison_text", "learner_cost", "learner_json", "learner_text"]
+__all__ = ["FLOAT64_POINTS", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n", "cheapest",
+           "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json", "learner_text"]
 LEARNER_NOTE = ("accuracy is proven in the realizable case (labels from a hypothesis of the class on the "
                 "declared domain); the privacy guarantees hold for every data set")
 
@@ -88,6 +88,13 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
 # -- GenericBBL ---------------------------------------------------------------------------------------
 
 
+def bbl_infeasible(t: Targets, reason: str, n: int | None = None,
+                   achievable: Achievable | None = None) -> MechanismCost:
+    """GenericBBL when no schedule meets the targets (``PlanInfeasible``)."""
+    return MechanismCost("generic-bbl", None, math.inf, t.delta, math.inf, t.delta, False, False, reason, n,
+                         None if achievable is None else achievable.epsilon)
+
+
 def bbl_cost(t: Targets, n: int | None = None, p: Plan | None = None,
              achievable: Achievable | None = None) -> MechanismCost:
     """GenericBBL's default design for the targets (or the given plan); ``n``: its best epsilon."""
@@ -95,8 +102,7 @@ def bbl_cost(t: Targets, n: int | None = None, p: Plan | None = None,
         try:
             p = plan(t)
         except PlanInfeasible as exc:
-            return MechanismCost("generic-bbl", None, math.inf, t.delta, math.inf, t.delta, False, False,
-                                 str(exc), n)
+            return bbl_infeasible(t, str(exc), n, achievable)
     if n is not None and achievable is None:
         achievable = best_epsilon(n, t)
     c = p.certificate

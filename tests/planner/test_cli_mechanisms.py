@@ -85,3 +85,11 @@ def test_all_mechanisms_side_by_side() -> None:
 def test_default_output_is_unchanged_by_the_mechanism_flag() -> None:
     d = _json("--no-designs")
     assert "mechanisms" not in d and "mechanism" not in d
+
+
+def test_all_mechanisms_when_genericbbl_is_infeasible() -> None:
+    d = _json("--mechanism", "all", "--no-designs", "--accounting", "paper", "--restarts", "private")
+    assert d["n_required"] is None  # GenericBBL's infeasible object, unchanged ...
+    bbl, pl = d["mechanisms"]  # ... plus the comparison
+    assert bbl["n_required"] is None and bbl["reason"] and pl["n_required"] < 5000
+    assert d["cheapest_mechanism"] == "private-learner"
