@@ -210,6 +210,10 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
     d["accuracy"] = {"alpha": t.alpha, "beta": t.beta, **c.extra}
     if c.n is not None:
         d["epsilon_achievable"] = None if c.epsilon_at_n is None else _num(c.epsilon_at_n)
+        if d["epsilon_achievable"] is None:
+            d["epsilon_achievable_reason"] = (f"Theorem L2 proves alpha = {t.alpha:g}, beta = {t.beta:g} for no "
+                                              f"epsilon with n = {c.n}: even an error-free release fails its "
+                                              "union bound over H")
         d["epsilon_achievable_n"] = c.n
         d["alpha_achievable"] = c.alpha_at_n
     d.update(comparison_json((c,)))
@@ -273,7 +277,9 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
         f"t = {x['t_errors']:.1f} training errors",
     ]
     if c.n is not None:
-        lines.append(f"With n = {fmt(c.n)}: epsilon = {_eps(c.epsilon_at_n or math.inf)} at alpha = "
-                     f"{fmt(t.alpha)}; alpha = {fmt(c.alpha_at_n)} at epsilon = {fmt(t.epsilon)}.")
+        e = c.epsilon_at_n if c.epsilon_at_n is not None else math.inf
+        first = (f"epsilon = {fmt(e)} at alpha = {fmt(t.alpha)}" if math.isfinite(e) else
+                 f"no epsilon proves alpha = {fmt(t.alpha)} (too little data for the union bound over H)")
+        lines.append(f"With n = {fmt(c.n)}: {first}; alpha = {fmt(c.alpha_at_n)} at epsilon = {fmt(t.epsilon)}.")
     lines += ["", f"Note: {LEARNER_NOTE}."]
     return "\n".join(lines)
