@@ -9,11 +9,15 @@ from typing import Any
 import click
 
 from adversary_sim.audit.games import ATTACKS, PLANNED_ATTACKS
+from adversary_sim.audit.learner import ATTACK as LEARNER_ATTACK
+from adversary_sim.audit.learner import LEARNER_VARIANTS
 from adversary_sim.audit.runner import GAMES, run_audit
 from adversary_sim.audit.variants import VARIANTS
 from cli.common import emit_json, progress
 
-_ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PLANNED_ATTACKS.values() for a in g})
+_ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PLANNED_ATTACKS.values() for a in g}
+                       | {LEARNER_ATTACK})
+_VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)]
 
 
 @click.command("audit")
@@ -21,8 +25,12 @@ _ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PL
               help="training: neighbouring training sets; query: two query streams differing in one query.")
 @click.option("--trials", type=click.IntRange(min=6), default=2000, show_default=True,
               help="Games played in total (half in each world).")
-@click.option("--variant", type=click.Choice(VARIANTS), default="real", show_default=True,
-              help="The engine as shipped, or with one safeguard removed (to show the audit can see it).")
+@click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner"]), default="generic-bbl",
+              show_default=True, help="The mechanism audited; private-learner: the training game's canary "
+                                      "attack against the generic private learner (docs/PRIVACY.md 16.6).")
+@click.option("--variant", type=click.Choice(_VARIANT_NAMES), default="real", show_default=True,
+              help="The engine as shipped, or with one safeguard removed (to show the audit can see it); "
+                   "plain-erm: the private learner without its noise.")
 @click.option("--attack", "attack", type=click.Choice(["default", "all", *_ATTACK_NAMES]), default="default",
               show_default=True,
               help="Adversary: training game flip|relabel (default both), query game chain (default)|halting|restart.")
@@ -42,11 +50,18 @@ _ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PL
               help="Probe queries per round (default: the round's R).")
 @click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=0.95, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0, show_default=True,
+              help="The private learner's epsilon (--mechanism private-learner only).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
-def audit(game: str, trials: int, variant: str, attack: str, halting: str, restarts: str, wait_run: int,
-          probe_offset: float, theta: int, queries: int | None, confidence: float, seed: int,
-          as_json: bool) -> None:
+def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, halting: str, restarts: str,
+          wait_run: int, probe_offset: float, theta: int, queries: int | None, confidence: float, seed: int,
+          epsilon: float, as_json: bool) -> None:
     """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim."""
+    if mechanism == "private-learner":
+        _audit_learner(game, trials, variant, attack, confidence, seed, epsilon, as_json)
+        return
+    if variant not in VARIANTS:
+        raise click.UsageError(f"--variant {variant} applies to --mechanism private-learner only")
     from adversary_sim.audit.restart import WaitAndTest
     from adversary_sim.audit.runner import resolve_attacks
 
@@ -66,6 +81,24 @@ def audit(game: str, trials: int, variant: str, attack: str, halting: str, resta
         emit_json(out)
         return
     _print_human(out)
+
+
+def _audit_learner(game: str, trials: int, variant: str, attack: str, confidence: float, seed: int,
+                   epsilon: float, as_json: bool) -> None:
+    from adversary_sim.audit.learner import run_learner_audit
+
+    if game != "training":
+        raise click.UsageError("the private learner's queries are 0-DP by construction; audit it with --game training")
+    if variant not in LEARNER_VARIANTS:
+        raise click.UsageError(f"--mechanism private-learner runs the variants {', '.join(LEARNER_VARIANTS)}")
+    if attack not in ("default", "all", LEARNER_ATTACK):
+        raise click.UsageError(f"--mechanism private-learner runs the {LEARNER_ATTACK} attack")
+    with progress(2 * (trials // 2), f"audit learner/{variant}", unit="game") as bar:
+        out = run_learner_audit(variant, trials, seed, epsilon=epsilon, confidence=confidence, progress=bar.update)
+    if as_json:
+        emit_json(out)
+    else:
+        _print_human(out)
 
 
 def _fmt(x: Any) -> str:

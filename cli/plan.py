@@ -7,6 +7,11 @@ The design (``--halting``, ``--restarts``) defaults to the cheapest one whose qu
 proven (noisy halting + private restarts, issue 8). Unless ``--no-designs``, every design is also
 planned for the same targets and its query chain and data cost are reported (``designs`` in the
 JSON).
+
+``--mechanism`` compares mechanisms (``engine.planner.mechanisms``): ``private-learner`` plans only
+the generic private learner (docs/PRIVACY.md section 16; its JSON has the same contract keys),
+``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
+to GenericBBL's plan.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import click
 
 from cli.common import emit_json
+from cli.params import Count
 from engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
+from engine.planner import mechanisms as mech
 from engine.planner import plan as make_plan
 from engine.planner.report import infeasible_json, plan_json, plan_text
 
@@ -66,16 +73,22 @@ from engine.planner.report import infeasible_json, plan_json, plan_text
                    "UNREVIEWED Lemma S (private restarts only); every number is then conditional.")
 @click.option("--designs/--no-designs", "with_designs", default=True, show_default=True,
               help="Also plan every (halting, restarts) design and report its query chain and n.")
-@click.option("--n", "n", type=click.IntRange(min=1), default=None,
-              help="Training-set size available: also report the best epsilon it certifies.")
+@click.option("--n", "n", type=Count(), default=None,
+              help="Training-set size available (e.g. 5000 or 1e9): also report the best epsilon it certifies.")
+@click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner", "all"]), default="generic-bbl",
+              show_default=True, help="GenericBBL, the generic private learner (finite float domain; "
+                                      "docs/PRIVACY.md 16), or both side by side with the cheapest named.")
+@click.option("--domain-size", "domain_size", type=Count(), default=None,
+              help="Private learner: points of the declared domain (grid or range) [default: all finite "
+                   "float64, 2^64 - 2^53 - 1].")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: float,
              accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
              lambda_log: str, halting: str | None, restarts: str | None, eps_h: float | None,
              eps_r: float | None, lemma_s: bool, with_designs: bool, n: int | None,
-             as_json: bool) -> None:
+             mechanism: str, domain_size: int | None, as_json: bool) -> None:
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
-    if concept == "finite" and vc_dim is None:
+    if concept == "finite" and vc_dim is None and mechanism != "private-learner":
         raise click.UsageError("--concept finite needs --vc-dim")
     targets = Targets(
         epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, concept=concept, d=dim,
@@ -84,22 +97,45 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
         halting=halting, restarts=restarts,  # type: ignore[arg-type]
         eps_h=eps_h, eps_r=eps_r, block_bound="lemma-s" if lemma_s else "pure",
     )
+    size = domain_size if domain_size is not None else mech.FLOAT64_POINTS
+    if mechanism == "private-learner":
+        cost = mech.learner_cost(targets, n, size)
+        if as_json:
+            emit_json(mech.learner_json(targets, cost))
+        else:
+            click.echo(mech.learner_text(targets, cost))
+        return
     achievable: Achievable | None = best_epsilon(n, targets) if n is not None else None
     try:
         p = make_plan(targets)
     except PlanInfeasible as exc:
+        others = ((mech.bbl_infeasible(targets, str(exc), n, achievable), mech.learner_cost(targets, n, size))
+                  if mechanism == "all" else None)
         if as_json:
-            emit_json(infeasible_json(targets, str(exc), achievable))
+            out = infeasible_json(targets, str(exc), achievable)
+            if others is not None:
+                out.update({"mechanism": "all", **mech.comparison_json(others)})
+            emit_json(out)
         else:
             click.echo(f"The targets cannot be met by any schedule: {exc}")
             if achievable is not None:
                 click.echo(f"n = {n}: best epsilon = {achievable.epsilon:g} {achievable.reason}")
+            if others is not None:
+                click.echo("\nMechanisms (same targets):\n" + mech.comparison_text(others))
         return
     costs = designs(targets) if with_designs else None
+    compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable)
+                if mechanism == "all" else None)
     if as_json:
-        emit_json(plan_json(p, achievable, costs))
+        out = plan_json(p, achievable, costs)
+        if compared is not None:
+            out.update({"mechanism": "all", **mech.comparison_json(compared)})
+        emit_json(out)
     else:
         click.echo(plan_text(p, achievable, costs))
+        if compared is not None:
+            click.echo("\nMechanisms (same targets; docs/PRIVACY.md sections 3-9 and 16):\n"
+                       + mech.comparison_text(compared))
 
 
 plan = plan_cmd

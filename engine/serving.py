@@ -134,4 +134,8 @@ def restore(round_part: dict[str, Any], live_part: dict[str, Any], reservoir: ND
         from engine.predictor import Predictor
 
         return Predictor.from_parts(round_part, live_part, reservoir)
+    if fmt.startswith("everlast-learner/"):
+        from engine.learner.model import PrivateLearner
+
+        return PrivateLearner.from_parts(round_part, live_part, reservoir)
     raise CorruptState(f"checkpoint was written by an unknown mechanism or version ({fmt[:40]!r})")

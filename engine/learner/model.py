@@ -1,0 +1,197 @@
+"""The generic private learner as a served mechanism (``engine.serving.Servable``).
+
+``PrivateLearner.fit`` releases one hypothesis by the exponential mechanism (score = minus the
+training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``) and
+answers every query with it, forever:
+  * the training set is (eps, 0)-DP under substitution (docs/PRIVACY.md 16.2);
+  * the queries are (0, 0)-DP: an answer depends only on the fixed hypothesis and its own query;
+  * it never halts, refuses or transitions (round 0, ``capacity`` None); queries cannot change it.
+The training set is not kept. Answers are a pure function of (hypothesis, query): any batching, any
+save/restore, any replay gives the same labels.
+
+Checkpoint parts: ``round_part()`` (format ``everlast-learner/1``: class, domain, epsilon, n and the
+hypothesis -- a secret of the model), ``live_part()`` (the count of answered queries). No reservoir.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from engine import phases
+from engine.concepts import ConceptClass
+from engine.concepts import from_spec as concept_from_spec
+from engine.concepts.base import check_labels
+from engine.errors import CorruptState, InvalidInput
+from engine.learner.domain import Domain
+from engine.learner.exact import Bits
+from engine.learner.hypothesis import CLASSES, Hypothesis
+from engine.learner.sampler import MAX_EPS_ERRORS, sample
+from engine.phases import Phase
+from engine.serving import Answers, RoundInfo
+
+FORMAT = "everlast-learner/1"
+MECHANISM = "private-learner"
+
+
+def concept_spec(concept: str | dict[str, Any], d: int | None = None) -> dict[str, Any]:
+    """Normalize ``"thresholds"`` / ``{"name": "stumps", "d": 10}`` to a spec; raises ``InvalidInput``."""
+    spec = {"name": concept} if isinstance(concept, str) else dict(concept)
+    name = spec.get("name")
+    if name not in CLASSES:
+        raise InvalidInput(f"the private learner supports the classes {', '.join(CLASSES)}; not {name!r}")
+    if name == "stumps":
+        dim = spec.get("d", d)
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) < 1:
+            raise InvalidInput("stumps need a dimension d >= 1")
+        return {"name": "stumps", "d": int(dim)}
+    return {"name": name}
+
+
+def check_epsilon(epsilon: Any, n: int) -> float:
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):
+        raise InvalidInput("epsilon must be a number") from None
+    if not (math.isfinite(eps) and eps > 0.0):
+        raise InvalidInput("epsilon must be positive and finite")
+    if eps * max(n, 1) > MAX_EPS_ERRORS:
+        raise InvalidInput(f"epsilon * n must be at most {MAX_EPS_ERRORS:g} (the exact sampler's range)")
+    return eps
+
+
+class PrivateLearner:
+    """One hypothesis released by the exponential mechanism; answers every query with it."""
+
+    __slots__ = ("_answered", "_concept", "domain", "epsilon", "hypothesis", "n_train", "spec")
+
+    mechanism = MECHANISM
+    has_rounds = False
+
+    def __init__(self, spec: dict[str, Any], domain: Domain, epsilon: float, n_train: int,
+                 hypothesis: Hypothesis, answered: int = 0) -> None:
+        self.spec = spec
+        self._concept: ConceptClass = concept_from_spec(spec)
+        self.domain = domain
+        self.epsilon = epsilon
+        self.n_train = n_train
+        self.hypothesis = hypothesis
+        self._answered = answered
+
+    @classmethod
+    def fit(cls, concept: str | dict[str, Any], x: Any, y: Any, *, epsilon: float,
+            domain: Domain | dict[str, Any] | str | None = None, seed: int | None = None,
+            d: int | None = None) -> PrivateLearner:
+        """Run the exponential mechanism on the training set (x, y) and return the served learner.
+
+        ``seed``: the root of the PCG64 generator (None: OS entropy); the release is a deterministic
+        function of (data, seed). Raises ``InvalidInput`` (naming fields or positions, never values)
+        for a malformed call; nothing is kept of the training set."""
+        spec = concept_spec(concept, d)
+        cc = concept_from_spec(spec)
+        dom = domain if isinstance(domain, Domain) else Domain.from_spec(domain)
+        xs = cc.validate_points(x, "training")
+        n = int(xs.shape[0])
+        if n == 0:
+            raise InvalidInput("training set is empty")
+        ys = check_labels(y, n)
+        eps = check_epsilon(epsilon, n)
+        pos = dom.positions(xs, "training")
+        bits = Bits(np.random.Generator(np.random.PCG64(seed)))
+        h = sample(spec["name"], pos, ys, dom.lo_pos, dom.hi_pos, eps, bits)
+        return cls(spec, dom, eps, n, h)
+
+    # -- Servable ------------------------------------------------------------------------------
+
+    @property
+    def point_dim(self) -> int:
+        return self._concept.point_dim
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.ANSWERING
+
+    @property
+    def round(self) -> int:
+        return 0
+
+    @property
+    def capacity(self) -> int | None:
+        return None
+
+    @property
+    def answered(self) -> int:
+        """Queries answered so far (public: a count of queries)."""
+        return self._answered
+
+    def round_info(self) -> RoundInfo | None:
+        return None
+
+    def answer(self, x: Any) -> Answers:
+        """Label every query with the released hypothesis. Raises ``InvalidInput`` (NaN/inf, wrong
+        shape, a point outside the declared domain) with the learner unchanged."""
+        xs = self._concept.validate_points(x)
+        labels = self.hypothesis.labels(self.domain.positions(xs))
+        n = int(labels.shape[0])
+        self._answered += n
+        return Answers(labels=labels, outcomes=labels.copy(), round=0, consumed=n,
+                       refusals=np.zeros(n, np.int8))
+
+    def transition(self) -> None:
+        """Never due: raises ``InvalidState`` (the learner has no rounds)."""
+        phases.check(Phase.ANSWERING, "transition")
+
+    @property
+    def reservoir_filled(self) -> int:
+        return 0
+
+    def reservoir_points(self, start: int, end: int) -> NDArray[np.float64]:
+        d = self.point_dim
+        return np.zeros((0,) if d == 1 else (0, d), dtype=np.float64)
+
+    def certificate(self) -> dict[str, Any]:
+        """What the model certifies (docs/PRIVACY.md 16.2): public, no data."""
+        return {"mechanism": MECHANISM, "epsilon_training": self.epsilon, "delta_training": 0.0,
+                "epsilon_queries": 0.0, "delta_queries": 0.0, "neighbours": "substitution",
+                "n": self.n_train, "concept": self.spec, "domain": self.domain.describe(),
+                "lemma": "docs/PRIVACY.md section 16 (exponential mechanism, exact sampler)"}
+
+    # -- checkpoint ------------------------------------------------------------------------------
+
+    def round_part(self) -> dict[str, Any]:
+        """Fixed for the model's life. Holds the hypothesis: a secret, store it like a key."""
+        return {"format": FORMAT, "mechanism": MECHANISM, "concept": dict(self.spec),
+                "domain": self.domain.to_spec(), "epsilon": self.epsilon, "n": self.n_train,
+                "hypothesis": self.hypothesis.to_dict()}
+
+    def live_part(self) -> dict[str, Any]:
+        return {"round": 0, "answered": self._answered}
+
+    @classmethod
+    def from_parts(cls, round_part: dict[str, Any], live_part: dict[str, Any],
+                   reservoir: NDArray[np.float64] | None) -> PrivateLearner:
+        """Inverse of (``round_part``, ``live_part``); raises ``CorruptState``."""
+        try:
+            if round_part["format"] != FORMAT:
+                raise CorruptState("checkpoint was written by an incompatible learner version")
+            spec = concept_spec(dict(round_part["concept"]))
+            dom = Domain.from_spec(round_part["domain"])
+            n = int(round_part["n"])
+            eps = check_epsilon(round_part["epsilon"], n)
+            dim = spec.get("d", 1)
+            h = Hypothesis.from_dict(dict(round_part["hypothesis"]), dom.lo_pos, dom.hi_pos, dim)
+            answered = int(live_part["answered"])
+        except CorruptState:
+            raise
+        except InvalidInput as exc:
+            raise CorruptState(f"checkpoint is invalid: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
+        if h.concept != spec["name"] or n < 1 or answered < 0:
+            raise CorruptState("checkpoint's hypothesis, class or counters do not fit together")
+        if reservoir is not None and np.asarray(reservoir).size:
+            raise CorruptState("the private learner keeps no reservoir")
+        return cls(spec, dom, eps, n, h, answered)

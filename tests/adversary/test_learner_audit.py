@@ -1,0 +1,81 @@
+"""The private learner's training-set audit: the real learner stays under its claim, plain ERM is
+caught, and the game's analytic probabilities match the exact mechanism (docs/PRIVACY.md 16.6)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from adversary_sim.audit.learner import (
+    best_ratio,
+    canary_point,
+    exact_probability,
+    pins,
+    plain_erm,
+    play,
+    probabilities,
+    run_learner_audit,
+    training_set,
+)
+from cli.main import main
+
+
+@pytest.mark.parametrize("eps", [0.25, 1.0, 2.0])
+def test_the_games_probabilities_match_the_exact_mechanism(eps: float) -> None:
+    r = best_ratio(eps, 667, 0.05)
+    x_c = canary_point(r)
+    p0, p1 = probabilities(eps, r)
+    assert exact_probability(0, x_c, eps, pins(eps)) == pytest.approx(p0, abs=1e-5)
+    assert exact_probability(1, x_c, eps, pins(eps)) == pytest.approx(p1, abs=1e-5)
+    assert math.log(p1 / p0) < eps  # a single label never shows the full epsilon
+
+
+def test_exact_probability_by_enumeration_on_a_grid_sized_count() -> None:
+    """The cell sum equals the direct formula: (#cuts labeling x_c 1) weights, pins neglected."""
+    eps, k = 1.0, pins(1.0)
+    x_c = canary_point(1.0)  # as many cuts on each side of the canary
+    assert exact_probability(1, x_c, eps, k) == pytest.approx(1 / (1 + math.exp(-eps / 2)), abs=1e-5)
+
+
+def test_observed_rates_fit_the_analysis() -> None:
+    eps, r = 1.0, 0.3
+    x_c = canary_point(r)
+    p0, p1 = (exact_probability(w, x_c, eps, pins(eps)) for w in (0, 1))
+    for world, p in ((0, p0), (1, p1)):
+        s = play("real", world, 1500, seed=8, epsilon=eps, x_c=x_c)
+        assert stats.binomtest(int(s.sum()), s.size, p).pvalue > 1e-6
+
+
+def test_real_learner_stays_under_its_claim_and_plain_erm_is_caught() -> None:
+    real = run_learner_audit("real", trials=2000, seed=1)
+    assert not real["caught"] and real["epsilon_lower_bound"] <= real["claimed_epsilon"] == 1.0
+    assert real["epsilon_lower_bound"] > 0.2  # the game has power: it sees part of the epsilon
+    erm = run_learner_audit("plain-erm", trials=2000, seed=1)
+    # perfect separation: the bound is the most 667 evaluation trials per world can show (~5.2)
+    assert erm["caught"] and erm["epsilon_lower_bound"] > 4.0
+    assert erm["attacks"][0]["observed"] == {"p_label1_world0": 0.0, "p_label1_world1": 1.0}
+
+
+def test_plain_erm_fits_the_data() -> None:
+    x, y = training_set(1, canary_point(1.0), pins(1.0))
+    m = plain_erm(x, y, 1.0)
+    assert (m.answer(x).labels == y).all() and m.n_train == 2 * pins(1.0) + 1
+
+
+def test_cli() -> None:
+    res = CliRunner().invoke(main, ["audit", "--game", "training", "--mechanism", "private-learner",
+                                    "--variant", "plain-erm", "--trials", "60", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["mechanism"] == "private-learner" and out["caught"] and out["claimed_delta"] == 0.0
+    txt = CliRunner().invoke(main, ["audit", "--game", "training", "--mechanism", "private-learner", "--trials", "60"])
+    assert txt.exit_code == 0 and "canary" in txt.output and "consistent" in txt.output
+    for bad in (["--game", "query", "--mechanism", "private-learner"],
+                ["--game", "training", "--mechanism", "private-learner", "--variant", "no-noise"],
+                ["--game", "training", "--mechanism", "private-learner", "--attack", "flip"],
+                ["--game", "training", "--variant", "plain-erm"]):
+        assert CliRunner().invoke(main, ["audit", *bad, "--trials", "20"]).exit_code == 2

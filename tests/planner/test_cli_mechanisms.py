@@ -1,0 +1,95 @@
+"""``everlast plan --mechanism``: the private learner's JSON contract, the side-by-side comparison,
+and ``--n`` in float notation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from cli.plan import plan
+
+CONTRACT = {"n_required", "epsilon", "epsilon_training", "epsilon_queries", "delta", "accounting",
+            "steps", "schedule"}
+
+
+def _run(*args: str, code: int = 0) -> Any:
+    res = CliRunner().invoke(plan, list(args), catch_exceptions=False)
+    assert res.exit_code == code, res.output
+    return res
+
+
+def _json(*args: str) -> dict[str, Any]:
+    out = _run(*args, "--json").output
+    d = json.loads(out)
+    assert isinstance(d, dict)
+    return d
+
+
+@pytest.mark.parametrize(("concept", "limit"), [(("thresholds",), 5000), (("intervals",), 10_000),
+                                                (("stumps", "--d", "10"), 10_000)])
+def test_learner_targets_from_the_issue(concept: tuple[str, ...], limit: int) -> None:
+    d = _json("--mechanism", "private-learner", "--epsilon", "1", "--alpha", "0.1", "--concept", *concept)
+    assert set(d) >= CONTRACT
+    assert d["mechanism"] == "private-learner"
+    assert isinstance(d["n_required"], int) and d["n_required"] <= limit
+    assert d["epsilon_training"] == 1.0 and d["epsilon_queries"] == 0.0 and d["delta"] == 0.0
+    assert d["query_private"] is True and d["schedule"] == []
+    assert d["cheapest_mechanism"] == "private-learner"
+    assert int(d["accuracy"]["hypotheses"]) > 2**64
+
+
+def test_learner_with_n_and_a_declared_domain() -> None:
+    d = _json("--mechanism", "private-learner", "--n", "1e9")
+    assert d["epsilon_achievable_n"] == 10**9 and 0 < d["epsilon_achievable"] < 1e-4
+    small = _json("--mechanism", "private-learner", "--domain-size", "1e3")
+    big = _json("--mechanism", "private-learner")
+    assert small["n_required"] < big["n_required"]
+    assert small["accuracy"]["domain_size"] == "1000"
+
+
+def test_learner_refuses_classes_it_does_not_have() -> None:
+    d = _json("--mechanism", "private-learner", "--concept", "finite")
+    assert d["n_required"] is None and "supports" in d["n_required_reason"]
+
+
+@pytest.mark.parametrize("value", ["1e9", "1_000_000_000", "1000000000", "1.0e9", "1E9"])
+def test_n_accepts_integers_and_exact_float_notation(value: str) -> None:
+    d = _json("--mechanism", "private-learner", "--n", value)
+    assert d["epsilon_achievable_n"] == 10**9
+
+
+@pytest.mark.parametrize(("value", "msg"), [("1.5", "not a whole number"), ("1e-3", "not a whole number"),
+                                            ("0", "smaller than the minimum"), ("-5", "smaller"),
+                                            ("ten", "not a number"), ("inf", "not a whole number")])
+def test_n_refuses_non_integral_values(value: str, msg: str) -> None:
+    res = _run("--mechanism", "private-learner", "--n", value, code=2)
+    assert msg in res.output
+
+
+def test_all_mechanisms_side_by_side() -> None:
+    d = _json("--mechanism", "all", "--no-designs", "--n", "1e6")
+    assert set(d) >= CONTRACT  # GenericBBL's plan keys stay
+    names = [m["mechanism"] for m in d["mechanisms"]]
+    assert names == ["generic-bbl", "private-learner"]
+    bbl, pl = d["mechanisms"]
+    assert bbl["n_required"] == d["n_required"] > 10**12
+    assert pl["n_required"] < 5000 and pl["epsilon_queries"] == 0.0
+    assert d["cheapest_mechanism"] == "private-learner" and d["best_mechanism_at_n"] == "private-learner"
+    text = _run("--mechanism", "all", "--no-designs").output
+    assert "Cheapest certified mechanism: private-learner" in text
+
+
+def test_default_output_is_unchanged_by_the_mechanism_flag() -> None:
+    d = _json("--no-designs")
+    assert "mechanisms" not in d and "mechanism" not in d
+
+
+def test_all_mechanisms_when_genericbbl_is_infeasible() -> None:
+    d = _json("--mechanism", "all", "--no-designs", "--accounting", "paper", "--restarts", "private")
+    assert d["n_required"] is None  # GenericBBL's infeasible object, unchanged ...
+    bbl, pl = d["mechanisms"]  # ... plus the comparison
+    assert bbl["n_required"] is None and bbl["reason"] and pl["n_required"] < 5000
+    assert d["cheapest_mechanism"] == "private-learner"
