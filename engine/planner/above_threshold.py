@@ -30,10 +30,16 @@ THRESHOLD_SCALE = 2.0
 _DPS = 60
 
 
-def up(x: mpmath.mpf | float) -> float:
-    """A float >= x (privacy-safe rounding of a probability or an epsilon)."""
+def up(x: mpmath.mpf | float | Fraction) -> float:
+    """A float >= x (privacy-safe rounding of a probability or an epsilon): exact for an mpf or a
+    Fraction argument; a float argument is returned as is (it already is the value)."""
     f = float(x)
     return f if f >= x else math.nextafter(f, math.inf)
+
+
+def up_sum(*xs: float) -> float:
+    """A float >= the exact sum of floats (each addition may round down by half an ulp)."""
+    return up(sum(Fraction(x) for x in xs))
 
 
 def dlap_sum_tail(g: int, a: float | Fraction, b: float | Fraction) -> float:

@@ -20,6 +20,7 @@ push the output above the target.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 
 def bbg(r: float, eps: float, delta: float) -> tuple[float, float]:
@@ -41,7 +42,19 @@ def bbg(r: float, eps: float, delta: float) -> tuple[float, float]:
         a, b = math.log1p(-r), math.log(r) + eps
         hi = max(a, b)
         out = hi + math.log1p(math.exp(min(a, b) - hi))
-    return out, r * delta
+    # a few float operations, each within an ulp or two: move up by a relative 1e-13 (safe side)
+    return _up(out * (1.0 + 1e-13)), _up_product(r, delta)
+
+
+def _up(x: float) -> float:
+    return math.nextafter(x, math.inf) if x > 0.0 else x
+
+
+def _up_product(r: float, delta: float) -> float:
+    """The smallest float >= r * delta (exact product)."""
+    exact = Fraction(r) * Fraction(delta)
+    f = float(exact)
+    return f if Fraction(f) >= exact else math.nextafter(f, math.inf)
 
 
 def bbg_rate(eps_target: float, eps_in: float) -> float:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 from engine.design import PAPER, Design, NoisePlan, noise_plan
@@ -60,7 +61,7 @@ from engine.planner import bt
 from engine.planner import composition as comp
 from engine.planner import target_charging as tc
 from engine.planner import theorem_b as tb
-from engine.planner.above_threshold import up
+from engine.planner.above_threshold import up, up_sum
 from engine.planner.learning import d2_floor
 from engine.planner.query_side import in_round
 from engine.planner.steps import Check, Step
@@ -69,7 +70,8 @@ from engine.schedule import RoundSpec, Schedule
 Accounting = Literal["tight", "paper"]
 LABELBOOST_EPS = 3.0
 """Lemma C.1's additive epsilon (Beimel-Nissim-Stemmer 2021): (eps_A + 3, 4 e delta_A)."""
-LABELBOOST_DELTA_FACTOR = 4.0 * math.e
+LABELBOOST_DELTA_FACTOR = math.nextafter(4.0 * math.e, math.inf)
+"""4e rounded up (Lemma C.1's delta factor)."""
 DELTA_CAP = 0.5
 ENGINE = "the engine's mechanism (integer counts, exact discrete Laplace noise)"
 IDEALISED = ("the paper's idealised mechanism (continuous Laplace noise on real vote shares): the paper's "
@@ -140,13 +142,14 @@ def exact_rate(num: int, den: int) -> float:
     return min(1.0, math.nextafter(num / den, math.inf))
 
 
-def within(target: float, rate: float) -> float:
-    """The largest Delta with rate * Delta <= target in floating point (so that the delta a
-    subsampling step prints never exceeds its target)."""
-    if rate <= 0.0:
+def within(target: float, rate: float | Fraction) -> float:
+    """The largest float Delta with rate * Delta <= target in exact arithmetic, so that the delta a
+    subsampling step prints (rate * Delta rounded up) never exceeds its target."""
+    r = Fraction(rate)
+    if r <= 0:
         return math.inf
-    D = target / rate
-    while rate * D > target:
+    D = float(Fraction(target) / r)
+    while r * Fraction(D) > Fraction(target):
         D = math.nextafter(D, 0.0)
     return D
 
@@ -170,8 +173,7 @@ def _invalid(ch: Chain, rnd: int, name: str, lemma: str, reason: str) -> _Phi:
 
 def _tct_round(spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, ch: Chain) -> _Phi:
     """Steps 1-2, target-charged: Lemma Q and Lemma TC (docs/PRIVACY.md 6)."""
-    eps0 = up(1.0 / float(plan.query)) if float(plan.query) > 0 else math.inf
-    eps0 = max(eps0, 1.0 / float(plan.query))
+    eps0 = up(1 / plan.query)  # exact 1/t as a Fraction, rounded up
     m = plan.band + 1
     r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta)
     steps = [
@@ -288,7 +290,7 @@ def _phi(design: Design, spec: RoundSpec, rnd: int, Delta: float, accounting: Ac
                            {"m_S": spec.m_S, "S_size": spec.labeled_size, "rate": r_S}, rnd))
 
     # Step 4: basic composition.
-    phi = E + e_ls
+    phi = up_sum(E, e_ls) if math.isfinite(E + e_ls) else math.inf
     steps.append(Step.make(ch, f"Phi_{rnd}: (answers_{rnd}, S_{rnd + 1}) w.r.t. S_{rnd}",
                            "Proposition 2.5 (basic adaptive composition)", phi, d_out, {}, rnd))
     return _Phi(phi, d_out, tuple(steps), tuple(checks), reason)
@@ -478,9 +480,14 @@ def certify(
             d_ok = 1 <= cur.m_D <= cur.R
             checks.append(Check("D-hat is a subset of D_i (m_D <= R)", "step 3(f)", "privacy",
                                 d_ok, cur.m_D, cur.R, i))
-            # the in-round step's delta (Lemma Cap) is taken off the target first
-            d_in = qsteps[0].delta if qsteps[0].valid and qsteps[0].delta < delta else 0.0
-            Delta = (min(DELTA_CAP, within(within(delta - d_in, 1.0), LABELBOOST_DELTA_FACTOR * r_D))
+            # the in-round step's delta (Lemma Cap) is taken off the target first; the rest is shaved
+            # so that d_in + r_D 4e Delta <= delta holds in floating point too
+            d_in = qsteps[0].delta if qsteps[0].valid else 0.0
+            room = _room(delta, d_in)
+            if room <= 0.0:
+                qsteps[0] = _refuse_in_round(qsteps[0], delta)
+                room = delta
+            Delta = (min(DELTA_CAP, within(room, Fraction(LABELBOOST_DELTA_FACTOR) * Fraction(r_D)))
                      if accounting == "tight" else math.nan)
             ph = _phi(dsg, nxt, i + 1, Delta, accounting, "queries")
             checks.extend(ph.checks)
@@ -491,7 +498,7 @@ def certify(
                                     lb_eps, lb_delta, {}, i))
             if accounting == "tight":
                 eps_D, _ = amp.bbg(r_D, lb_eps, lb_delta)
-                delta_D = r_D * (LABELBOOST_DELTA_FACTOR * ph.delta)  # <= delta - d_in by `within`
+                delta_D = up(Fraction(r_D) * Fraction(LABELBOOST_DELTA_FACTOR) * Fraction(ph.delta))  # <= room
                 lemma = "Balle-Barthe-Gaboardi 2018 Thm 10"
             else:
                 eps_D, delta_D = amp.claim_2_7(r_D, lb_eps, lb_delta)
@@ -522,10 +529,8 @@ def certify(
     best = next(x for x in candidates if key(x) >= top * (1.0 - 1e-9))
     eps_cond, worst_round, qsteps, delta_cond = best
     ir_step = qsteps[0]
-    eps_q = eps_cond + ir_step.epsilon
-    delta_q = delta_cond + ir_step.delta
-    if accounting == "tight" and delta_q > delta and math.isfinite(eps_q):
-        delta_q = delta  # d_in + r_D 4e Delta <= delta by construction; only float addition can exceed it
+    eps_q = up_sum(eps_cond, ir_step.epsilon) if math.isfinite(eps_cond + ir_step.epsilon) else math.inf
+    delta_q = up_sum(delta_cond, ir_step.delta)
     qsteps.append(Step.make("queries", f"query chain, round {worst_round} (worst round)",
                             "Proposition 2.5 (in-round step + later rounds)", eps_q, delta_q, {},
                             worst_round, valid=math.isfinite(eps_q)))
@@ -535,9 +540,12 @@ def certify(
         if any_invalid_pre and not math.isfinite(eps_cond):
             queries_reason = any_invalid_pre
         else:
-            queries_reason = ("Claim E.6's in-round step does not hold for this design "
-                              f"(issue 8): {ir_step.note}" if not ir_step.valid
-                              else "query chain not certified")
+            if ir_step.valid:
+                queries_reason = "query chain not certified"
+            elif dsg.target_charged:
+                queries_reason = f"round {worst_round}: {ir_step.note}"
+            else:
+                queries_reason = f"Claim E.6's in-round step does not hold for this design (issue 8): {ir_step.note}"
     warnings.extend(_in_round_warnings(rounds, dsg, rep))
     if accounting == "tight" and not runnable and math.isfinite(eps_S):
         training_reason = training_reason or f"not runnable: {not_runnable}"
@@ -551,6 +559,22 @@ def certify(
         per_round_queries=tuple(per_round), conditional_on=None, epsilon_training_conditional=eps_S,
         design=dsg.name, describes=ENGINE if accounting == "tight" else IDEALISED,
     )
+
+
+def _room(delta: float, d_in: float) -> float:
+    """The largest float x with d_in + x <= delta exactly (<= 0 when d_in >= delta)."""
+    x = delta - d_in
+    while x > 0.0 and Fraction(d_in) + Fraction(x) > Fraction(delta):
+        x = math.nextafter(x, 0.0)
+    return x
+
+
+def _refuse_in_round(step: Step, delta: float) -> Step:
+    """Q0 whose own delta already reaches the target: the query chain cannot be certified at delta."""
+    note = (f"the halting test's hard-cap charge (1 + e^eps_h) delta_h = {step.delta:.3g} is not below the "
+            f"target delta = {delta:.3g} (a larger c - c0, or certify at a larger delta)")
+    return Step.make("queries", step.name, step.lemma, math.inf, step.delta, dict(step.inputs), step.round,
+                     valid=False, note=note)
 
 
 def tct_accuracy_t(gamma: float, eps0: float, R: int, beta: float) -> float:

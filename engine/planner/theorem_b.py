@@ -75,8 +75,8 @@ def instance(t_mu: float | Fraction, t_nu: float | Fraction, G: int, delta_mu: f
     if m < 1:
         return math.inf, delta_mu_at(t_mu, ms), m
     with mpmath.workdps(_DPS):
-        eps = up((1 / _f(t_mu)) * (1 + mpmath.mpf(10) ** -30)) + tops * eta_plus(t_nu, m)
-    return up(eps), delta_mu_at(t_mu, ms), m
+        eps = up((1 / _f(t_mu) + tops * _f(eta_plus(t_nu, m))) * (1 + mpmath.mpf(10) ** -30))
+    return eps, delta_mu_at(t_mu, ms), m
 
 
 # -- planning (search only; every schedule is re-certified by chain.certify) -----------------
