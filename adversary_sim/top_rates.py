@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,32 @@ def grid(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """p_top / rule per configuration, one table per (concept, d, target coordinate, label noise):
+    rows are distributions (and gamma), columns lambda."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["concept"], r["d"], r["target_coordinate"], r["label_noise"])
+        groups.setdefault(key, []).append(r)
+    out: list[str] = []
+    for (concept, d, tc, eta), rs in groups.items():
+        lams = sorted({r["lam"] for r in rs})
+        title = concept + (f" on R^{d}, target on coordinate {tc}" if concept == "stumps" else "")
+        title += f", labels flipped w.p. {eta:g}" if eta else ""
+        out.append(f"**{title}** (p_top / rule; rule x lambda in brackets)\n")
+        out.append("| distribution | gamma | " + " | ".join(f"lambda={lam}" for lam in lams) + " |")
+        out.append("|---|---|" + "---|" * len(lams))
+        cells: dict[tuple[str, float], dict[int, dict[str, Any]]] = {}
+        for r in rs:
+            cells.setdefault((r["distribution"], r["gamma"]), {})[r["lam"]] = r
+        for (dist, gamma), by_lam in cells.items():
+            vals = [f"{by_lam[lam]['ratio']:.2f} [{by_lam[lam]['rule'] * lam:.3f}]" if lam in by_lam else "-"
+                    for lam in lams]
+            out.append(f"| {dist} | {gamma:g} | " + " | ".join(vals) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a small grid (smoke run)")
@@ -146,7 +173,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reps", type=int, default=4, help="ensembles per configuration [4]")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--markdown", type=Path, default=None, metavar="JSON",
+                    help="print docs/halt_budget.md's tables from a --json output file and exit")
     args = ap.parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())["rows"]))
+        return
     rows = []
     for cfg in grid(args.quick):
         m = measure(T=args.T, queries=args.queries, reps=args.reps, seed=args.seed, **cfg)

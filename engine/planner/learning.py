@@ -126,6 +126,17 @@ def boundaries(concept: str) -> int:
     return {"thresholds": 1, "intervals": 2, "stumps": 1}.get(concept, 1)
 
 
+def p_top_any_erm(gamma: float, lam: int, boundaries: int = 1) -> float:
+    """A bound for every continuous distribution and every consistent ERM (docs/halt_budget.md 3):
+    b 2 ln(2/(1 - 2 gamma))/lambda. A classifier can vote across the boundary at a query a
+    quantile distance u from it only if none of its lambda points fell in between (probability
+    (1 - u)^lambda <= e^{-lambda u}), so the share voting across is >= 1/2 - gamma only within
+    u <= ln(1/(1/2 - gamma))/lambda on either side. No smoothness needed, so it covers mass piled
+    up at a boundary; atoms and label noise still break it. (For intervals it needs each end's
+    chunks to hold points of the interval, i.e. an interval mass well above 1/lambda.)"""
+    return min(1.0, boundaries * 2.0 * math.log(2.0 / (1.0 - 2.0 * gamma)) / lam)
+
+
 def spurious_share(concept: str, d: int, lam: int) -> float:
     """Stumps on R^d: an upper bound on the expected share of chunks whose ERM may pick another
     coordinate than the target's (ties go to the lowest coordinate, so the target's can lose one):
