@@ -254,18 +254,23 @@ def _print_human(out: dict[str, Any]) -> None:
     click.echo(out["guarantee"])
 
 
+def strength(epsilon: float) -> str:
+    """How much an epsilon protects, in one word: weak above 10, moderate above 2, strong below."""
+    return "weak" if not epsilon <= 10 else "moderate" if epsilon > 2 else "strong"
+
+
 def plain_guarantee(cert: Certificate) -> str:
     """One honest sentence about what this run certifies."""
     if math.isfinite(cert.epsilon_training):
-        strength = "weak" if cert.epsilon_training > 10 else "moderate" if cert.epsilon_training > 2 else "strong"
         train = (
             f"training set: ({cert.epsilon_training:.4g}, {cert.delta_training:.2g})-DP "
-            f"({strength}; {cert.accounting} accounting)"
+            f"({strength(cert.epsilon_training)}; {cert.accounting} accounting)"
         )
     else:
         train = f"training set: no guarantee ({cert.training_reason})"
     if cert.query_private:
-        return f"{train}; queries: ({cert.epsilon_queries:.4g}, {cert.delta_queries:.2g})-DP"
+        return (f"{train}; queries: ({cert.epsilon_queries:.4g}, {cert.delta_queries:.2g})-DP "
+                f"({strength(cert.epsilon_queries)})")
     cond = cert.epsilon_queries_conditional
     cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
     return (
