@@ -3,8 +3,10 @@
     python -m bench.engine [--quick]
 
 engine: queries/s of ``Predictor.answer`` for thresholds with T classifiers, against a floor that
-does only the unavoidable work for the same batches (binary-search vote count + Laplace draws);
-for the default design (noisy halting + private restarts, two tests per query) and the paper's.
+does only the unavoidable work for the same batches: the binary-search vote count and the exact
+discrete Laplace draws the design needs (``engine.noise.sample`` at the round's own scales): for the
+default design (target-charged) z_j and xi_j per query; for the paper's nu_j per query and one
+threshold draw mu per top. ratio = engine qps / floor qps (>= 1.0: the engine adds nothing).
 transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
 S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points.
 """
@@ -16,10 +18,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
+from numpy.typing import NDArray
 
+from engine import noise
 from engine.concepts import Thresholds
+from engine.design import PAPER, QUERY_BLOCK, noise_plan
 from engine.phases import Phase
 from engine.planner.fill import fill_tests
 from engine.predictor import Predictor
@@ -33,19 +39,21 @@ def best_of(fn: Callable[[], float], repeats: int) -> float:
 
 
 def design_schedule(spec: RoundSpec, design: str) -> Schedule:
-    """``default``: noisy halting + private restarts (tests filled in); ``paper``: the paper's."""
+    """``default``: the target-charged design (its halting test filled in); ``paper``: the paper's."""
     if design == "paper":
-        return Schedule((spec,), halting="paper", restarts="per-top")
+        return Schedule((spec,), design=PAPER)
     return Schedule((fill_tests(spec),))
 
 
 def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> dict[str, object]:
     lam = 10
-    spec = RoundSpec(T=T, lam=lam, R=10**12, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
-                     m_S=100, m_D=T * lam)
+    spec = RoundSpec(T=T, lam=lam, R=10**12, c=10**9, eps_bt=0.5, delta_bt=1e-8 if design == "paper" else None,
+                     alpha=0.1, m_S=100, m_D=T * lam)
     g = np.random.default_rng(0)
     x = g.random(T * lam)
-    p = Predictor.create(Thresholds(), design_schedule(spec, design), x, (x >= 0.5).astype(np.int8), seed=0)
+    sched = design_schedule(spec, design)
+    p = Predictor.create(Thresholds(), sched, x, (x >= 0.5).astype(np.int8), seed=0)
+    plan = noise_plan(sched.design, sched.rounds[0])
     qs = g.random(queries)
 
     def engine() -> float:
@@ -54,15 +62,27 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
             p.answer(qs[i : i + BATCH])
         return time.perf_counter() - t0
 
-    sorted_t = np.sort(g.random(T))
+    sorted_t = np.sort(p.ensemble.to_arrays()["t"])  # the engine's own classifiers: the same tops
     rng = np.random.default_rng(1)
+
+    def draws(scale: Fraction, n: int) -> NDArray[np.int64]:
+        # in QUERY_BLOCK pieces, as the engine's streams draw (the fastest size for engine.noise.sample)
+        if n <= QUERY_BLOCK:
+            return noise.sample(rng, scale, n)
+        return np.concatenate([noise.sample(rng, scale, min(QUERY_BLOCK, n - j)) for j in range(0, n, QUERY_BLOCK)])
 
     def floor() -> float:
         t0 = time.perf_counter()
         for i in range(0, queries, BATCH):
             b = qs[i : i + BATCH]
-            np.searchsorted(sorted_t, b, side="right")
-            rng.laplace(0.0, 1.0, b.size)
+            v = np.searchsorted(sorted_t, b, side="right")
+            if plan.halt_query is not None:  # target-charged: z_j and xi_j, nothing else
+                draws(plan.query, b.size)
+                draws(plan.halt_query, b.size)
+            else:  # paper: nu_j, and a fresh threshold noise mu after each top
+                assert plan.threshold is not None
+                w = v + draws(plan.query, b.size)
+                draws(plan.threshold, int(np.count_nonzero((w >= plan.lo) & (w <= plan.hi))))
         return time.perf_counter() - t0
 
     te, tf = best_of(engine, repeats), best_of(floor, repeats)
