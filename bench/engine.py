@@ -6,7 +6,8 @@ engine: queries/s of ``Predictor.answer`` for thresholds with T classifiers, aga
 does only the unavoidable work for the same batches: the binary-search vote count and the exact
 discrete Laplace draws the design needs (``engine.noise.sample`` at the round's own scales): for the
 default design (target-charged) z_j and xi_j per query; for the paper's nu_j per query and one
-threshold draw mu per top. ratio = engine qps / floor qps (>= 1.0: the engine adds nothing).
+threshold draw mu per top. ratio = engine qps / floor qps (>= 1.0: the engine adds nothing). Both
+are timed in CPU seconds of this process (single-threaded work), interleaved, best of 7.
 transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
 S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points.
 """
@@ -58,10 +59,10 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
     qs = g.random(queries)
 
     def engine() -> float:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for i in range(0, queries, BATCH):
             p.answer(qs[i : i + BATCH])
-        return time.perf_counter() - t0
+        return time.process_time() - t0
 
     sorted_t = np.sort(p.ensemble.to_arrays()["t"])  # the engine's own classifiers: the same tops
     rng = np.random.default_rng(1)
@@ -73,7 +74,7 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
         return np.concatenate([noise.sample(rng, scale, min(QUERY_BLOCK, n - j)) for j in range(0, n, QUERY_BLOCK)])
 
     def floor() -> float:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for i in range(0, queries, BATCH):
             b = qs[i : i + BATCH]
             v = np.searchsorted(sorted_t, b, side="right")
@@ -84,9 +85,10 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
                 assert plan.threshold is not None
                 w = v + draws(plan.query, b.size)
                 draws(plan.threshold, int(np.count_nonzero((w >= plan.lo) & (w <= plan.hi))))
-        return time.perf_counter() - t0
+        return time.process_time() - t0
 
-    # interleaved, best of each: the machine is shared, so load drifts between runs
+    # CPU seconds of this process, interleaved, best of each: the machine is shared, and wall-clock
+    # blocks run back to back differed by +-30% under other sessions' load
     te, tf = math.inf, math.inf
     for _ in range(repeats):
         te, tf = min(te, engine()), min(tf, floor())
