@@ -251,6 +251,13 @@ def _print_human(out: dict[str, Any]) -> None:
         tops = f"{r['tops_used']}/{r['tops_allowed']}"
         click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
     click.echo(f"{out['queries_per_second']:,.0f} queries/s in the engine; halted: {out['halted']}")
+    if out["halted"]:
+        last = out["rounds"][-1]
+        answered = last["queries"] - last["refused"]
+        click.echo(f"round {last['round']} spent its halt budget ({last['tops_used']:,} tops) after {answered:,} "
+                   f"queries and refused the rest: this data consumes tops faster than the {out['concept']} rule "
+                   "sizes c for (mass at the boundary, atoms, label noise: docs/halt_budget.md); a larger --c "
+                   "holds it, and costs privacy")
     click.echo(out["guarantee"])
 
 
