@@ -131,3 +131,17 @@ def test_label_noise_inflates_the_rate_like_one_over_one_minus_two_eta_squared()
     m = measure("thresholds", "uniform", 0.1, 50, T=2000, queries=100_000, reps=3, seed=16, label_noise=0.2)
     assert lower_bound(m.tops, m.queries) > SAMPLE_K * m.rule
     assert m.upper <= 1.25 * m.rule / (1 - 0.4) ** 2
+
+
+def test_the_planner_budgets_each_concept_by_the_rule() -> None:
+    """The planner's split-votes budget is ceil(k R top_rate) per concept: b from
+    ``boundaries``, and the stump d-term vanishes at the lambdas it plans (hundreds of points)."""
+    from engine.planner import Targets, plan
+    from engine.planner.learning import halt_budget
+
+    for concept, d in (("intervals", 1), ("stumps", 10**6)):
+        p = plan(Targets(epsilon=8, halts="split-votes", concept=concept, d=d))
+        for r in p.rounds:
+            assert spurious_share(concept, d, r.lam) < 1e-100
+            budget = halt_budget("split-votes", r.R, r.alpha, r.band, r.lam, 2.0, boundaries(concept))
+            assert budget == min(r.R, math.ceil(2.0 * r.R * top_rate(concept, r.band, r.lam, d)))
