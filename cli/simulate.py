@@ -250,7 +250,9 @@ def _print_human(out: dict[str, Any]) -> None:
         ef = "-" if r["error_fresh"] is None else f"{r['error_fresh']:.4f}"
         tops = f"{r['tops_used']}/{r['tops_allowed']}"
         click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
-    click.echo(f"{out['queries_per_second']:,.0f} queries/s in the engine; halted: {out['halted']}")
+    qps = out["queries_per_second"]
+    speed = f"{qps:,.0f} queries/s in the engine" if qps is not None and math.isfinite(qps) else "no queries timed"
+    click.echo(f"{speed}; halted: {out['halted']}")
     if out["halted"]:
         last = out["rounds"][-1]
         answered = last["queries"] - last["refused"]
@@ -278,6 +280,8 @@ def plain_guarantee(cert: Certificate) -> str:
     if cert.query_private:
         return (f"{train}; queries: ({cert.epsilon_queries:.4g}, {cert.delta_queries:.2g})-DP "
                 f"({strength(cert.epsilon_queries)})")
+    if cert.design == "target-charged":  # proven query-private: not certified only under the paper's accounting
+        return f"{train}; queries: no guarantee ({cert.queries_reason or 'use the tight accounting'})"
     cond = cert.epsilon_queries_conditional
     cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
     return (
