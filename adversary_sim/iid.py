@@ -41,12 +41,21 @@ def _ties(g: np.random.Generator, n: int, d: int) -> NDArray[np.float64]:
     return g.integers(0, 21, size=(n, d)).astype(np.float64) / 20.0
 
 
+def _spike(g: np.random.Generator, n: int, d: int) -> NDArray[np.float64]:
+    """Continuous, with its mass piled up at 0 (the median, hence the threshold concept's
+    boundary): sign(u) |u|^8 for u uniform on (-1, 1), density ~ |x|^{-7/8} near 0."""
+    u = 2.0 * g.random((n, d)) - 1.0
+    out: NDArray[np.float64] = np.sign(u) * np.abs(u) ** 8
+    return out
+
+
 DISTRIBUTIONS: dict[str, Sampler] = {
     "uniform": _uniform,
     "normal": _normal,
     "mixture": _mixture,
     "heavy": _heavy,
     "ties": _ties,
+    "spike": _spike,
 }
 
 

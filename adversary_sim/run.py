@@ -5,9 +5,11 @@ an in-process predictor (``adversary_sim.streams.run_stream``) and prints the ro
 that ``everlast report`` plots. The same stream objects run against a daemon through
 ``everlast replay`` (``adversary_sim.kafka_replay``).
 
-The default schedule is small enough for seconds per run: thresholds, T = 2000 classifiers of
-lambda = 20 points, R = 100 000 queries per round, c = 2500 tops (about twice what i.i.d. uniform
-traffic spends, so honest traffic does not halt), eps' = 0.5, alpha = 0.1.
+The default schedule is small enough for seconds per run: T = 2000 classifiers of lambda = 20
+points, R = 100 000 queries per round, alpha = 0.1, the default design (target-charged) with eps0 at
+the accuracy floor and the hard cap c sized from the concept's top rate (twice what i.i.d. traffic
+of continuous data spends, docs/halt_budget.md: ~2,600 for thresholds), so honest traffic does not
+halt a round and an attack that aims at the boundary does.
 """
 
 from __future__ import annotations
@@ -28,18 +30,19 @@ from adversary_sim.recorded import RecordedStream
 from adversary_sim.streams import IIDStream, Stream, run_stream
 from engine.concepts import from_spec
 from engine.errors import InvalidSchedule
-from engine.planner.fill import fill_tests
+from engine.planner.fill import hand_round
 from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from engine.schedule import Schedule
 
-STREAM_ROUND: dict[str, Any] = {"T": 2000, "lam": 20, "R": 100_000, "c": 2500, "eps_bt": 0.5, "delta_bt": 1e-8,
-                                "alpha": 0.1, "m_S": 2000, "m_D": 50_000}
+STREAM_ROUND: dict[str, Any] = {"T": 2000, "lam": 20, "R": 100_000, "alpha": 0.1, "m_S": 2000, "m_D": 50_000}
 
 
-def default_schedule(**over: Any) -> Schedule:
+def default_schedule(concept: str = "thresholds", d: int = 1, **over: Any) -> Schedule:
+    """One round of STREAM_ROUND (with ``over``: c, R), repeated, under the default design
+    (``engine.planner.fill.hand_round``: eps0 at the accuracy floor, c from the concept's top rate)."""
     spec = {**STREAM_ROUND, **{k: v for k, v in over.items() if v is not None}}
     spec["m_D"] = min(spec["m_D"], spec["R"])
-    return Schedule((fill_tests(RoundSpec.from_dict(spec)),), repeat_last=True)  # the default design
+    return Schedule((hand_round(concept=concept, d=d, **spec),), repeat_last=True)
 
 
 def _common(f: Any) -> Any:
@@ -55,7 +58,7 @@ def _common(f: Any) -> Any:
                      help="Queries per batch; adaptive streams see each batch's answers [64 adaptive, 4096 else]."),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--c", "c", type=click.IntRange(min=1), default=None,
-                     help=f"Tops per round [{STREAM_ROUND['c']}]."),
+                     help="Hard cap on a round's tops [from the concept's top rate, docs/halt_budget.md]."),
         click.option("--R", "R", type=click.IntRange(min=1), default=None,
                      help=f"Queries per round [{STREAM_ROUND['R']}]; m_D = min(m_D, R)."),
         click.option("--keep-going", is_flag=True, help="Keep sending after the predictor halts."),
@@ -71,7 +74,7 @@ def execute(stream_name: str, make: Any, concept: str, dim: int, distribution: s
     cls = from_spec({"name": concept, "d": dim})
     task = make_task(cls, distribution, seed=seed)
     try:
-        sched = default_schedule(c=c, R=R)
+        sched = default_schedule(concept, dim, c=c, R=R)
     except InvalidSchedule as exc:
         raise click.UsageError(str(exc)) from None
     x, y = task.sample(np.random.default_rng([seed, 0]), sched.initial_size)

@@ -14,28 +14,37 @@ from adversary_sim.iid import DISTRIBUTIONS, make_task
 from adversary_sim.inprocess import run_iid
 from cli.common import emit_json, progress
 from engine.concepts import ConceptClass, from_spec
+from engine.design import DEFAULT, PAPER, RETIRED, Design
 from engine.errors import EngineError
 from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
-from engine.planner.fill import fill_tests
+from engine.planner.fill import accuracy_eps0, hand_round
 from engine.planner.report import certificate_json
 from engine.predictor import Predictor
-from engine.schedule import DEFAULT_DESIGN, POLICIES, RoundSpec, Schedule
+from engine.schedule import RoundSpec, Schedule
 
-# The default: several rounds in seconds on a laptop-class machine, thresholds, alpha = 0.1.
-# Its certified epsilon is weak (see README): a strong guarantee needs far more data.
+# The default: five rounds of the default design (target-charged) in a few seconds, alpha = 0.1, all
+# of the default n = 10^6 examples in round 1 (|S_1| = lam T). eps0 is the accuracy floor and c is
+# sized from the concept's top rate (docs/halt_budget.md) so that i.i.d. traffic does not halt a
+# round. T = 10^5 classifiers of lam = 10 points make the certificate about as strong as 10^6
+# examples allow (the round's epsilon scales like sqrt(lam R) / (gamma lam T)); it is still moderate
+# (training epsilon ~3, queries ~6): strong guarantees need far more data (everlast plan).
 DEFAULT_ROUND: dict[str, Any] = {
-    "T": 10_000,
-    "lam": 50,
+    "T": 100_000,
+    "lam": 10,
     "R": 1_000_000,
-    "c": 8_000,  # uniform queries spend ~4,400 tops a round; the default design charges all c (linear)
-    "eps_bt": 0.2,
-    "delta_bt": 1e-8,
+    "c": None,  # from the concept's top rate (engine.planner.fill.hand_round)
+    "eps_bt": None,  # the accuracy floor (engine.planner.fill.accuracy_eps0)
+    "delta_bt": None,  # the paper's design only (default 1e-8 there)
     "alpha": 0.1,
     "m_S": 2_000,
-    "m_D": 500_000,
+    "m_D": 1_000_000,
     "gamma": None,
     "beta": 0.05,
 }
+PAPER_DELTA_BT = 1e-8
+PAPER_EPS_FACTOR = 8.0
+"""The paper's design adds DLap(2/eps') and DLap(6/eps') noises: about 8 times the target-charged
+design's 1/eps0, so its accuracy floor is ~8 times higher."""
 MAX_INPROCESS_POINTS = 200_000_000
 SCHEDULE_FLAGS = {
     "T": "T",
@@ -49,13 +58,15 @@ SCHEDULE_FLAGS = {
     "m_d": "m_D",
     "gamma": "gamma",
 }
+HALTING = ("noisy", "paper")
+RESTARTS = ("none", "per-top")
 
 
-def build_schedule(path: Path | None, flags: dict[str, Any], halting: str = DEFAULT_DESIGN[0],
-                   restarts: str = DEFAULT_DESIGN[1], delta: float = 1e-6) -> Schedule:
-    """The schedule file as given, or DEFAULT_ROUND with the flags applied, run under the chosen
-    design (halting 'never' raises c to R + 1; the tests of noisy halting and private restarts are
-    filled in by ``engine.planner.fill``)."""
+def build_schedule(path: Path | None, flags: dict[str, Any], design: Design = DEFAULT, delta: float = 1e-6,
+                   concept: str = "thresholds", d: int = 1) -> Schedule:
+    """The schedule file as given, or DEFAULT_ROUND with the flags applied under ``design``: for
+    the default (target-charged) design eps0 defaults to the accuracy floor, c to the concept's
+    halt budget and the halting test is filled in (``engine.planner.fill.hand_round``)."""
     given = {SCHEDULE_FLAGS[k]: v for k, v in flags.items() if v is not None}
     if path is not None:
         if given:
@@ -64,15 +75,37 @@ def build_schedule(path: Path | None, flags: dict[str, Any], halting: str = DEFA
             return Schedule.from_dict(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as exc:
             raise click.UsageError(f"cannot read schedule file: {exc}") from None
-    spec = dict(DEFAULT_ROUND)
-    spec.update(given)
-    if halting == "never":
-        spec["c"] = max(int(spec["c"]), int(spec["R"]) + 1)
+        except EngineError as exc:
+            raise click.UsageError(f"bad schedule file: {exc}") from None
+    spec = {**DEFAULT_ROUND, **given}
+    spec["m_D"] = min(int(spec["m_D"]), int(spec["R"]))
     try:
-        rnd = fill_tests(RoundSpec.from_dict(spec), halting, restarts, delta)
-        return Schedule((rnd,), repeat_last=True, halting=halting, restarts=restarts)  # type: ignore[arg-type]
+        rnd = hand_round(T=int(spec["T"]), lam=int(spec["lam"]), R=int(spec["R"]), alpha=float(spec["alpha"]),
+                         m_S=int(spec["m_S"]), m_D=int(spec["m_D"]), concept=concept, d=d, gamma=spec["gamma"],
+                         beta=float(spec["beta"]), delta=delta, eps0=spec["eps_bt"], c=spec["c"])
+        if design == PAPER:
+            band = rnd.band
+            eps = spec["eps_bt"] or PAPER_EPS_FACTOR * accuracy_eps0(band, rnd.T, rnd.R, rnd.beta)
+            rnd = RoundSpec.from_dict({**rnd.to_dict(), "eps_bt": eps, "halt_eps": None, "halt_threshold": None,
+                                       "delta_bt": spec["delta_bt"] or PAPER_DELTA_BT})
+        elif spec["delta_bt"] is not None:
+            raise click.UsageError("--delta-bt is the paper design's delta'; the default design has none")
+        return Schedule((rnd,), repeat_last=True, design=design)
     except EngineError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def _policy(allowed: tuple[str, ...]) -> Any:
+    """A click callback: one of ``allowed``; a retired value gets engine.design.RETIRED's reason."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if value in RETIRED:
+            raise click.BadParameter(RETIRED[value])
+        if value not in allowed:
+            raise click.BadParameter(f"{value[:20]!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return check
 
 
 def concept_for(name: str, d: int) -> ConceptClass:
@@ -118,10 +151,12 @@ def concept_for(name: str, d: int) -> ConceptClass:
 @click.option("--lam", type=click.IntRange(min=1), default=None, help=f"Points per chunk [{DEFAULT_ROUND['lam']}].")
 @click.option("--R", "R", type=click.IntRange(min=1), default=None, help=f"Queries per round [{DEFAULT_ROUND['R']}].")
 @click.option(
-    "--c", "c", type=click.IntRange(min=1), default=None, help=f"Tops allowed per round [{DEFAULT_ROUND['c']}]."
+    "--c", "c", type=click.IntRange(min=1), default=None,
+    help="Hard cap on a round's tops [from the concept's top rate, docs/halt_budget.md].",
 )
-@click.option("--eps-bt", type=float, default=None, help=f"BetweenThresholds eps' [{DEFAULT_ROUND['eps_bt']}].")
-@click.option("--delta-bt", type=float, default=None, help=f"BetweenThresholds delta' [{DEFAULT_ROUND['delta_bt']}].")
+@click.option("--eps-bt", type=float, default=None,
+              help="Per-query level: eps0 of the default design, eps' of the paper's [the accuracy floor].")
+@click.option("--delta-bt", type=float, default=None, help=f"The paper design's delta' [{PAPER_DELTA_BT}].")
 @click.option("--alpha", type=float, default=None, help=f"Accuracy target alpha_i [{DEFAULT_ROUND['alpha']}].")
 @click.option("--gamma", type=float, default=None, help="Band half-width (default alpha).")
 @click.option("--m-s", type=click.IntRange(min=1), default=None, help=f"|S-hat| [{DEFAULT_ROUND['m_S']}].")
@@ -134,12 +169,15 @@ def concept_for(name: str, d: int) -> ConceptClass:
 )
 @click.option("--delta", type=float, default=1e-6, show_default=True, help="Delta of the guarantee.")
 @click.option("--accounting", type=click.Choice(["tight", "paper"]), default="tight", show_default=True)
-@click.option("--halting", type=click.Choice(POLICIES["halting"]), default=DEFAULT_DESIGN[0], show_default=True,
-              help="Halting policy of a schedule built from flags (noisy: private test on the round's tops; "
-                   "never: c > R; paper: not query-private).")
-@click.option("--restarts", type=click.Choice(POLICIES["restarts"]), default=DEFAULT_DESIGN[1], show_default=True,
-              help="Threshold-noise restarts of a schedule built from flags (private: one block per round "
-                   "for hand-written rounds; stateless; per-top: not query-private).")
+@click.option("--halting", default=DEFAULT.halting.value, show_default=True, callback=_policy(HALTING),
+              metavar="[noisy|paper]",
+              help="Halting of a schedule built from flags: noisy (the default, target-charged design: a "
+                   "private test on the round's tops) or paper (fail at the c-th top; with --restarts "
+                   "per-top: the paper's design, NOT query-private).")
+@click.option("--restarts", default=DEFAULT.restarts.value, show_default=True, callback=_policy(RESTARTS),
+              metavar="[none|per-top]",
+              help="Threshold noise of a schedule built from flags: none (the default, target-charged "
+                   "design: fresh noise on every query's count) or per-top (the paper's).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def simulate(
     concept: str,
@@ -162,7 +200,11 @@ def simulate(
     if epsilon is not None:
         schedule = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
     else:
-        schedule = build_schedule(schedule_path, flags, halting, restarts, delta)
+        try:
+            design = Design.parse(halting, restarts)
+        except EngineError as exc:
+            raise click.UsageError(str(exc)) from None
+        schedule = build_schedule(schedule_path, flags, design, delta, concept, dim)
     cert = certify(schedule, n, accounting=accounting, delta=delta)  # type: ignore[arg-type]
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0)
@@ -208,22 +250,38 @@ def _print_human(out: dict[str, Any]) -> None:
         ef = "-" if r["error_fresh"] is None else f"{r['error_fresh']:.4f}"
         tops = f"{r['tops_used']}/{r['tops_allowed']}"
         click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
-    click.echo(f"{out['queries_per_second']:,.0f} queries/s in the engine; halted: {out['halted']}")
+    qps = out["queries_per_second"]
+    speed = f"{qps:,.0f} queries/s in the engine" if qps is not None and math.isfinite(qps) else "no queries timed"
+    click.echo(f"{speed}; halted: {out['halted']}")
+    if out["halted"]:
+        last = out["rounds"][-1]
+        answered = last["queries"] - last["refused"]
+        click.echo(f"round {last['round']} spent its halt budget ({last['tops_used']:,} tops) after {answered:,} "
+                   f"queries and refused the rest: this data consumes tops faster than the {out['concept']} rule "
+                   "sizes c for (mass at the boundary, atoms, label noise: docs/halt_budget.md); a larger --c "
+                   "holds it, and costs privacy")
     click.echo(out["guarantee"])
+
+
+def strength(epsilon: float) -> str:
+    """How much an epsilon protects, in one word: weak above 10, moderate above 2, strong below."""
+    return "weak" if not epsilon <= 10 else "moderate" if epsilon > 2 else "strong"
 
 
 def plain_guarantee(cert: Certificate) -> str:
     """One honest sentence about what this run certifies."""
     if math.isfinite(cert.epsilon_training):
-        strength = "weak" if cert.epsilon_training > 10 else "moderate" if cert.epsilon_training > 2 else "strong"
         train = (
             f"training set: ({cert.epsilon_training:.4g}, {cert.delta_training:.2g})-DP "
-            f"({strength}; {cert.accounting} accounting)"
+            f"({strength(cert.epsilon_training)}; {cert.accounting} accounting)"
         )
     else:
         train = f"training set: no guarantee ({cert.training_reason})"
     if cert.query_private:
-        return f"{train}; queries: ({cert.epsilon_queries:.4g}, {cert.delta_queries:.2g})-DP"
+        return (f"{train}; queries: ({cert.epsilon_queries:.4g}, {cert.delta_queries:.2g})-DP "
+                f"({strength(cert.epsilon_queries)})")
+    if cert.design == "target-charged":  # proven query-private: not certified only under the paper's accounting
+        return f"{train}; queries: no guarantee ({cert.queries_reason or 'use the tight accounting'})"
     cond = cert.epsilon_queries_conditional
     cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
     return (

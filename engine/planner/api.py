@@ -190,10 +190,15 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
             x = math.exp(-r.eps_bt * r.T / 48.0)
             checks.append(Check("D.4/D.5: exp(-eps' T/48) < alpha", "Claims D.4, D.5", "accuracy",
                                 x < r.alpha, x, r.alpha, i))
-    if t.halts == "split-votes" and t.concept != "thresholds":
-        warnings.append(f"split-votes halt budget: p_top is derived for thresholds (midpoint ERM); "
-                        f"for {t.concept} it is a heuristic ({nb} boundary(ies)) -- accuracy only, "
-                        "measure the halt rate by simulation")
+    if t.halts == "split-votes":
+        warnings.append(f"split-votes halt budget: p_top = {nb} x ln(1/(1 - 2 gamma))/lambda for {t.concept} "
+                        "holds for continuous data with no mass piled up at a decision boundary, labels "
+                        "from a concept of the class (docs/halt_budget.md); atoms, ties, mass at a boundary "
+                        "and label noise raise it -- accuracy only: raise k (the doc says how to watch "
+                        "the burn rate)"
+                        if t.concept in ("thresholds", "intervals", "stumps") else
+                        f"split-votes halt budget: no top-rate rule is derived for {t.concept} (one boundary "
+                        "assumed) -- accuracy only, measure the halt rate by simulation")
     return checks, warnings
 
 

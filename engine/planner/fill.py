@@ -15,6 +15,10 @@ this module adds the noisy halting test so that the round runs the default desig
 :func:`accuracy_eps0` gives the per-query level a hand-written round needs for its answers to be
 right (every noise below gamma T - 1 except w.p. beta): the smallest eps0, i.e. the cheapest in
 privacy, that is still accurate.
+
+:func:`hand_round` puts the two together for the sample schedules (simulate, demo, the compose
+sample, the adversary simulator): eps0 at the accuracy floor, c sized from the per-concept top rate
+(docs/halt_budget.md) so that the round's own i.i.d. stream does not halt it, and the test filled.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 from engine.design import DEFAULT, Design
 from engine.errors import InvalidSchedule
 from engine.planner import above_threshold as at
+from engine.planner.learning import top_rate
 from engine.schedule import RoundSpec
 
 EPS_H_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -56,3 +61,65 @@ def accuracy_eps0(gamma: float, T: int, R: int, beta: float) -> float:
     if room <= 0.0:
         raise InvalidSchedule(f"the band holds too few counts at T = {T} (gamma T = {gamma * T:.3g})")
     return math.log(2.0 * R / beta) / room
+
+
+SAMPLE_K = 2.0
+"""Safety factor of a sample round's halt budget (the planner's default k)."""
+EARLY_SHARE = 0.1
+"""Share of a sample round's beta spent on the halting test firing before the budget."""
+
+
+def _round_up(x: float, digits: int = 3) -> float:
+    """x rounded up to ``digits`` significant digits (a readable eps0 no smaller than asked)."""
+    e = math.floor(math.log10(x)) - digits + 1
+    m = math.ceil(x / 10.0**e - 1e-9)
+    v = float(f"{m}e{e}")
+    return v if v >= x else float(f"{m + 1}e{e}")
+
+
+def hand_round(*, T: int, lam: int, R: int, alpha: float, m_S: int, m_D: int, concept: str = "thresholds",
+               d: int = 1, gamma: float | None = None, beta: float = 0.05, k: float = SAMPLE_K,
+               delta: float = 1e-6, eps0: float | None = None, c: int | None = None) -> RoundSpec:
+    """A hand-written round of the default design (target-charged) for a sample schedule.
+
+    * eps0 (``eps_bt``): the accuracy floor :func:`accuracy_eps0` (rounded up to 3 digits) unless
+      given: any smaller would make wrong answers likely, any larger costs privacy for nothing.
+    * c: unless given, the smallest hard cap whose halting test (filled by :func:`fill_tests`) fires
+      before ``budget = ceil(k R p_top)`` tops with probability <= EARLY_SHARE beta (union bound over
+      the R queries, Lemma T(iii)); p_top = ``learning.top_rate(concept, gamma, lam, d)``, the
+      per-concept rule of docs/halt_budget.md. Honest i.i.d. traffic on data the rule covers then
+      exceeds the budget with probability ``learning.split_votes_failure``.
+    """
+    band = alpha if gamma is None else gamma
+    if eps0 is None:
+        eps0 = _round_up(accuracy_eps0(band, T, R, beta))
+    if c is None:
+        c = sample_cap(R, top_rate(concept, band, lam, d), k, beta, delta)
+    spec = RoundSpec(T=T, lam=lam, R=R, c=c, eps_bt=eps0, delta_bt=None, alpha=alpha, m_S=m_S, m_D=m_D,
+                     gamma=gamma, beta=beta)
+    return fill_tests(spec, DEFAULT, delta)
+
+
+def halt_budget_of(spec: RoundSpec, beta_early: float) -> int:
+    """The most tops a round filled by :func:`fill_tests` absorbs before its noisy halting test
+    fires with probability > ``beta_early`` (over its R queries): c0 - at_margin(eps_h, beta_early/R)."""
+    if spec.halt_eps is None or spec.halt_threshold is None:
+        return spec.c
+    return spec.halt_threshold - at.at_margin(spec.halt_eps, min(0.5, beta_early / spec.R))
+
+
+def sample_cap(R: int, rate: float, k: float, beta: float, delta: float = 1e-6) -> int:
+    """The smallest hard cap c whose filled round absorbs ``ceil(k R rate)`` tops (:func:`hand_round`)."""
+    budget = max(1, math.ceil(k * R * rate))
+    c = math.ceil(budget / (1.0 - HALT_SHARE)) + 1
+    probe = RoundSpec(T=1, lam=1, R=R, c=c, eps_bt=1.0, delta_bt=None, alpha=0.1, m_S=1, m_D=1)
+    while True:
+        try:
+            spec = fill_tests(dataclasses.replace(probe, c=c), DEFAULT, delta)
+        except InvalidSchedule:
+            c = math.ceil(c * 1.1) + 1
+            continue
+        room = halt_budget_of(spec, EARLY_SHARE * beta)
+        if room >= budget:
+            return c
+        c += max(1, budget - room)

@@ -8,10 +8,15 @@ they only decide how often a round fails or how accurate its answers are.
 * |S-hat_i|: LabelBoost's utility, Lemma C.2 / Claim D.8: |D-hat| <= (beta/e) VC exp(alpha |S-hat| /
   (2 VC)) - |S-hat|, and |S-hat_i| >= lambda_{i+1} so that Claim E.1's generalisation step applies.
 * the halt budget c_i (Claims D.2-D.5): "paper" = 64 alpha_i R_i (capped at R_i, since a round has
-  only R_i queries); "split-votes" = ceil(k R_i p_top) with p_top = b (-ln(1 - 2 gamma))/lambda,
-  the share of queries whose vote lands in the band for thresholds with midpoint ERM under any
-  continuous distribution (calibration.md section 2; b = 1 boundary). For the other classes the
-  same formula times their number of boundaries is a heuristic (flagged as such).
+  only R_i queries); "split-votes" = ceil(k R_i p_top) with the per-concept top rate of
+  docs/halt_budget.md: p_top = b ln((1 - s)/(1 - 2 gamma - 2 s))/lambda, b the class's decision
+  boundaries (thresholds 1, intervals 2, stumps 1) and s the share of stumps an irrelevant
+  coordinate can steal (0 for the other classes; below 1e-50 at every planned lambda). It is the
+  exact large-lambda share of queries whose vote lands in the band, an upper bound at finite
+  lambda, when the data are continuous with a density that is continuous and positive at each
+  boundary, the labels come from a concept of the class and the ERM puts its cut at the midpoint
+  (measured in docs/halt_budget.md; atoms, ties, mass piled up at a boundary and label noise break
+  it, which the safety factor k only partly covers).
 * T floors: Claim D.2 (T >= 96 ln(1/alpha_i)) and Claim D.7 / Lemma C.4.
 """
 
@@ -35,10 +40,19 @@ def chunk_size(alpha: float, beta: float, vc_dim: int, lambda_log: LambdaLog = "
     return math.ceil(lambda_real(alpha, beta, vc_dim, lambda_log) - 1e-9)
 
 
-def p_top(gamma: float, lam: int, boundaries: int = 1) -> float:
-    """Expected share of split votes: boundaries * (-ln(1 - 2 gamma)) / lambda (thresholds,
-    midpoint ERM, continuous distribution; calibration.md section 2)."""
-    return boundaries * -math.log1p(-2.0 * gamma) / lam
+def p_top(gamma: float, lam: int, boundaries: int = 1, spurious: float = 0.0) -> float:
+    """The per-concept top rate (docs/halt_budget.md): b ln((1 - s)/(1 - 2 gamma - 2 s))/lambda.
+
+    Per boundary: with midpoint ERM on lambda realizable points of a density continuous and
+    positive at the boundary, a query at quantile distance u from it is voted across by a share
+    (1 - 2u)^lambda / 2 ~ e^{-2 lambda u}/2 of the classifiers, which is in [1/2 - gamma, 1/2 +
+    gamma] on a quantile width 1 - (1 - 2 gamma)^{1/lambda} <= -ln(1 - 2 gamma)/lambda. A share s
+    of classifiers that vote on something else (stumps: an irrelevant coordinate) widens the band
+    to [(1/2 - gamma - s)/(1 - s), (1/2 + gamma)/(1 - s)]; no bound (1.0) once s >= 1/2 - gamma."""
+    if not 0.0 <= spurious < 0.5 - gamma:
+        return 1.0
+    s = spurious
+    return min(1.0, boundaries * math.log((1.0 - s) / (1.0 - 2.0 * gamma - 2.0 * s)) / lam)
 
 
 def halt_budget(policy: HaltBudget, R: int, alpha: float, gamma: float, lam: int, k: float = 2.0,
@@ -106,5 +120,35 @@ def vc_dimension(concept: str, d: int = 1, vc_dim: int | None = None) -> int:
 
 
 def boundaries(concept: str) -> int:
-    """How many decision boundaries a classifier of the class has (split-votes heuristic)."""
+    """How many decision boundaries a classifier of the class has (the b of :func:`p_top`):
+    thresholds 1, intervals 2, stumps 1 (one coordinate's threshold). Other classes (finite): 1,
+    with no derivation behind it (docs/halt_budget.md)."""
     return {"thresholds": 1, "intervals": 2, "stumps": 1}.get(concept, 1)
+
+
+def p_top_any_erm(gamma: float, lam: int, boundaries: int = 1) -> float:
+    """A bound for every continuous distribution and every consistent ERM (docs/halt_budget.md 3):
+    b 2 ln(2/(1 - 2 gamma))/lambda. A classifier can vote across the boundary at a query a
+    quantile distance u from it only if none of its lambda points fell in between (probability
+    (1 - u)^lambda <= e^{-lambda u}), so the share voting across is >= 1/2 - gamma only within
+    u <= ln(1/(1/2 - gamma))/lambda on either side. No smoothness needed, so it covers mass piled
+    up at a boundary; atoms and label noise still break it. (For intervals it needs each end's
+    chunks to hold points of the interval, i.e. an interval mass well above 1/lambda.)"""
+    return min(1.0, boundaries * 2.0 * math.log(2.0 / (1.0 - 2.0 * gamma)) / lam)
+
+
+def spurious_share(concept: str, d: int, lam: int) -> float:
+    """Stumps on R^d: an upper bound on the expected share of chunks whose ERM may pick another
+    coordinate than the target's (ties go to the lowest coordinate, so the target's can lose one):
+    each of the d - 1 others separates a chunk's labels perfectly with probability 2/C(lam, K)
+    when they are independent of the labels (K positives, 0 < K < lam), which averages to
+    2 (lam - 1)/2^lam over K ~ Bin(lam, 1/2) (a balanced target). 0 for the other classes."""
+    if concept != "stumps" or d <= 1:
+        return 0.0
+    return min(1.0, (d - 1) * 2.0 * (lam - 1) / 2.0 ** min(lam, 1023))
+
+
+def top_rate(concept: str, gamma: float, lam: int, d: int = 1) -> float:
+    """The rule of docs/halt_budget.md for a concept class: :func:`p_top` with its boundaries and,
+    for stumps, :func:`spurious_share`."""
+    return p_top(gamma, lam, boundaries(concept), spurious_share(concept, d, lam))

@@ -1,0 +1,65 @@
+"""``everlast simulate``: flags, the retired designs' messages, and the sample round per concept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+from engine.design import RETIRED
+
+
+def run(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, ["simulate", *args])
+    return res.exit_code, res.output
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--halting", "never"), ("--restarts", "private"),
+                                             ("--restarts", "stateless")])
+def test_retired_values_give_the_reason(flag: str, value: str) -> None:
+    code, out = run(flag, value, "--queries", "0")
+    assert code == 2 and RETIRED[value][:60] in " ".join(out.split())
+
+
+def test_unknown_and_mixed_designs_are_refused() -> None:
+    code, out = run("--halting", "sometimes", "--queries", "0")
+    assert code == 2 and "noisy, paper" in out
+    code, out = run("--halting", "paper", "--restarts", "none", "--queries", "0")
+    assert code == 2 and "the designs are" in out
+    code, out = run("--delta-bt", "1e-8", "--queries", "0")
+    assert code == 2 and "paper design" in out
+
+
+def test_the_papers_design_runs_by_name() -> None:
+    code, out = run("--halting", "paper", "--restarts", "per-top", "--T", "2000", "--lam", "10", "--R", "40000",
+                    "--m-d", "20000", "--n", "20000", "--queries", "60000", "--seed", "1", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["schedule"]["design"] == "paper" and not doc["query_private"] and not doc["halted"]
+
+
+def test_flags_override_the_sample_round() -> None:
+    code, out = run("--T", "2000", "--lam", "10", "--R", "40000", "--c", "3000", "--eps-bt", "0.2", "--n", "20000",
+                    "--queries", "0", "--json")
+    assert code == 0, out
+    r = json.loads(out)["schedule"]["rounds"][0]
+    assert (r["T"], r["c"], r["eps_bt"], r["m_D"]) == (2000, 3000, 0.2, 40000)
+    assert r["halt_threshold"] < r["c"] and r["delta_bt"] is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps"])
+def test_each_concepts_sample_round_answers_its_iid_stream_for_rounds(concept: str) -> None:
+    """The issue's example (intervals halted in round 1 after 831,287 queries before): the default
+    round of every concept answers three rounds of its own i.i.d. stream without halting, with tops
+    at about half the hard cap."""
+    code, out = run("--concept", concept, "--queries", "3000000", "--seed", "1", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert not doc["halted"] and len(doc["rounds"]) == 3
+    for r in doc["rounds"]:
+        assert r["refused"] == 0 and r["tops_used"] < 0.6 * r["tops_allowed"]
+        assert r["error_answers"] < 0.05
+    assert doc["query_private"] and doc["epsilon_training"] < 5 and doc["epsilon_queries"] < 10
