@@ -63,22 +63,33 @@ class BTRun:
     halted: bool
 
 
+_TCT_CODES = np.array([L, TOP, R], dtype=np.int8)
+"""(w >= lo) + (w > hi) is 0 below the band, 1 inside, 2 above: the outcome codes in that order."""
+
+
 def outcomes_tct(v: I64, z: I64, plan: NoisePlan) -> NDArray[np.int8]:
-    """target-charged outcomes of counts ``v`` with noises ``z`` (no state)."""
+    """target-charged outcomes of counts ``v`` with noises ``z`` (no state; neither is modified)."""
     w = v + z
-    return np.where(w < plan.lo, L, np.where(w > plan.hi, R, TOP)).astype(np.int8)
+    return _TCT_CODES[(w >= plan.lo).view(np.int8) + (w > plan.hi).view(np.int8)]
 
 
 def run_tct(v: I64, z: I64, xi: I64, plan: NoisePlan, state: BTState) -> BTRun:
-    """target-charged: every query answered from its own noise; the noisy halting test on C."""
+    """target-charged: every query answered from its own noise; the noisy halting test on C.
+
+    The test fires at the first j with C_j + xi_j >= c0 + rho_h, or at C_j >= c. As C_j <= C_n (the
+    count after the batch), no query can fire when C_n + max(xi) < c0 + rho_h and C_n < c: then the
+    per-query counts are never formed (the common case)."""
     assert plan.c0 is not None
     out = outcomes_tct(v, z, plan)
-    tops = state.tops + np.cumsum(out == TOP, dtype=np.int64)
+    is_top = out == TOP
+    end = state.tops + int(np.count_nonzero(is_top))
+    if out.size == 0 or (end < plan.c and end + int(xi.max()) < plan.c0 + state.rho_h):
+        return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
+    tops = state.tops + np.cumsum(is_top, dtype=np.int64)
     halt = (tops + xi >= plan.c0 + state.rho_h) | (tops >= plan.c)
     if halt.any():
         k = int(np.argmax(halt)) + 1
         return BTRun(out[:k], k, BTState(tops=int(tops[k - 1]), rho_h=state.rho_h), True)
-    end = int(tops[-1]) if tops.size else state.tops
     return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
 
 

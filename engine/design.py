@@ -45,7 +45,7 @@ MAX_QUERIES = 1 << 62
 """The largest R (queries per round) the engine counts."""
 QUERY_BLOCK = 8192
 """Draws per canonical block of a per-query stream (engine.noise)."""
-THRESHOLD_BLOCK = 64
+THRESHOLD_BLOCK = 1024
 """Draws per canonical block of a per-restart stream (the paper's threshold noise)."""
 
 

@@ -37,6 +37,7 @@ from engine.concepts import ConceptClass, Ensemble, from_spec
 from engine.concepts.base import check_labels
 from engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
 from engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
+from engine.noise import NoiseStream
 from engine.phases import Phase
 from engine.reservoir import Reservoir
 from engine.rng import root_entropy
@@ -200,23 +201,18 @@ class Predictor:
             assert b is not None
             res = bt.run_tct(votes, a, b, rnd.plan, live.bt)
         else:
-            box = [noise]
-
-            def next_mu() -> int:
-                mu, box[0] = box[0].next_threshold()
-                return mu
-
-            res = bt.run_paper(votes, a, rnd.plan, live.bt, next_mu)
-            noise = box[0]
+            assert noise.threshold is not None
+            feed = _MuFeed(noise.threshold)
+            res = bt.run_paper(votes, a, rnd.plan, live.bt, feed)
+            noise = replace(noise, threshold=feed.committed())
         if res.answered < n:  # the round failed inside the batch: the streams stop at its last query
-            _, _, noise = live.noise.per_query(res.answered)
-            if not self.design.target_charged:
-                noise = replace(noise, threshold=box[0].threshold)
+            _, _, cut = live.noise.per_query(res.answered)
+            noise = RoundNoise(noise.design, noise.plan, cut.query, noise.threshold, cut.halt_query)
         filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb[: res.answered])
         answered = live.answered + res.answered
         outcome = "halted" if res.halted else "round_full" if answered == spec.R else "answered"
         new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled)
-        labels = np.where(res.outcomes == bt.L, 0, 1).astype(np.int8)
+        labels = (res.outcomes != bt.L).view(np.int8)
         refusals = np.zeros(res.answered, np.int8)
         outcomes = res.outcomes
         consumed = n
@@ -408,6 +404,29 @@ def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index:
     noise, first = RoundNoise.start(schedule.design, plan, entropy, index)
     state = bt.BTState(rho_h=first) if schedule.design.target_charged else bt.BTState(mu=first)
     return rnd, reservoir.points, _Live(Phase.ANSWERING, 0, state, noise, 0)
+
+
+class _MuFeed:
+    """The paper design's threshold noises for one batch, pulled from the stream in chunks (a
+    Python step per top stays cheap); ``committed`` is the stream after exactly the ones used."""
+
+    __slots__ = ("before", "buf", "pos", "stream")
+    CHUNK = 256
+
+    def __init__(self, stream: NoiseStream) -> None:
+        self.stream = self.before = stream
+        self.buf, self.pos = np.zeros(0, np.int64), 0
+
+    def __call__(self) -> int:
+        if self.pos == self.buf.size:
+            self.before = self.stream
+            self.buf, self.stream = self.stream.take(self.CHUNK)
+            self.pos = 0
+        self.pos += 1
+        return int(self.buf[self.pos - 1])
+
+    def committed(self) -> NoiseStream:
+        return self.stream if self.pos == self.buf.size else self.before.take(self.pos)[1]
 
 
 def _offer(points: NDArray[np.float64], positions: NDArray[np.int64], filled: int, start: int,

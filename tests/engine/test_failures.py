@@ -91,7 +91,8 @@ ANSWER_STAGES: dict[str, Patch] = {
     "noise take (each)": patch_attr(NoiseStream, "take"),
     "noise block sampling (each)": patch_attr(engine.noise, "sample"),
     "per-query noise": patch_attr(RoundNoise, "per_query"),
-    "threshold redraw (each, paper)": patch_attr(RoundNoise, "next_threshold"),
+    "threshold redraw (each, paper)": patch_attr(engine.predictor._MuFeed, "__call__"),
+    "threshold commit (paper)": patch_attr(engine.predictor._MuFeed, "committed"),
     "mechanism tct": patch_attr(bt, "run_tct"),
     "mechanism paper": patch_attr(bt, "run_paper"),
     "reservoir write (after writing)": patch_attr(engine.predictor, "_offer", "after"),
@@ -174,10 +175,10 @@ def test_a_failed_answer_changes_nothing(design: str, where: str, stage: str) ->
     blob, batch = scenario(design, where)
     forced = sweep(blob, ANSWER_STAGES[stage], lambda p: p.answer(batch), lambda p: p.answer(batch), same_answers)
     tct = design == "target-charged"
-    if (stage == "mechanism tct" and not tct) or (stage in ("mechanism paper", "threshold redraw (each, paper)")
-                                                  and tct):
+    if (stage == "mechanism tct" and not tct) or (stage in ("mechanism paper", "threshold redraw (each, paper)",
+                                                            "threshold commit (paper)") and tct):
         assert forced == 0  # not this design's stage
-    elif stage == "threshold redraw (each, paper)" and where == "crosses a noise block":
+    elif stage in ("threshold redraw (each, paper)", "threshold commit (paper)") and where == "crosses a noise block":
         assert forced >= 0  # the paper's band may be closed (mu large) for a whole batch
     else:
         assert forced >= 1, "the stage was never reached"

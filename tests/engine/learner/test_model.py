@@ -113,7 +113,7 @@ BAD_QUERIES = [
     (np.array([0.1, np.nan]), "position 1"),
     (np.array([np.inf]), "position 0"),
     (np.array([[0.1, 0.2]]), "scalars|dimension"),
-    (["a"], "numeric"),
+    (["a"], "real numbers|numeric"),
 ]
 
 
