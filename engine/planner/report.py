@@ -113,6 +113,7 @@ def certificate_json(c: Certificate) -> dict[str, Any]:
 def schedule_json(p: Plan) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     rp = {r.round: r for r in p.round_plans}
+    tct = Design.named(p.certificate.design).target_charged
     for i, r in enumerate(p.rounds, start=1):
         row: dict[str, Any] = {
             "round": i, "T": r.T, "lambda": r.lam, "R": r.R, "c": r.c, "eps_bt": r.eps_bt,
@@ -125,7 +126,8 @@ def schedule_json(p: Plan) -> list[dict[str, Any]]:
         if i in rp:
             x = rp[i]
             row.update({"E_budget": x.E, "Delta_budget": x.Delta, "theta": _num(x.theta),
-                        "T_privacy": x.t_privacy, "T_accuracy": x.t_accuracy,
+                        # target-charged rounds have no privacy floor on T (Lemma Q needs no gap)
+                        "T_privacy": None if tct else x.t_privacy, "T_accuracy": x.t_accuracy,
                         "T_binding": x.binding, "eps_LS": x.eps_ls})
         out.append(row)
     return out
@@ -403,6 +405,32 @@ def certificate_text(c: Certificate) -> str:
         lines.append(f"  (conditional query chain, not a guarantee: epsilon = "
                      f"{fmt(c.epsilon_queries_conditional)})")
     return "\n".join(lines)
+
+
+def strength(epsilon: float) -> str:
+    """How much an epsilon protects, in one word: weak above 10, moderate above 2, strong below."""
+    return "weak" if not epsilon <= 10 else "moderate" if epsilon > 2 else "strong"
+
+
+def guarantee_sentence(c: Certificate) -> str:
+    """One honest sentence about what a certificate gives (``everlast complete``; the same wording
+    as ``everlast simulate``'s guarantee)."""
+    if math.isfinite(c.epsilon_training):
+        train = (f"training set: ({c.epsilon_training:.4g}, {c.delta_training:.2g})-DP "
+                 f"({strength(c.epsilon_training)}; {c.accounting} accounting)")
+    else:
+        train = f"training set: no guarantee ({c.training_reason})"
+    if c.describes != ENGINE:
+        train += " -- for the paper's idealised mechanism, not the engine's"
+    if c.query_private:
+        return (f"{train}; queries: ({c.epsilon_queries:.4g}, {c.delta_queries:.2g})-DP "
+                f"({strength(c.epsilon_queries)})")
+    cond = c.epsilon_queries_conditional
+    cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
+    why = ("its in-round step is false: docs/PRIVACY.md" if not Design.named(c.design).query_private
+           else c.queries_reason)
+    return (f"{train}; queries: NOT certified under the {c.design} design (the published chain would give "
+            f"epsilon {cond_s}, but {why})")
 
 
 # ---------------------------------------------------------------------------------------------
