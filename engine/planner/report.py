@@ -505,32 +505,27 @@ ROW_TARGETS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 """The designs block's rows: (label, accounting, Targets fields naming the design)."""
 
 
-NOTES = {
-    "a": "Theorem 5.1 assumes epsilon < 1: the paper's formulas are evaluated as written (as "
-         "calibration.md table (i) does).",
-    "b": "Claim D.6 fails (lambda_2 T_2 / |D-hat_1| > 1): the paper's schedule cannot form S_2; its n "
-         "is reported only.",
-    "c": "not runnable: round 1 needs more than the 2^62 queries (2^60 for T and c) the engine counts "
-         "exactly; the certificate is refused (the planner lists fewer rounds when only later rounds "
-         "exceed it).",
-}
+PAPER_EPSILON_NOTE = ("Theorem 5.1 assumes epsilon < 1: the paper's formulas are evaluated as written (as "
+                      "calibration.md table (i) does).")
+D6_NOTE = ("Claim D.6 fails (lambda_2 T_2 / |D-hat_1| > 1): the paper's schedule cannot form S_2; its n is "
+           "reported only.")
 
 
 def _cell(t: Targets) -> tuple[str, list[str]]:
-    """n_required of a plan, and the NOTES that apply to it."""
+    """n_required of a plan, and the footnotes that apply to it."""
     try:
         p = plan(t)
     except PlanInfeasible as exc:
         return f"infeasible ({exc})", []
-    marks = []
+    notes = []
     if t.accounting == "paper":
         if not t.epsilon < 1.0:
-            marks.append("a")
+            notes.append(PAPER_EPSILON_NOTE)
         if p.paper is not None and p.paper.d6_ratios and max(p.paper.d6_ratios) > 1.0:
-            marks.append("b")
+            notes.append(D6_NOTE)
     elif p.schedule is None:
-        marks.append("c")
-    return fmt(p.n_required) + (f" [{', '.join(marks)}]" if marks else ""), marks
+        notes.append(f"not runnable, so not certified: {p.not_runnable_reason}")
+    return fmt(p.n_required), notes
 
 
 def designs_block() -> str:
@@ -547,16 +542,16 @@ def designs_block() -> str:
         "paper halts, epsilon = 8 |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    used: list[str] = []
+    letters: dict[str, str] = {}  # footnote -> its letter, in order of first use
     for label, acc, fields in ROW_TARGETS:
         cells = []
         for h, e in grid:
             if acc == "paper" and h != "paper":
                 cells.append("-")  # as published: the paper's own halt budget only
                 continue
-            text, marks = _cell(Targets(epsilon=e, halts=h, accounting=acc, **fields))  # type: ignore[arg-type]
-            cells.append(text)
-            used += marks
+            text, notes = _cell(Targets(epsilon=e, halts=h, accounting=acc, **fields))  # type: ignore[arg-type]
+            keys = [letters.setdefault(x, chr(ord("a") + len(letters))) for x in notes]
+            cells.append(text + (f" [{', '.join(keys)}]" if keys else ""))
         halts = "paper" if acc == "paper" else "split-votes"
         c = plan(Targets(epsilon=1.0, halts=halts, accounting=acc, **fields)).certificate  # type: ignore[arg-type]
         q0 = next(s for s in c.steps if s.name.startswith("in-round answers"))
@@ -569,12 +564,14 @@ def designs_block() -> str:
         what = ("tight: the engine's mechanism" if c.describes == ENGINE else
                 "paper (Lemma C.3, Observation 2, Claim 2.7): the paper's idealised mechanism")
         lines.append(f"| {label} | {what} | {status} | {q0_text} | {' | '.join(cells)} |")
-    lines += ["", *(f"[{m}] {NOTES[m]}" for m in NOTES if m in used)]
+    lines += ["", *(f"[{k}] {x}" for x, k in letters.items())]
     lines += [
         "",
         "The paper's own accounting uses its schedule formulas (section 5) with its own halt budget (so "
         "no split-votes column); its lemmas are stated for continuous Laplace noise on real vote "
-        "shares, not for the engine's integer counts: those numbers describe the idealised mechanism.",
+        "shares, not for the engine's integer counts: those numbers describe the idealised mechanism. "
+        "The engine counts at most 2^62 queries per round (2^60 for T and c) exactly; the planner lists "
+        "fewer rounds when only later rounds exceed it.",
     ]
     return "\n".join(lines)
 

@@ -52,7 +52,7 @@ paper_targets = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(paper_targets)
 def test_paper_design_plans_never_print_a_delta_above_the_target(t: Targets) -> None:
     p = plan(t)
