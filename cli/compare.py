@@ -7,11 +7,12 @@ For fixed (epsilon, delta, alpha) and the synthetic thresholds task of ``adversa
    needs to answer Q queries at expected error <= alpha with (epsilon, delta) privacy for the
    training set. Peers: ``peers.sample_complexity`` (their own accounting and the accuracy rules of
    ``peers.design``). Everlast: ``engine.planner.plan`` (tight accounting) with both halt budgets,
-   ``halts="paper"`` (the planner's default) and ``halts="split-votes"`` (the most favourable honest
-   one); its n does not depend on Q. Every such number is marked ``"computed"``. Where the
-   computed n is small enough (``--max-run-n``) and Q fits the run budget (``--queries``), the
-   method is also *run* at that n on Q queries and the entry is marked ``"run"`` (the computed n,
-   confirmed or not by the run: ``run_checks`` says how many queries it answered and their error).
+   ``halts="paper"`` (the paper's c_i = 64 alpha_i R_i) and ``halts="split-votes"`` (the CLI's
+   default; the most favourable honest one); its n does not depend on Q. Every such number is
+   marked ``"computed"``. Where the computed n is small enough (``--max-run-n``) and Q fits the run
+   budget (``--queries``), the method is also *run* at that n on Q queries and the entry is marked
+   ``"run"`` (the computed n, confirmed or not by the run: ``run_checks`` says how many queries it
+   answered and their error).
 2. **Crossover.** The horizon Q* beyond which a peer needs more data than everlast. Dwork-Feldman's
    per-query epsilon is exact (the optimal composition of ``peers.accounting``) up to Q = 10^18 and,
    beyond, its Gaussian-DP limit eps0(Q) = mu / sqrt(Q) (the central limit theorem for composition,
@@ -53,6 +54,7 @@ import click
 from adversary_sim.iid import Task, make_task
 from cli.common import emit_json, progress
 from engine.concepts import Thresholds
+from engine.design import PAPER
 from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, learning, plan
 from engine.planner import bt as bt_math
 from engine.schedule import RoundSpec, Schedule
@@ -148,6 +150,7 @@ def everlast_plan_summary(epsilon: float, delta: float, alpha: float, halts: str
     return {
         "halts": halts,
         "accounting": "tight",
+        "design": c.design,
         "n_required": p.n_required,
         "meets_targets": p.meets_targets,
         "epsilon_training": c.epsilon_training,
@@ -303,13 +306,15 @@ def crossover(name: str, n_everlast: int, s: Settings) -> dict[str, Any]:
 def everlast_run_schedule(n: int, s: Settings, halts: str) -> tuple[Schedule, Certificate, dict[str, Any]]:
     """An explicit small schedule everlast can run with n examples, and its certificate.
 
-    One round, repeated: chunks of lam = ``design.chunk_size(alpha)`` (the peers' chunk size),
+    The paper's design (not query-private; the runs measure answers, not query privacy). One round,
+    repeated: chunks of lam = ``design.chunk_size(alpha)`` (the peers' chunk size),
     T = floor(r1 n / lam) chunks, band gamma = alpha, R = m_D = lam T (each round's D-hat supplies the
     next round's labeled set), m_S from Lemma C.2 (``learning.labelboost_size``), the halt budget c of
-    ``halts`` (``learning.halt_budget``, k = 2), delta' the smallest Lemma C.3 certifies. Among
-    r1 in {1, 1/2, 1/4, 1/8} and eps' in a grid of (0, 1) it keeps the one with the smallest
-    certified training epsilon (tight accounting). When none certifies anything (n too small for
-    Lemma C.3's gap condition), it runs r1 = 1, eps' = 0.5 and reports the certificate's +inf."""
+    ``halts`` (``learning.halt_budget``, k = 2), delta' from Lemma C.3's gap rule (the certificate
+    itself uses discrete Theorem B with delta_mu = delta'). Among r1 in {1, 1/2, 1/4, 1/8} and eps'
+    in a grid of (0, 1) it keeps the one with the smallest certified training epsilon (tight
+    accounting). When none certifies anything (n too small for Theorem B's gap condition), it runs
+    r1 = 1, eps' = 0.5 and reports the certificate's +inf."""
     lam = design.chunk_size(s.alpha)
     gamma = s.alpha
     best: tuple[float, Schedule, Certificate, dict[str, Any]] | None = None
@@ -325,7 +330,7 @@ def everlast_run_schedule(n: int, s: Settings, halts: str) -> tuple[Schedule, Ce
             spec = RoundSpec(T=T, lam=lam, R=m_D, c=c, eps_bt=eps_bt, delta_bt=d_bt, alpha=s.alpha,
                              m_S=min(m_D, learning.labelboost_size(m_D, s.alpha, s.beta, 1)), m_D=m_D,
                              beta=s.beta)
-            sched = Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top")
+            sched = Schedule((spec,), repeat_last=True, design=PAPER)
             cert = certify(sched, n, "tight", s.delta)
             info = {"r1": r1, "T": T, "lam": lam, "R": m_D, "c": c, "eps_bt": eps_bt, "delta_bt": d_bt,
                     "m_S": spec.m_S, "m_D": m_D, "halts": halts}

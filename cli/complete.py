@@ -10,25 +10,25 @@ from typing import Any
 import click
 
 from cli.common import emit_json
-from cli.simulate import plain_guarantee
 from engine.errors import EngineError
 from engine.planner import certify
 from engine.planner.fill import fill_tests
-from engine.planner.report import certificate_json
+from engine.planner.report import certificate_json, guarantee_sentence
 from engine.schedule import RoundSpec, Schedule, design_of
 
 
 def complete_schedule(doc: Mapping[str, Any], delta: float = 1e-6) -> Schedule:
     """The schedule of ``doc`` (a parsed schedule file) with every round's missing test parameters
-    filled in for its design (the default design when the file names none)."""
+    filled in for its design (the default, target-charged, when the file names none): the noisy
+    halting test's eps_h and threshold c0 (``engine.planner.fill.fill_tests``); the paper's design
+    needs none."""
     rounds = doc.get("rounds")
     if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
         raise click.UsageError("a schedule needs a non-empty list 'rounds'")
     try:
-        halting, restarts = design_of(doc)
-        specs = tuple(fill_tests(RoundSpec.from_dict(r), halting, restarts, delta) for r in rounds)
-        return Schedule(specs, repeat_last=bool(doc.get("repeat_last", True)), halting=halting,
-                        restarts=restarts)
+        design = design_of(doc)
+        specs = tuple(fill_tests(RoundSpec.from_dict(r), design, delta) for r in rounds)
+        return Schedule(specs, repeat_last=bool(doc.get("repeat_last", True)), design=design)
     except EngineError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -44,8 +44,8 @@ def complete_schedule(doc: Mapping[str, Any], delta: float = 1e-6) -> Schedule:
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: {schedule, certificate, guarantee}.")
 def complete(schedule_path: Path, out: Path | None, n: int | None, delta: float, as_json: bool) -> None:
-    """Complete a hand-written SCHEDULE for its design (default: noisy halting + private restarts,
-    docs/PRIVACY.md section 9) and print what the planner certifies for it."""
+    """Complete a hand-written SCHEDULE for its design (default: target-charged, whose noisy halting
+    test is filled in; docs/PRIVACY.md section 9) and print what the planner certifies for it."""
     try:
         doc = json.loads(schedule_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -59,8 +59,11 @@ def complete(schedule_path: Path, out: Path | None, n: int | None, delta: float,
         out.write_text(text)
     if as_json:
         emit_json({"schedule": sched.to_dict(), "certificate": certificate_json(cert),
-                   "guarantee": plain_guarantee(cert)})
+                   "guarantee": guarantee_sentence(cert)})
         return
     if out is None:
         click.echo(text, nl=False)
-    click.echo(plain_guarantee(cert), err=True)
+    failed = [x for x in cert.checks if not x.holds]
+    for x in failed[:5]:
+        click.echo(f"warning: round {x.round}: {x.name} fails ({x.kind}; {x.lemma})", err=True)
+    click.echo(guarantee_sentence(cert), err=True)

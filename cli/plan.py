@@ -3,27 +3,70 @@
 The numbers and the chain come from ``engine.planner`` (see docs/PRIVACY.md); this module only
 parses options and prints. With ``--json`` exactly one JSON object goes to stdout.
 
-The design (``--halting``, ``--restarts``) defaults to the cheapest one whose query privacy is
-proven (noisy halting + private restarts, issue 8). Unless ``--no-designs``, every design is also
-planned for the same targets and its query chain and data cost are reported (``designs`` in the
-JSON).
+The design (``--design``, or ``--halting`` and ``--restarts``) defaults to target-charged, the
+only one whose query privacy is proven and the cheapest (engine.design); the paper's design is
+planned on request. Retired designs and their flags (``--eps-r``, ``--lemma-s``) are refused with
+the reason (engine.design.RETIRED). Unless ``--no-designs``, both designs are also planned for the
+same targets and their query chain and data cost are reported (``designs`` in the JSON).
 
 ``--mechanism`` compares mechanisms (``engine.planner.mechanisms``): ``private-learner`` plans only
-the generic private learner (docs/PRIVACY.md section 16; its JSON has the same contract keys),
+the generic private learner (docs/PRIVACY.md section 17; its JSON has the same contract keys),
 ``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
 to GenericBBL's plan.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cli.common import emit_json
 from cli.params import Count
+from engine.design import DEFAULT, PAPER, RETIRED, Design
+from engine.errors import InvalidSchedule
 from engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
 from engine.planner import mechanisms as mech
 from engine.planner import plan as make_plan
 from engine.planner.report import infeasible_json, plan_json, plan_text
+
+HALTING = ("noisy", "paper")
+RESTARTS = ("none", "per-top")
+RETIRED_FLAGS = {
+    "eps_r": "--eps-r: " + RETIRED["private"],
+    "lemma_s": "--lemma-s: Lemma S belonged to the private-restarts design (one threshold noise per "
+               "round); " + RETIRED["private"],
+}
+
+
+def _one_of(allowed: tuple[str, ...]) -> Any:
+    """A click callback: one of ``allowed``; a retired value is refused with the retirement's reason."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None or value in allowed:
+            return value
+        if value in RETIRED:
+            raise click.BadParameter(RETIRED[value])
+        raise click.BadParameter(f"{value[:20]!r} is not one of {', '.join(allowed)}")
+
+    return check
+
+
+def _design_fields(design: str | None, halting: str | None, restarts: str | None) -> tuple[str | None, str | None]:
+    """(halting, restarts) for Targets. --design names both and must agree with --halting/--restarts;
+    either of those alone names the one design that has it."""
+    if design is not None:
+        named = Design.named(design).to_dict()
+        for flag, given in (("halting", halting), ("restarts", restarts)):
+            if given is not None and given != named[flag]:
+                raise click.UsageError(f"--design {design} runs {flag} {named[flag]!r}, not {given!r}")
+        return named["halting"], named["restarts"]
+    if (halting is None) == (restarts is None):
+        return halting, restarts  # neither (the default design) or both (Design.parse checks the pair)
+    for d in (DEFAULT, PAPER):
+        if halting in (None, d.halting.value) and restarts in (None, d.restarts.value):
+            return d.halting.value, d.restarts.value
+    return halting, restarts
 
 
 @click.command("plan")
@@ -42,10 +85,11 @@ from engine.planner.report import infeasible_json, plan_json, plan_text
 @click.option("--accounting", type=click.Choice(["tight", "paper"]), default="tight",
               show_default=True, help="paper: the paper's formulas and lemmas (its n is reported, "
                                       "not run); tight: BBG amplification, exact composition.")
-@click.option("--halts", type=click.Choice(["paper", "split-votes"]), default="paper",
-              show_default=True, help="Halt budget c_i (accuracy only): paper = min(R_i, 64 "
-                                      "alpha_i R_i) (uncapped under --accounting paper); "
-                                      "split-votes = k R_i p_top (thresholds).")
+@click.option("--halts", type=click.Choice(["paper", "split-votes"]), default="split-votes",
+              show_default=True, help="Halt budget c_i (accuracy only): split-votes = k R_i p_top "
+                                      "(thresholds; docs/PRIVACY.md); paper = min(R_i, 64 alpha_i "
+                                      "R_i), ~1e4 times the real top rate (uncapped under "
+                                      "--accounting paper).")
 @click.option("--k", "k", type=click.FloatRange(min=1.0), default=2.0, show_default=True,
               help="Safety factor of the split-votes halt budget.")
 @click.option("--d", "dim", type=click.IntRange(min=1), default=1, show_default=True,
@@ -56,46 +100,49 @@ from engine.planner.report import infeasible_json, plan_json, plan_text
               help="Rounds listed in the schedule (the last repeats).")
 @click.option("--lambda-log", type=click.Choice(["log2", "ln"]), default="log2", show_default=True,
               help="Log base inside lambda_i (Theorem A.2; accuracy only).")
-@click.option("--halting", type=click.Choice(["noisy", "never", "paper"]), default=None,
-              help="Halting policy (default: noisy; the paper accounting: paper). noisy = an "
-                   "AboveThreshold test on the round's tops; never = c > R; paper = fail at c tops "
-                   "(not query-private when c <= R).")
-@click.option("--restarts", type=click.Choice(["private", "stateless", "per-top"]), default=None,
-              help="Threshold-noise restarts (default: private; the paper accounting: per-top). "
-                   "private = an AboveThreshold test on the block's tops; stateless = fresh noise "
-                   "per query; per-top = the paper's (not query-private).")
+@click.option("--design", "design", type=click.Choice(["target-charged", "paper"]), default=None,
+              help="The design (default: target-charged; the paper accounting: paper). target-charged "
+                   "= fresh noise per query, noisy halting (query privacy proven); paper = "
+                   "BetweenThresholds restarted at every top, halting at c tops (NOT query-private).")
+@click.option("--halting", default=None, callback=_one_of(HALTING), metavar="[noisy|paper]",
+              help="Halting policy (another way to name the design): noisy = an AboveThreshold test "
+                   "on the round's tops (target-charged); paper = fail at c tops.")
+@click.option("--restarts", default=None, callback=_one_of(RESTARTS), metavar="[none|per-top]",
+              help="Threshold noise (another way to name the design): none = fixed thresholds, fresh "
+                   "noise per query (target-charged); per-top = the paper's.")
 @click.option("--eps-h", type=click.FloatRange(min=0.0, min_open=True), default=None,
               help="eps_h of the noisy halting test [default: 0.01].")
-@click.option("--eps-r", type=click.FloatRange(min=0.0, min_open=True), default=None,
-              help="eps_r of the private restart test [default: chosen to minimise n].")
-@click.option("--lemma-s", is_flag=True,
-              help="Conditional accounting: one threshold noise per round charged with the "
-                   "UNREVIEWED Lemma S (private restarts only); every number is then conditional.")
+@click.option("--eps-r", type=float, default=None,
+              help="Retired with private restarts (refused with the reason).")
+@click.option("--lemma-s", is_flag=True, help="Retired with private restarts (refused with the reason).")
 @click.option("--designs/--no-designs", "with_designs", default=True, show_default=True,
-              help="Also plan every (halting, restarts) design and report its query chain and n.")
+              help="Also plan both designs (target-charged, paper) and report their query chain and n.")
 @click.option("--n", "n", type=Count(), default=None,
               help="Training-set size available (e.g. 5000 or 1e9): also report the best epsilon it certifies.")
 @click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner", "all"]), default="generic-bbl",
               show_default=True, help="GenericBBL, the generic private learner (finite float domain; "
-                                      "docs/PRIVACY.md 16), or both side by side with the cheapest named.")
+                                      "docs/PRIVACY.md 17), or both side by side with the cheapest named.")
 @click.option("--domain-size", "domain_size", type=Count(), default=None,
               help="Private learner: points of the declared domain (grid or range) [default: all finite "
                    "float64, 2^64 - 2^53 - 1].")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: float,
              accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
-             lambda_log: str, halting: str | None, restarts: str | None, eps_h: float | None,
-             eps_r: float | None, lemma_s: bool, with_designs: bool, n: int | None,
-             mechanism: str, domain_size: int | None, as_json: bool) -> None:
+             lambda_log: str, design: str | None, halting: str | None, restarts: str | None,
+             eps_h: float | None, eps_r: float | None, lemma_s: bool, with_designs: bool,
+             n: int | None, mechanism: str, domain_size: int | None, as_json: bool) -> None:
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
     if concept == "finite" and vc_dim is None and mechanism != "private-learner":
         raise click.UsageError("--concept finite needs --vc-dim")
+    for flag, given in (("eps_r", eps_r is not None), ("lemma_s", lemma_s)):
+        if given:
+            raise click.UsageError(RETIRED_FLAGS[flag])
+    halting, restarts = _design_fields(design, halting, restarts)
     targets = Targets(
         epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, concept=concept, d=dim,
         vc_dim=vc_dim, accounting=accounting,  # type: ignore[arg-type]
         halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
-        halting=halting, restarts=restarts,  # type: ignore[arg-type]
-        eps_h=eps_h, eps_r=eps_r, block_bound="lemma-s" if lemma_s else "pure",
+        halting=halting, restarts=restarts, eps_h=eps_h,
     )
     size = domain_size if domain_size is not None else mech.FLOAT64_POINTS
     if mechanism == "private-learner":
@@ -105,6 +152,10 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
         else:
             click.echo(mech.learner_text(targets, cost))
         return
+    try:
+        targets.design  # noqa: B018  (a design no engine runs: a usage error, not an infeasible plan)
+    except InvalidSchedule as exc:
+        raise click.UsageError(str(exc)) from None
     achievable: Achievable | None = best_epsilon(n, targets) if n is not None else None
     try:
         p = make_plan(targets)

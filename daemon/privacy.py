@@ -68,8 +68,8 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
         if not math.isfinite(cert.epsilon_training):
             raise ConfigError(
                 f"model {cfg.id}: the schedule certifies no training-set guarantee ({cert.training_reason}). "
-                f"Lemma C.3 needs 2*gamma >= 12 (ln(10/eps') + ln(1/delta') + 1) / (eps' T) with eps' < 1: "
-                f"raise T or the band, or let the planner make the schedule (`everlast plan --n {n}`)."
+                f"Complete a hand-written schedule (`everlast complete SCHEDULE --n {n}`) or let the planner "
+                f"make one (`everlast plan --n {n}`)."
             )
         return schedule, _from_certificate(cert)
     t = cfg.targets
@@ -82,6 +82,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
         concept=concept.name,
         d=cfg.d,
         accounting=t.accounting,
+        halts="split-votes",  # the CLI's default: the paper's c_i ~1e4 x the real top rate
     )
     try:
         p = plan(targets)

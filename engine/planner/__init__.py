@@ -8,10 +8,15 @@ Pure math: no I/O, no printing. Entry points::
     cert = certify(p.schedule, p.n_required, accounting="tight", delta=1e-6)
 
 ``certify`` accepts any schedule (also hand-written ones); a failed privacy precondition yields
-epsilon = +inf with the reason, never a made-up number. Query privacy is certified for the designs
-whose in-round step is proven (Theorem Q: noisy or never halting with private or stateless
-restarts); the paper's design (per-top restarts, halting at c <= R) reports it only conditionally
-(``epsilon_queries_conditional``). ``designs(targets)`` plans every design.
+epsilon = +inf with the reason, never a made-up number, and a schedule the engine cannot run
+exactly is refused with the reason. Query privacy is certified for the target-charged design (the
+default; Theorem Q); the paper's design reports it only conditionally
+(``epsilon_queries_conditional``). The paper accounting's numbers describe the paper's idealised
+mechanism (``Certificate.describes``). ``designs(targets)`` plans both designs.
+
+``best_epsilon`` is ``engine.planner.search.best_epsilon`` (the search-only estimate locates the
+answer, a few exact plans bracket it); ``engine.planner.api.best_epsilon`` is the plain bisection
+with the same contract.
 """
 
 from engine.planner.api import (
@@ -20,12 +25,12 @@ from engine.planner.api import (
     Plan,
     PlanInfeasible,
     Targets,
-    best_epsilon,
     cheapest_sound,
     designs,
     plan,
 )
 from engine.planner.chain import Certificate, certify, in_round_step
+from engine.planner.search import best_epsilon
 from engine.planner.steps import Check, Step
 
 __all__ = [

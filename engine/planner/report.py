@@ -1,5 +1,5 @@
 """Renderings of a plan: the JSON contract of ``everlast plan --json``, a readable text report, and
-the generated block of ``docs/PRIVACY.md``. Pure functions returning dicts/strings (no printing).
+the generated blocks of ``docs/PRIVACY.md``. Pure functions returning dicts/strings (no printing).
 
 JSON contract (keys other tools rely on): ``n_required``, ``epsilon`` (the larger of the two
 chains), ``epsilon_training``, ``epsilon_queries``, ``delta``, ``accounting``, ``steps`` (each with
@@ -7,8 +7,17 @@ chains), ``epsilon_training``, ``epsilon_queries``, ``delta``, ``accounting``, `
 ``R``, ``c``) and, when n is given, ``epsilon_achievable``. A non-finite number is ``null`` with a
 sibling ``<key>_reason`` saying why. Added by issue 8: ``halting``, ``restarts``,
 ``query_private``, ``conditional_on``, ``design`` and, when computed, ``designs`` (one entry per
-(halting, restarts) design: ``halting``, ``restarts``, ``n_required``, ``epsilon_training``,
-``epsilon_queries``, ``query_private``, ``conditional_on``, the in-round step and the default flag).
+design: ``halting``, ``restarts``, ``n_required``, ``epsilon_training``, ``epsilon_queries``,
+``query_private``, ``conditional_on``, the in-round step and the default flag).
+
+Issues 12 and 13 (two designs, exact noise): a certificate names its ``design`` (target-charged or
+paper) and what its numbers ``describes`` (the engine's discrete mechanism under the tight
+accounting; the paper's idealised, continuous one under the paper accounting); in ``plan --json``
+``design`` stays an object (``name``, ``halting``, ``restarts``, ``eps_h``, ...). Keys that lost
+their meaning with the retired designs stay present with ``null`` so that readers of the contract
+keep working: ``conditional_on`` (no certificate rests on an unproven lemma), ``eps_r`` and
+``block_bound`` (private restarts and Lemma S are retired). The schedule rows no longer carry the
+retired restart test's fields.
 """
 
 from __future__ import annotations
@@ -16,21 +25,31 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.planner.api import Achievable, DesignCost, Plan, Targets, cheapest_sound, designs, plan
-from engine.planner.chain import Certificate, certify, exact_rate
-from engine.planner.composition import claim_d1_bound
+from engine.design import PAPER, Design
+from engine.errors import InvalidSchedule
+from engine.planner.api import (
+    Achievable,
+    DesignCost,
+    Plan,
+    PlanInfeasible,
+    Targets,
+    cheapest_sound,
+    plan,
+)
+from engine.planner.chain import ENGINE, Certificate, exact_rate
+from engine.planner.paper import paper_schedule
 from engine.planner.steps import Check, Step
 from engine.planner.tight import TightOptions, solve
 
 CONDITIONAL_NOTE = ("the query chain WITHOUT Claim E.6's in-round step, which is false for this "
-                    "design (halting or threshold-noise restart channel open, issue 8): "
+                    "design (halting and threshold-noise restart channels open, issue 8): "
                     "not a guarantee")
-CONDITIONAL_LEMMA_NOTE = ("the whole query chain under the UNREVIEWED Lemma S "
-                          "(query_privacy.md 3.3): not a guarantee")
+PROVEN_NOTE = ("the query chain without its in-round step Q0; Q0 is proven (Theorem Q) and included "
+               "in epsilon_queries")
 
 
-def _num(x: float | int) -> float | int | None:
-    if isinstance(x, int):
+def _num(x: float | int | None) -> float | int | None:
+    if x is None or isinstance(x, int):
         return x
     return x if math.isfinite(x) else None
 
@@ -65,14 +84,11 @@ def certificate_json(c: Certificate) -> dict[str, Any]:
     _put(d, "epsilon_training", c.epsilon_training, c.training_reason)
     _put(d, "epsilon_queries", c.epsilon_queries, c.queries_reason)
     _put(d, "epsilon_queries_conditional", c.epsilon_queries_conditional, c.queries_reason)
-    d["epsilon_queries_conditional_note"] = (CONDITIONAL_LEMMA_NOTE if c.conditional_on else
-                                             CONDITIONAL_NOTE if not c.query_private else
-                                             "the query chain without its in-round step Q0; Q0 is "
-                                             "proven (Theorem Q) and included in epsilon_queries")
+    d["epsilon_queries_conditional_note"] = PROVEN_NOTE if c.query_private else CONDITIONAL_NOTE
     d["query_private"] = c.query_private
-    d["conditional_on"] = c.conditional_on
-    if c.conditional_on:
-        _put(d, "epsilon_training_conditional", c.epsilon_training_conditional, c.training_reason)
+    d["conditional_on"] = None
+    d["design"] = c.design
+    d["describes"] = c.describes
     d["delta"] = c.delta
     d["delta_target"] = c.delta_target
     d["delta_training"] = c.delta_training
@@ -97,6 +113,7 @@ def certificate_json(c: Certificate) -> dict[str, Any]:
 def schedule_json(p: Plan) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     rp = {r.round: r for r in p.round_plans}
+    tct = Design.named(p.certificate.design).target_charged
     for i, r in enumerate(p.rounds, start=1):
         row: dict[str, Any] = {
             "round": i, "T": r.T, "lambda": r.lam, "R": r.R, "c": r.c, "eps_bt": r.eps_bt,
@@ -105,13 +122,12 @@ def schedule_json(p: Plan) -> list[dict[str, Any]]:
             "r_S": exact_rate(r.m_S, r.labeled_size), "r_D": exact_rate(r.m_D, r.R),
             "repeats": p.repeat_last and i == len(p.rounds),
             "halt_eps": r.halt_eps, "halt_threshold": r.halt_threshold,
-            "restart_eps": r.restart_eps, "restart_threshold": r.restart_threshold,
-            "block_cap": r.block_cap,
         }
         if i in rp:
             x = rp[i]
-            row.update({"E_budget": x.E, "Delta_budget": x.Delta, "theta": x.theta,
-                        "T_privacy": x.t_privacy, "T_accuracy": x.t_accuracy,
+            row.update({"E_budget": x.E, "Delta_budget": x.Delta, "theta": _num(x.theta),
+                        # target-charged rounds have no privacy floor on T (Lemma Q needs no gap)
+                        "T_privacy": None if tct else x.t_privacy, "T_accuracy": x.t_accuracy,
                         "T_binding": x.binding, "eps_LS": x.eps_ls})
         out.append(row)
     return out
@@ -120,17 +136,17 @@ def schedule_json(p: Plan) -> list[dict[str, Any]]:
 def design_json(x: DesignCost) -> dict[str, Any]:
     """One entry of the ``designs`` list."""
     d: dict[str, Any] = {"halting": x.halting, "restarts": x.restarts, "name": x.name,
-                         "default": x.is_default}
+                         "design": x.name, "default": x.is_default}
     d["n_required"] = x.n_required
     if x.n_required is None:
         d["n_required_reason"] = x.reason
     _put(d, "epsilon_training", x.epsilon_training, x.reason)
     _put(d, "epsilon_queries", x.epsilon_queries, x.reason)
     d["query_private"] = x.query_private
-    d["conditional_on"] = x.conditional_on
+    d["conditional_on"] = None
     _put(d, "epsilon_conditional", x.epsilon_conditional, x.reason)
     d["eps_h"] = x.eps_h
-    d["eps_r"] = x.eps_r
+    d["eps_r"] = None
     q0: dict[str, Any] = {"lemma": x.in_round_lemma, "valid": math.isfinite(x.in_round_epsilon)}
     _put(q0, "epsilon", x.in_round_epsilon, x.in_round_note)
     q0["delta"] = x.in_round_delta
@@ -140,31 +156,43 @@ def design_json(x: DesignCost) -> dict[str, Any]:
     return d
 
 
+def _targets_design(t: Targets) -> Design | None:
+    try:
+        return t.design
+    except InvalidSchedule:
+        return None
+
+
 def plan_json(p: Plan, achievable: Achievable | None = None,
               costs: tuple[DesignCost, ...] | None = None) -> dict[str, Any]:
     """The ``everlast plan --json`` object (``costs``: :func:`engine.planner.api.designs`)."""
     t = p.targets
+    c = p.certificate
     d: dict[str, Any] = {"n_required": p.n_required}
-    d.update(certificate_json(p.certificate))
+    d.update(certificate_json(c))
     d["n"] = p.n_required
     d["halts"] = t.halts
     d["meets_targets"] = p.meets_targets
     r1 = p.rounds[0]
-    d["design"] = {"halting": p.certificate.halting, "restarts": p.certificate.restarts,
-                   "eps_h": r1.halt_eps, "eps_r": r1.restart_eps, "block_bound": t.block_bound}
+    d["design"] = {"name": c.design, "halting": c.halting, "restarts": c.restarts,
+                   "query_private_by_design": Design.named(c.design).query_private,
+                   "eps_h": r1.halt_eps, "eps_r": None, "block_bound": None}
+    td = _targets_design(t)
     d["targets"] = {"epsilon": t.epsilon, "delta": t.delta, "alpha": t.alpha, "beta": t.beta,
                     "concept": t.concept, "vc_dim": t.vc, "halts": t.halts, "k": t.k,
                     "rounds": t.rounds, "lambda_log": t.lambda_log, "accounting": t.accounting,
+                    "design": None if td is None else td.name,
                     "halting": t.halting, "restarts": t.restarts, "eps_h": t.eps_h,
-                    "eps_r": t.eps_r, "block_bound": t.block_bound}
+                    "eps_r": None, "block_bound": None}
     if costs is not None:
         d["designs"] = [design_json(x) for x in costs]
         best = cheapest_sound(costs)
         d["cheapest_sound_design"] = None if best is None else best.name
     d["warnings"] = list(dict.fromkeys([*p.warnings, *d["warnings"]]))
-    d["checks"] = [*d["checks"], *(check_json(c) for c in p.checks)]
+    d["checks"] = [*d["checks"], *(check_json(x) for x in p.checks)]
     d["schedule"] = schedule_json(p)
     d["repeat_last"] = p.repeat_last
+    d["rounds_listed"] = len(p.rounds)
     if p.schedule is None:
         d["runnable"] = False
         d["not_runnable_reason"] = p.not_runnable_reason or d.get("not_runnable_reason", "")
@@ -193,8 +221,10 @@ def infeasible_json(t: Targets, reason: str, achievable: Achievable | None = Non
     for k in ("epsilon", "epsilon_training", "epsilon_queries"):
         d[k] = None
         d[k + "_reason"] = reason
+    td = _targets_design(t)
     d.update({"delta": t.delta, "accounting": t.accounting, "steps": [], "schedule": [],
-              "query_private": False, "warnings": [reason]})
+              "query_private": False, "conditional_on": None,
+              "design": None if td is None else td.name, "warnings": [reason]})
     if achievable is not None:
         _put(d, "epsilon_achievable", achievable.epsilon, achievable.reason)
         d["epsilon_achievable_n"] = achievable.n
@@ -226,34 +256,30 @@ def _eps_text(x: float, reason: str) -> str:
     return fmt(x) if math.isfinite(x) else f"NOT CERTIFIED ({reason})"
 
 
-def steps_table(c: Certificate) -> str:
+def steps_table(c: Certificate, digits: int = 3) -> str:
     rows = ["| chain | step | lemma | epsilon | delta |", "|---|---|---|---|---|"]
     for s in c.steps:
-        eps = fmt(s.epsilon) if math.isfinite(s.epsilon) else "not valid"
+        eps = fmt(s.epsilon, digits) if math.isfinite(s.epsilon) else "not valid"
         rows.append(f"| {s.chain} | {s.name} | {s.lemma} | {eps} | {fmt(s.delta)} |")
     return "\n".join(rows)
 
 
 def schedule_table(p: Plan, max_rows: int = 6) -> str:
-    """The schedule, with the tests' parameters (c0, k0, k_max) when the design has them; delta'
-    is delta_mu (Theorem B) for private restarts."""
-    tests = any(r.halt_threshold is not None or r.restart_threshold is not None for r in p.rounds)
-    head = "| round | T | lambda | R | c | eps' | delta' | m_S | m_D |"
-    if tests:
-        head += " c0 | k0 | k_max |"
+    """The schedule. Target-charged: the per-query level eps0 and the halting test's threshold c0
+    (the round fails at c tops); paper: BetweenThresholds' (eps', delta')."""
+    tct = Design.named(p.certificate.design).target_charged
+    head = ("| round | T | lambda | R | c | c0 | eps0 | m_S | m_D |" if tct else
+            "| round | T | lambda | R | c | eps' | delta' | m_S | m_D |")
     ncol = head.count("|") - 1
     rows = [head, "|" + "---|" * ncol]
     rs = list(enumerate(p.rounds, start=1))
     show = rs if len(rs) <= max_rows else [*rs[: max_rows - 1], rs[-1]]
     for i, r in show:
         tag = f"{i}+" if p.repeat_last and i == len(p.rounds) else str(i)
-        row = (f"| {tag} | {fmt(r.T)} | {fmt(r.lam)} | {fmt(r.R)} | {fmt(r.c)} | "
-               f"{fmt(r.eps_bt)} | {fmt(r.delta_bt)} | {fmt(r.m_S)} | {fmt(r.m_D)} |")
-        if tests:
-            row += (f" {fmt(r.halt_threshold) if r.halt_threshold is not None else '-'} | "
-                    f"{fmt(r.restart_threshold) if r.restart_threshold is not None else '-'} | "
-                    f"{fmt(r.block_cap) if r.block_cap is not None else '-'} |")
-        rows.append(row)
+        mid = (f"{fmt(r.halt_threshold)} | {fmt(r.eps_bt)}" if tct else
+               f"{fmt(r.eps_bt)} | {fmt(r.delta_bt)}")
+        rows.append(f"| {tag} | {fmt(r.T)} | {fmt(r.lam)} | {fmt(r.R)} | {fmt(r.c)} | {mid} | "
+                    f"{fmt(r.m_S)} | {fmt(r.m_D)} |")
     if len(rs) > max_rows:
         rows.insert(2 + max_rows - 1, "| ... " + "| " * (ncol - 1) + "|")
     return "\n".join(rows)
@@ -275,22 +301,21 @@ def summary_sentence(p: Plan, achievable: Achievable | None) -> str:
             f"epsilon = {fmt(t.epsilon)} needs n = {fmt(p.n_required)}.")
 
 
-def _design_line(p: Plan) -> str:
-    c, r1 = p.certificate, p.rounds[0]
-    parts = [f"halting = {c.halting}", f"restarts = {c.restarts}"]
-    if r1.halt_eps is not None:
-        parts.append(f"eps_h = {fmt(r1.halt_eps)}")
-    if r1.restart_eps is not None:
-        parts.append(f"eps_r = {fmt(r1.restart_eps)}")
-    if c.conditional_on:
-        parts.append(f"CONDITIONAL ON {c.conditional_on.upper()} (unreviewed)")
-    return "design: " + ", ".join(parts)
+def design_line(c: Certificate, eps_h: float | None = None) -> str:
+    """One line naming the design, whether its queries are private, and what the numbers describe."""
+    d = Design.named(c.design)
+    parts = [f"halting {c.halting}", f"restarts {c.restarts}"]
+    if eps_h is not None:
+        parts.append(f"eps_h = {fmt(eps_h)}")
+    status = ("query privacy proven (Theorem Q)" if d.query_private else
+              "NOT query-private (halting and restart channels open; issue 8)")
+    line = f"design: {c.design} ({', '.join(parts)}) -- {status}"
+    if c.describes != ENGINE:
+        line += f"\n  the numbers describe {c.describes}"
+    return line
 
 
 def _queries_lines(c: Certificate) -> list[str]:
-    if c.conditional_on:
-        return [f"  queries:       CONDITIONAL ON {c.conditional_on} (unreviewed): epsilon = "
-                f"{fmt(c.epsilon_queries_conditional)} -- not a guarantee"]
     if c.query_private:
         return [f"  queries:       epsilon = {fmt(c.epsilon_queries)}, delta = {fmt(c.delta_queries)} "
                 f"(proven: docs/PRIVACY.md; worst round {c.worst_query_round})"]
@@ -299,47 +324,47 @@ def _queries_lines(c: Certificate) -> list[str]:
             f"{fmt(c.epsilon_queries_conditional)}, worst round {c.worst_query_round})"]
 
 
+def _q0_text(x: DesignCost) -> str:
+    if math.isfinite(x.in_round_epsilon):
+        return f"eps = {fmt(x.in_round_epsilon)}, delta = {fmt(x.in_round_delta)}"
+    note = x.in_round_note
+    both = "halting" in note and "restart" in note
+    return "open: " + ("halting and restart channels" if both else
+                       "restart channel" if "restart" in note else "halting channel")
+
+
 def designs_table(costs: tuple[DesignCost, ...]) -> str:
-    """The data cost of every design (``engine.planner.api.designs``), as markdown."""
+    """The data cost of each design (``engine.planner.api.designs``), as markdown."""
     rows = ["| design | query privacy | in-round step (Q0) | n_required | training eps | query eps |",
             "|---|---|---|---|---|---|"]
     for x in costs:
-        if x.conditional_on:
-            status = f"conditional on {x.conditional_on}"
-        else:
-            status = "proven" if x.query_private else "NOT proven"
-        q0 = (f"eps = {fmt(x.in_round_epsilon)}" if math.isfinite(x.in_round_epsilon)
-              else "open channel")
+        status = "proven" if x.query_private else "NOT proven"
         n = fmt(x.n_required) if x.n_required is not None else "infeasible"
-        tr = fmt(x.epsilon_training) if math.isfinite(x.epsilon_training) else (
-            f"({fmt(x.epsilon_conditional)})" if math.isfinite(x.epsilon_conditional) else "-")
+        tr = fmt(x.epsilon_training) if math.isfinite(x.epsilon_training) else "-"
         qe = fmt(x.epsilon_queries) if math.isfinite(x.epsilon_queries) else (
             f"({fmt(x.epsilon_conditional)})" if math.isfinite(x.epsilon_conditional) else "-")
         name = x.name + (" **default**" if x.is_default else "")
-        rows.append(f"| {name} | {status} | {q0} | {n} | {tr} | {qe} |")
+        rows.append(f"| {name} | {status} | {_q0_text(x)} | {n} | {tr} | {qe} |")
     return "\n".join(rows)
 
 
 def plan_text(p: Plan, achievable: Achievable | None = None,
               costs: tuple[DesignCost, ...] | None = None) -> str:
     t, c = p.targets, p.certificate
-    train = (f"  training set:  CONDITIONAL ON {c.conditional_on} (unreviewed): epsilon = "
-             f"{fmt(c.epsilon_training_conditional)} -- not a guarantee" if c.conditional_on else
-             f"  training set:  epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "
-             f"delta = {fmt(c.delta_training)}")
     lines = [
         f"everlast plan: {t.concept} (VC {t.vc}), epsilon = {fmt(t.epsilon)}, delta = {fmt(t.delta)}, "
         f"alpha = {fmt(t.alpha)}, beta = {fmt(t.beta)}; accounting = {t.accounting}, "
         f"halts = {t.halts}",
-        _design_line(p),
+        design_line(c, p.rounds[0].halt_eps),
         "",
         summary_sentence(p, achievable),
-        train,
+        f"  training set:  epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "
+        f"delta = {fmt(c.delta_training)}",
         *_queries_lines(c),
     ]
     if t.accounting == "paper":
         lines.append("  (the paper's own schedule, section 5; the numbers above are what the paper's "
-                     "lemmas certify at its parameters -- it claims epsilon = "
+                     "lemmas certify for its idealised mechanism at its parameters -- it claims epsilon = "
                      f"{fmt(t.epsilon)}; its n is reported, not run)")
     if p.schedule is None:
         lines.append(f"  NOT RUNNABLE: {p.not_runnable_reason}")
@@ -357,9 +382,8 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
         lines += ["", "Warnings:"] + [f"  - {w}" for w in warns]
     if costs is not None:
         best = cheapest_sound(costs)
-        lines += ["", "Designs (same targets; query chain per policy, data cost; "
-                  "docs/PRIVACY.md sections 5-9):", designs_table(costs)]
-        lines.append("(numbers in parentheses are conditional: not guarantees)")
+        lines += ["", "Designs (same targets, tight accounting; docs/PRIVACY.md section 9):",
+                  designs_table(costs), "(numbers in parentheses are conditional: not guarantees)"]
         if best is not None:
             lines.append(f"Cheapest design with proven query privacy: {best.name} "
                          f"(n = {fmt(best.n_required)}).")
@@ -371,6 +395,7 @@ def certificate_text(c: Certificate) -> str:
     strength = ("no guarantee" if not math.isfinite(c.epsilon_training) else
                 "weak" if c.epsilon_training > 10 else "ok")
     lines = [
+        f"design: {c.design}" + ("" if c.describes == ENGINE else f" (numbers describe {c.describes})"),
         f"training set: epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "
         f"delta = {fmt(c.delta_training)} [{strength}] ({c.accounting} accounting, n = {fmt(c.n)})",
         ("queries: NOT PROVEN -- " + c.queries_reason) if not c.query_private else
@@ -382,8 +407,34 @@ def certificate_text(c: Certificate) -> str:
     return "\n".join(lines)
 
 
+def strength(epsilon: float) -> str:
+    """How much an epsilon protects, in one word: weak above 10, moderate above 2, strong below."""
+    return "weak" if not epsilon <= 10 else "moderate" if epsilon > 2 else "strong"
+
+
+def guarantee_sentence(c: Certificate) -> str:
+    """One honest sentence about what a certificate gives (``everlast complete``; the same wording
+    as ``everlast simulate``'s guarantee)."""
+    if math.isfinite(c.epsilon_training):
+        train = (f"training set: ({c.epsilon_training:.4g}, {c.delta_training:.2g})-DP "
+                 f"({strength(c.epsilon_training)}; {c.accounting} accounting)")
+    else:
+        train = f"training set: no guarantee ({c.training_reason})"
+    if c.describes != ENGINE:
+        train += " -- for the paper's idealised mechanism, not the engine's"
+    if c.query_private:
+        return (f"{train}; queries: ({c.epsilon_queries:.4g}, {c.delta_queries:.2g})-DP "
+                f"({strength(c.epsilon_queries)})")
+    cond = c.epsilon_queries_conditional
+    cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
+    why = ("its in-round step is false: docs/PRIVACY.md" if not Design.named(c.design).query_private
+           else c.queries_reason)
+    return (f"{train}; queries: NOT certified under the {c.design} design (the published chain would give "
+            f"epsilon {cond_s}, but {why})")
+
+
 # ---------------------------------------------------------------------------------------------
-# The generated block of docs/PRIVACY.md
+# The generated blocks of docs/PRIVACY.md
 
 def doc_blocks() -> dict[str, str]:
     """Name -> generated markdown, for the fenced blocks of docs/PRIVACY.md delimited by
@@ -394,129 +445,216 @@ def doc_blocks() -> dict[str, str]:
 
 WORKED = Targets(epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.05, concept="thresholds",
                  halts="split-votes")
-"""The worked example's targets (docs/PRIVACY.md section 10)."""
+"""The worked example's targets (docs/PRIVACY.md, worked example): the default design."""
+
+
+def _inputs(c: Certificate, chain: str, prefix: str) -> dict[str, Any]:
+    step = next(s for s in c.steps if s.chain == chain and s.name.startswith(prefix))
+    return {"epsilon": step.epsilon, "delta": step.delta, **step.inputs_dict()}
 
 
 def worked_example() -> str:
-    """The worked example quoted in docs/PRIVACY.md, regenerated by tests/planner/test_doc.py:
-    the default design's chain, then the paper's design for comparison."""
+    """The worked example quoted in docs/PRIVACY.md: the default (target-charged) design at
+    epsilon = 1 with split-votes halts, its round 1 by hand and its whole chain."""
     p = plan(WORKED)
     c = p.certificate
     r1 = p.rounds[0]
+    q = _inputs(c, "training", "per-query mechanism, round 1")
+    k = _inputs(c, "training", "round composition, round 1")
+    ir = _inputs(c, "queries", "in-round answers")
+    listed = (f"{len(p.rounds)} rounds listed (a later round would exceed the 2^62 queries the engine "
+              "counts exactly), the last repeats" if len(p.rounds) < WORKED.rounds else
+              f"{len(p.rounds)} rounds listed, the last repeats")
+    c0 = int(r1.halt_threshold or 0)
     lines = [
-        "Targets: thresholds (VC 1), epsilon = 1, delta = 1e-6, alpha = 0.1, beta = 0.05, "
-        "tight accounting, split-votes halt budget (k = 2), 12 listed rounds; the default design.",
+        "Targets: thresholds (VC 1), epsilon = 1, delta = 1e-6, alpha = 0.1, beta = 0.05, tight "
+        "accounting, split-votes halt budget (k = 2); the default design, target-charged (halting "
+        f"noisy, restarts none, eps_h = {fmt(r1.halt_eps)}).",
         "",
-        f"- design: halting = {c.halting}, restarts = {c.restarts}, eps_h = {fmt(r1.halt_eps)}, "
-        f"eps_r = {fmt(r1.restart_eps)}.",
-        f"- n_required = {fmt(p.n_required)}; round 1: T_1 = {fmt(r1.T)}, lambda_1 = {r1.lam}, "
-        f"R_1 = {fmt(r1.R)}, c_1 = {fmt(r1.c)} (c_1 - halt_threshold c0 = "
-        f"{fmt(r1.c - int(r1.halt_threshold or 0))}), "
-        f"eps'_1 = {fmt(r1.eps_bt)}, delta_mu,1 = {fmt(r1.delta_bt)}, restart_threshold k0 = "
-        f"{fmt(r1.restart_threshold)}, block_cap k_max = {fmt(r1.block_cap)}.",
+        f"- n_required = {p.n_required} ({fmt(p.n_required)}); {listed}.",
+        f"- round 1: T_1 = {r1.T} classifiers of lambda_1 = {r1.lam} points, R_1 = {r1.R} queries; "
+        f"integer band [lo, hi] = [{q['lo']}, {q['hi']}] (m = hi - lo + 1 = {q['band_counts_m']} counts); "
+        f"per-query noise DLap(t), t = {q['scale_t']!r} (eps0 = 1/t = {fmt(q['epsilon'], 6)}); "
+        f"hard cap c_1 = {r1.c}, halting threshold c0 = {c0} (c_1 - c0 = {r1.c - c0}).",
+        f"- Lemma Q: q = (1 - e^(-eps0 m))/(1 + e^eps0) = {fmt(q['q'], 9)}; Lemma TC: K = {k['K']} "
+        f"charged steps (K/c_1 = {fmt(k['K'] / r1.c, 6)}), delta_K = {fmt(k['delta_K'], 4)}, "
+        f"delta_tail = {fmt(k['delta_tail'], 4)}, so round 1 is (E_1, Delta_1) = "
+        f"({fmt(k['epsilon'], 6)}, {fmt(k['delta'], 6)}).",
         f"- budgets: E_1 = {fmt(p.E1, 4)}, E_2 = {fmt(p.E2, 4)}, r_1 = {fmt(p.r1, 4)}, "
         f"r_D = {fmt(p.rD, 4)}.",
+        f"- in-round step (Theorem Q): eps_h = {fmt(ir['epsilon'], 4)}, delta = {fmt(ir['delta'])} "
+        f"(hard-cap probability {fmt(ir['delta_cap_h'])}).",
         f"- certified: training epsilon = {fmt(c.epsilon_training, 4)} (delta = "
         f"{fmt(c.delta_training)}); queries epsilon = {fmt(c.epsilon_queries, 4)} (delta = "
         f"{fmt(c.delta_queries)}), worst round {c.worst_query_round}; query-private: "
-        f"{'yes' if c.query_private else 'NO'}.",
+        f"{'yes' if c.query_private else 'NO'}; meets the targets: {'yes' if p.meets_targets else 'NO'}.",
         "",
-        steps_table(c),
+        schedule_table(p),
         "",
-        "The paper's design (halting paper, restarts per-top; NOT query-private) for the same "
-        "targets (alpha = 0.1, delta = 1e-6):",
-        "",
-        "| accounting | halts | epsilon = 1 | epsilon = 8 |",
-        "|---|---|---|---|",
-    ]
-    for acc, halts in (("paper", "paper"), ("tight", "paper"), ("tight", "split-votes")):
-        ns = []
-        for e in (1.0, 8.0):
-            q = plan(Targets(epsilon=e, accounting=acc, halts=halts,  # type: ignore[arg-type]
-                             halting="paper", restarts="per-top"))
-            ns.append(fmt(q.n_required) + ("" if q.schedule is not None else " (not runnable)"))
-        lines.append(f"| {acc} | {halts} | {ns[0]} | {ns[1]} |")
-    pp = plan(Targets(epsilon=1.0, accounting="paper"))
-    pc = pp.certificate
-    bt1 = next(x for x in pc.steps if x.name == "BT composition, round 1")
-    tc = certify(pp.rounds, pp.n_required, "tight", 1e-6)
-    lines += [
-        "",
-        f"The paper's own schedule at epsilon = 1 (n = {fmt(pp.n_required)}): Observation 2 gives "
-        f"{fmt(bt1.epsilon, 4)} per round (Claim D.1's bound: {fmt(claim_d1_bound(1e-6), 4)}; the "
-        f"paper rounds it to 1); the paper's lemmas then certify training epsilon = "
-        f"{fmt(pc.epsilon_training, 4)} and a conditional query epsilon = "
-        f"{fmt(pc.epsilon_queries_conditional, 4)}; the tight accounting certifies "
-        f"{fmt(tc.epsilon_training, 4)} and {fmt(tc.epsilon_queries_conditional, 4)} for the same "
-        "schedule.",
+        steps_table(c, 4),
     ]
     return "\n".join(lines)
+
+
+_PAPER_DESIGN = {"halting": "paper", "restarts": "per-top"}
+ROW_TARGETS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("target-charged (default)", "tight", {}),
+    ("paper", "tight", _PAPER_DESIGN),
+    ("the paper's own accounting, as published", "paper", {}),
+)
+"""The designs block's rows: (label, accounting, Targets fields naming the design)."""
+
+
+PAPER_EPSILON_NOTE = ("Theorem 5.1 assumes epsilon < 1: the paper's formulas are evaluated as written (as "
+                      "calibration.md table (i) does).")
+D6_NOTE = ("Claim D.6 fails (lambda_2 T_2 / |D-hat_1| > 1): the paper's schedule cannot form S_2; its n is "
+           "reported only.")
+
+
+def _cell(t: Targets) -> tuple[str, list[str]]:
+    """n_required of a plan, and the footnotes that apply to it."""
+    try:
+        p = plan(t)
+    except PlanInfeasible as exc:
+        return f"infeasible ({exc})", []
+    notes = []
+    if t.accounting == "paper":
+        if not t.epsilon < 1.0:
+            notes.append(PAPER_EPSILON_NOTE)
+        if p.paper is not None and p.paper.d6_ratios and max(p.paper.d6_ratios) > 1.0:
+            notes.append(D6_NOTE)
+    elif p.schedule is None:
+        notes.append(f"not runnable, so not certified: {p.not_runnable_reason}")
+    return fmt(p.n_required), notes
 
 
 def designs_block() -> str:
-    """The data cost of every design at alpha = 0.1, delta = 1e-6 (docs/PRIVACY.md section 9)."""
-    by_eps = {e: designs(Targets(epsilon=e, halts="split-votes")) for e in (1.0, 8.0)}
+    """The data cost of each design at alpha = 0.1, delta = 1e-6, for epsilon = 1 and 8 and both
+    halt budgets, and the paper's own accounting as published (docs/PRIVACY.md section 9)."""
+    grid = [(h, e) for h in ("split-votes", "paper") for e in (1.0, 8.0)]
     lines = [
-        "Split-votes halt budget (k = 2), thresholds, alpha = 0.1, delta = 1e-6, beta = 0.05, tight "
-        "accounting, Claims D.2/D.7 accuracy floors applied. n_required for epsilon = 1 and 8:",
+        "Thresholds (VC 1), alpha = 0.1, delta = 1e-6, beta = 0.05; Claims D.2/D.7 accuracy floors "
+        "applied. n_required for each halt budget (split-votes, k = 2: c_i ~ 2 R_i p_top; the paper's: "
+        "c_i = min(R_i, 64 alpha_i R_i)) and epsilon:",
         "",
-        "| design | query privacy | in-round step Q0 (epsilon = 1) | n, epsilon = 1 | n, epsilon = 8 |",
-        "|---|---|---|---|---|",
+        "| design | accounting: the numbers describe | query privacy | in-round step Q0 (epsilon = 1) | "
+        "split-votes, epsilon = 1 | split-votes, epsilon = 8 | paper halts, epsilon = 1 | "
+        "paper halts, epsilon = 8 |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for x1, x8 in zip(by_eps[1.0], by_eps[8.0], strict=True):
-        status = (f"conditional on {x1.conditional_on}" if x1.conditional_on else
-                  "**proven**" if x1.query_private else "NOT proven")
-        if math.isfinite(x1.in_round_epsilon):
-            q0 = f"eps_h + eps_r = {fmt(x1.in_round_epsilon)}, delta {fmt(x1.in_round_delta)}"
+    letters: dict[str, str] = {}  # footnote -> its letter, in order of first use
+    for label, acc, fields in ROW_TARGETS:
+        cells = []
+        for h, e in grid:
+            if acc == "paper" and h != "paper":
+                cells.append("-")  # as published: the paper's own halt budget only
+                continue
+            text, notes = _cell(Targets(epsilon=e, halts=h, accounting=acc, **fields))  # type: ignore[arg-type]
+            keys = [letters.setdefault(x, chr(ord("a") + len(letters))) for x in notes]
+            cells.append(text + (f" [{', '.join(keys)}]" if keys else ""))
+        halts = "paper" if acc == "paper" else "split-votes"
+        c = plan(Targets(epsilon=1.0, halts=halts, accounting=acc, **fields)).certificate  # type: ignore[arg-type]
+        q0 = next(s for s in c.steps if s.name.startswith("in-round answers"))
+        if q0.valid:
+            q0_text = f"eps_h = {fmt(q0.epsilon, 4)}, delta = {fmt(q0.delta)}"
         else:
-            q0 = "open: " + ("halting and restart channels" if "halting" in x1.in_round_note
-                             and "restart" in x1.in_round_note else
-                             "restart channel" if "restart" in x1.in_round_note else "halting channel")
-        tag = " (default)" if x1.is_default else ""
-        n1 = fmt(x1.n_required) if x1.n_required else "infeasible"
-        n8 = fmt(x8.n_required) if x8.n_required else "infeasible"
-        lines.append(f"| {x1.name}{tag} | {status} | {q0} | {n1} | {n8} |")
+            q0_text = "open: halting and restart channels" + (
+                " (Claim E.6's in-round step is false)" if acc == "paper" else "")
+        status = "**proven**" if c.query_private else "NOT proven"
+        what = ("tight: the engine's mechanism" if c.describes == ENGINE else
+                "paper (Lemma C.3, Observation 2, Claim 2.7): the paper's idealised mechanism")
+        lines.append(f"| {label} | {what} | {status} | {q0_text} | {' | '.join(cells)} |")
+    lines += ["", *(f"[{k}] {x}" for x, k in letters.items())]
     lines += [
         "",
-        "The paper's halt budget (c_i = min(R_i, 64 alpha_i R_i), the CLI's default `--halts paper`) "
-        "for the two candidates of the default design and the paper's design:",
-        "",
-        "| design | n, epsilon = 1 | n, epsilon = 8 |",
-        "|---|---|---|",
+        "The paper's own accounting uses its schedule formulas (section 5) with its own halt budget (so "
+        "no split-votes column); its lemmas are stated for continuous Laplace noise on real vote "
+        "shares, not for the engine's integer counts: those numbers describe the idealised mechanism. "
+        "The engine counts at most 2^62 queries per round (2^60 for T and c) exactly; the planner lists "
+        "fewer rounds when only later rounds exceed it.",
     ]
-    for h, r in (("noisy", "private"), ("never", "stateless"), ("paper", "per-top")):
-        ns = [fmt(plan(Targets(epsilon=e, halting=h, restarts=r)).n_required)  # type: ignore[arg-type]
-              for e in (1.0, 8.0)]
-        lines.append(f"| {h}+{r} | {ns[0]} | {ns[1]} |")
-    defaults = [plan(Targets(epsilon=e)) for e in (1.0, 8.0)]
-    names = [f"{q.certificate.halting}+{q.certificate.restarts}" for q in defaults]
-    lines += ["", f"Default design with the paper's halt budget: {names[0]} (epsilon = 1), "
-              f"{names[1]} (epsilon = 8)."]
     return "\n".join(lines)
 
 
-CALIBRATION = (
-    # (table, epsilon, alpha, halts, cap_c, accuracy_floors, n, T_1, R_1, c_1, r_D) from calibration.md
-    ("(iii)", 1.0, 0.1, "paper", False, True, 7.62e18, 4.26e15, 2.35e21, 7.52e21, 0.033),
-    ("(iii)", 8.0, 0.1, "paper", False, True, 7.21e15, 4.03e12, 1.30e17, 4.15e17, 1.0),
-    ("(iii)", 2.0, 0.05, "paper", False, True, 1.05e19, 2.70e15, 1.78e21, 2.84e21, 0.122),
-    ("(iv)", 1.0, 0.1, "split-votes", True, False, 4.72e13, 2.64e10, 6.03e15, 7.10e11, 0.032),
-    ("(iv)", 8.0, 0.1, "split-votes", True, False, 3.48e10, 1.94e7, 2.66e11, 3.13e7, 1.0),
-    ("(iv)", 2.0, 0.05, "split-votes", True, False, 2.68e13, 6.88e9, 1.93e15, 5.09e10, 0.12),
+CALIBRATION_I = (
+    # calibration.md table (i), the paper's formulas as written (tau = 1.1e10, VC 1, delta = 1e-6,
+    # beta = 0.05), as printed there: epsilon, alpha, T_1, lambda_1, |S_1|, R_1, c_1, n, gap, D.6
+    ("1", ".05", "2.06e19", "3899", "8.02e22", "2.05e27", "3.28e27", "1.21e25", ".88", ".07"),
+    ("1", ".1", "4.26e18", "1789", "7.62e21", "1.95e26", "6.25e26", "1.15e24", ".91", ".07"),
+    ("1", ".2", "8.70e17", "815", "7.09e20", "1.81e25", "1.16e26", "1.07e23", ".94", ".07"),
+    ("2", ".1", "2.03e18", "1789", "3.63e21", "4.64e25", "1.48e26", "7.37e23", ".91", ".19"),
+    ("4", ".1", "9.62e17", "1789", "1.72e21", "1.10e25", "3.53e25", "1.28e24", ".92", "1.41"),
+    ("8", ".1", "4.56e17", "1789", "8.17e20", "2.61e24", "8.36e24", "1.66e25", ".92", "77.0"),
 )
 
 
+def printed_agrees(printed: str, value: float) -> bool:
+    """Whether ``value`` rounds to the number as printed (within half a unit of its last digit)."""
+    mant, _, exp = printed.partition("e")
+    places = len(mant.partition(".")[2])
+    unit = 10.0 ** (-places) * (10.0 ** int(exp) if exp else 1.0)
+    return abs(value - float(printed)) <= 0.5 * unit * (1.0 + 1e-9)
+
+
+CALIBRATION = (
+    # calibration.md tables (iii) and (iv): the paper's design, Lemma C.3 per BetweenThresholds
+    # instance (continuous noise), KOV, BBG: (table, epsilon, alpha, halts, cap_c, accuracy_floors,
+    # n, T_1, R_1, c_1, r_D)
+    ("(iii)", 1.0, 0.1, "paper", False, True, 7.62e18, 4.26e15, 2.35e21, 7.52e21, 0.033),
+    ("(iii)", 8.0, 0.1, "paper", False, True, 7.21e15, 4.03e12, 1.30e17, 4.15e17, 1.0),
+    ("(iv)", 1.0, 0.1, "split-votes", True, False, 4.72e13, 2.64e10, 6.03e15, 7.10e11, 0.032),
+    ("(iv)", 8.0, 0.1, "split-votes", True, False, 3.48e10, 1.94e7, 2.66e11, 3.13e7, 1.0),
+)
+
+
+def _rel(a: float, b: float) -> str:
+    return fmt(abs(b / a - 1.0), 2) if a else "n/a"
+
+
 def calibration_crosscheck() -> str:
-    """Table comparing the tight solver with calibration.md tables (iii) and (iv) (same
-    assumptions: c_i uncapped in (iii); no accuracy floors in (iv), whose rounds >= 4 would
-    otherwise be raised by Claim D.7)."""
-    rows = ["| table | epsilon | alpha | n (calib.) | n (planner) | T_1 | R_1 | c_1 | r_D |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for tab, e, a, halts, cap, floors, n, T1, R1, c1, rD in CALIBRATION:
+    """(1) The paper's formulas as written (``paper_schedule``, the planner's ``--accounting
+    paper``) against calibration.md table (i): like with like, every column. (2) The tight
+    planner's paper design against tables (iii)/(iv) under the same options: these tables used
+    Lemma C.3 (continuous noise) per instance, the planner uses discrete Theorem B, so the numbers
+    differ by design; the block says by how much and what sets T_1 now."""
+    rows = ["The paper's formulas as written (`everlast plan --accounting paper`, "
+            "`engine.planner.paper`) against calibration.md table (i) (tau = 1.1e10, VC 1, delta = 1e-6, "
+            "beta = 0.05); each cell is calib. / planner:",
+            "",
+            "| epsilon | alpha | T_1 | lambda_1 | \\|S_1\\| | R_1 | c_1 | n | gap | D.6 | "
+            "agrees to the printed digits |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in CALIBRATION_I:
+        e, a, theirs = float(row[0]), float(row[1]), row[2:]
+        ps = paper_schedule(e, 1e-6, a, 0.05, 1, 12)
+        r = ps.rounds[0]
+        ours = (r.T, r.lam, r.S_size, r.R, r.c, float(ps.n_required), r.gap_ratio, ps.d6_ratios[0])
+        ok = all(printed_agrees(t, o) for t, o in zip(theirs, ours, strict=True))
+        cells = " | ".join(f"{t} / {fmt(o) if o >= 1e5 or o < 100 else f'{o:.2f}'}"
+                           for t, o in zip(theirs, ours, strict=True))
+        rows.append(f"| {row[0]} | {row[1]} | {cells} | {'yes' if ok else 'NO'} |")
+    rows += ["",
+             "The tight planner's paper design against calibration.md tables (iii) and (iv) under the "
+             "same options ((iii): the paper's halts, c_i not capped at R_i; (iv): split-votes halts, "
+             "no accuracy floors). These tables bound each BetweenThresholds instance by Lemma C.3 "
+             "(continuous noise: eps' per instance, gap 2 gamma T >= (12/eps')(ln(10/eps') + "
+             "ln(1/delta') + 1)); the planner certifies what the engine runs, discrete Theorem B "
+             "(eps'/2 + eta_plus ~ 5 eps'/6 per instance, gap 2 mu* + 1 + m* counts with "
+             "mu* ~ (2/eps') ln(1/(2 delta_mu))), which needs a band several times narrower for the "
+             "same instance budget. So the numbers differ by design, not by error:",
+             "",
+             "| table | epsilon | alpha | n (calib., Lemma C.3) | n (planner, Theorem B) | ratio | "
+             "T_1 calib. / planner | T_1 set by (planner) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for tab, e, a, halts, cap, floors, n, T1, _R1, _c1, _rD in CALIBRATION:
         sol = solve(e, 1e-6, a, 0.05, 1, TightOptions(halts=halts, cap_c=cap,  # type: ignore[arg-type]
-                                                         accuracy_floors=floors))
-        r = sol.specs[0]
+                                                         accuracy_floors=floors, design=PAPER))
         rows.append(f"| {tab} | {fmt(e)} | {fmt(a)} | {fmt(n)} | {fmt(sol.n_required)} | "
-                    f"{fmt(T1)} / {fmt(r.T)} | {fmt(R1)} / {fmt(r.R)} | {fmt(c1)} / {fmt(r.c)} | "
-                    f"{fmt(rD)} / {fmt(sol.rD)} |")
+                    f"{fmt(n / sol.n_required, 3)} | {fmt(T1)} / {fmt(sol.specs[0].T)} | "
+                    f"{sol.rounds[0].binding} |")
+    rows += ["",
+             "Under split-votes halts n is about quadratic in the band a round needs (calibration.md "
+             "section 2: T_i ~ (6 L_i/(gamma_i mu))^2), hence the larger ratio; under the paper's halts "
+             "Claim D.7's accuracy floor, not privacy, now sets T_1 (last column), which caps the gain."]
     return "\n".join(rows)
+

@@ -47,8 +47,13 @@ def mu_star(t_mu: float | Fraction, delta_mu: float) -> int:
     """The smallest integer mu* >= 0 with P[mu > mu*] <= delta_mu."""
     if not 0.0 < delta_mu < 1.0:
         raise ValueError("delta_mu lies in (0, 1)")
-    t = float(t_mu)
-    k = max(0, math.ceil(t * math.log(1.0 / delta_mu)) - 1)
+    # closed form: p^{k+1}/(1+p) <= delta_mu  <=>  k + 1 >= t ln(1/(delta_mu (1+p))); then fix the
+    # rounding with the exact (rounded-up) tail, a step or two at most (a linear search from the
+    # guess t ln(1/delta_mu) took ~t ln 2 steps: minutes at t ~ 1e6)
+    with mpmath.workdps(_DPS):
+        t = _f(t_mu)
+        p = mpmath.exp(-1 / t)
+        k = max(0, int(mpmath.ceil(t * mpmath.log(1 / (mpmath.mpf(delta_mu) * (1 + p))))) - 1)
     while k > 0 and delta_mu_at(t_mu, k - 1) <= delta_mu:
         k -= 1
     while delta_mu_at(t_mu, k) > delta_mu:

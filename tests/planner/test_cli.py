@@ -1,4 +1,5 @@
-"""``everlast plan``: the JSON contract and the readable output."""
+"""``everlast plan`` in-process (click's CliRunner): the JSON contract, the design flags (retired
+values refused with the reason), ``--n``, and the readable output."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ import pytest
 from click.testing import CliRunner
 
 from cli.plan import plan
+from engine.design import RETIRED
 
 CONTRACT = {"n_required", "epsilon", "epsilon_training", "epsilon_queries", "delta", "accounting",
             "steps", "schedule"}
+ISSUE_8 = {"halting", "restarts", "query_private", "conditional_on", "design"}
 
 
-def _run(*args: str) -> Any:
+def _run(*args: str, code: int = 0) -> Any:
     res = CliRunner().invoke(plan, list(args), catch_exceptions=False)
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == code, res.output
     return res
 
 
-def _one_json(output: str) -> dict[str, Any]:
+def _one_json(*args: str) -> dict[str, Any]:
+    output = _run(*args, "--json").output
     obj, end = json.JSONDecoder().raw_decode(output)
     assert output[end:].strip() == "", "more than one JSON value on stdout"
     assert isinstance(obj, dict)
@@ -28,112 +32,126 @@ def _one_json(output: str) -> dict[str, Any]:
     return obj
 
 
-def test_json_contract_papers_design() -> None:
-    d = _one_json(_run("--concept", "thresholds", "--epsilon", "1", "--delta", "1e-6", "--alpha",
-                       "0.1", "--halting", "paper", "--restarts", "per-top", "--no-designs",
-                       "--json").output)
-    assert set(d) >= CONTRACT
-    assert isinstance(d["n_required"], int) and d["n_required"] > 10**18
-    assert d["accounting"] == "tight" and d["delta"] == pytest.approx(1e-6)
-    assert d["epsilon_training"] == pytest.approx(1.0, rel=1e-3)
-    # the paper's design is never printed as query-private (issue 8): null + reason
-    assert d["epsilon_queries"] is None and "issue 8" in d["epsilon_queries_reason"]
-    assert d["epsilon"] is None and d["epsilon_reason"]
-    assert d["query_private"] is False and d["conditional_on"] is None
-    assert d["epsilon_queries_conditional"] <= 1.0 + 1e-9
-    assert (d["halting"], d["restarts"]) == ("paper", "per-top")
+def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -> None:
+    d = _one_json("--no-designs")  # epsilon 1, delta 1e-6, alpha 0.1: issue 13's first target
+    assert set(d) >= CONTRACT | ISSUE_8
+    assert d["halts"] == "split-votes" and d["accounting"] == "tight"
+    assert d["design"] == {"name": "target-charged", "halting": "noisy", "restarts": "none",
+                           "query_private_by_design": True, "eps_h": 0.01, "eps_r": None,
+                           "block_bound": None}
+    assert (d["halting"], d["restarts"]) == ("noisy", "none")
+    assert d["query_private"] is True and d["conditional_on"] is None and d["meets_targets"] is True
+    assert "engine's mechanism" in d["describes"]
+    assert d["n_required"] <= 2e12
+    assert d["epsilon"] == pytest.approx(max(d["epsilon_training"], d["epsilon_queries"]))
+    assert d["epsilon"] <= 1.0 + 1e-9 and d["delta"] <= 1e-6
+    assert d["targets"]["eps_r"] is None and d["targets"]["block_bound"] is None
+    assert d["targets"]["design"] == "target-charged"
+    q0 = next(s for s in d["steps"] if s["name"].startswith("in-round answers"))
+    assert "Theorem Q" in q0["lemma"] and q0["valid"] and q0["epsilon"] == pytest.approx(0.01)
     for s in d["steps"]:
         assert {"name", "lemma", "epsilon", "delta"} <= set(s)
-        if s["epsilon"] is None:
-            assert s["epsilon_reason"]
     for r in d["schedule"]:
-        assert {"round", "T", "lambda", "R", "c"} <= set(r)
+        assert {"round", "T", "lambda", "R", "c", "halt_eps", "halt_threshold"} <= set(r)
+        assert not {"restart_eps", "restart_threshold", "block_cap"} & set(r)
+        assert r["T_privacy"] is None  # no gap condition: T is set by accuracy
+    assert d["rounds_listed"] == len(d["schedule"]) < 12  # later rounds would exceed 2^62 queries
     assert "epsilon_achievable" not in d and "designs" not in d
 
 
-def test_json_default_design_is_query_private_and_lists_designs() -> None:
-    d = _one_json(_run("--epsilon", "1", "--halts", "split-votes", "--json").output)
-    assert set(d) >= CONTRACT
-    assert d["query_private"] is True and d["conditional_on"] is None
-    assert (d["halting"], d["restarts"]) == ("noisy", "private")
-    assert d["epsilon_queries"] <= 1.0 + 1e-9 and d["epsilon_training"] <= 1.0 + 1e-9
-    assert d["epsilon"] == pytest.approx(max(d["epsilon_training"], d["epsilon_queries"]))
-    q0 = next(s for s in d["steps"] if s["name"].startswith("in-round answers"))
-    assert "Theorem Q" in q0["lemma"] and q0["valid"]
-    assert q0["epsilon"] == pytest.approx(d["design"]["eps_h"] + d["design"]["eps_r"])
-    r1 = d["schedule"][0]
-    assert r1["halt_eps"] == d["design"]["eps_h"] and r1["block_cap"] >= r1["restart_threshold"]
-    names = {(x["halting"], x["restarts"], x["conditional_on"]) for x in d["designs"]}
-    assert len(names) == 10 and ("noisy", "private", "Lemma S") in names
+def test_paper_design_json() -> None:
+    d = _one_json("--design", "paper", "--no-designs")
+    assert set(d) >= CONTRACT | ISSUE_8
+    assert d["design"]["name"] == "paper" and d["design"]["query_private_by_design"] is False
+    assert d["epsilon_queries"] is None and "issue 8" in d["epsilon_queries_reason"]
+    assert d["epsilon"] is None and d["epsilon_reason"]
+    assert d["query_private"] is False and d["epsilon_queries_conditional"] <= 1.0 + 1e-9
+    assert d["epsilon_training"] <= 1.0 + 1e-9 and d["meets_targets"] is True
+    # --halting or --restarts alone names the same design
+    assert _one_json("--halting", "paper", "--no-designs")["n_required"] == d["n_required"]
+    assert _one_json("--restarts", "per-top", "--no-designs")["n_required"] == d["n_required"]
+
+
+def test_designs_list_both_designs() -> None:
+    d = _one_json("--epsilon", "8")
+    names = [x["name"] for x in d["designs"]]
+    assert names == ["target-charged", "paper"]
     keys = {"halting", "restarts", "n_required", "epsilon_training", "epsilon_queries",
-            "query_private", "conditional_on", "in_round", "default"}
+            "query_private", "conditional_on", "in_round", "default", "eps_r", "design"}
     for x in d["designs"]:
-        assert keys <= set(x)
-        if x["conditional_on"] or x["restarts"] == "per-top":
-            assert x["query_private"] is False and x["epsilon_queries"] is None
-    (default,) = [x for x in d["designs"] if x["default"]]
-    assert default["n_required"] == d["n_required"]
-    sound = [x for x in d["designs"] if x["query_private"]]
-    assert default["n_required"] == min(x["n_required"] for x in sound)
-    assert d["cheapest_sound_design"] == "noisy+private"
-    lemma_s = next(x for x in d["designs"] if x["conditional_on"])
-    assert lemma_s["epsilon_training"] is None and lemma_s["epsilon_conditional"] <= 1.0 + 1e-9
+        assert keys <= set(x) and x["conditional_on"] is None and x["eps_r"] is None
+    default, paper = d["designs"]
+    assert default["default"] and default["query_private"] and default["n_required"] == d["n_required"]
+    assert not paper["query_private"] and paper["epsilon_queries"] is None
+    assert d["cheapest_sound_design"] == "target-charged"
 
 
-def test_json_with_too_little_data_is_null_with_reason() -> None:
-    d = _one_json(_run("--epsilon", "1", "--n", "1000000", "--no-designs", "--json").output)
+@pytest.mark.parametrize(("args", "retired"), [(["--halting", "never"], "never"),
+                                               (["--restarts", "private"], "private"),
+                                               (["--restarts", "stateless"], "stateless"),
+                                               (["--eps-r", "0.4"], "private"),
+                                               (["--lemma-s"], "private")])
+def test_retired_values_and_flags_are_refused_with_the_reason(args: list[str], retired: str) -> None:
+    out = _run(*args, "--json", code=2).output
+    assert RETIRED[retired][:60] in " ".join(out.split())
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--design", "paper", "--halting", "noisy"], "--design paper runs halting"),
+    (["--halting", "noisy", "--restarts", "per-top"], "unknown design"),
+    (["--halting", "sometimes"], "not one of noisy, paper"),
+    (["--concept", "finite"], "--vc-dim"),
+])
+def test_bad_design_flags_are_usage_errors(args: list[str], message: str) -> None:
+    out = _run(*args, code=2).output
+    assert message in out or message in " ".join(out.split())
+
+
+def test_n_with_too_little_data_is_null_with_reason() -> None:
+    d = _one_json("--design", "paper", "--n", "1000000", "--no-designs")
     assert d["epsilon_achievable"] is None and "n = 1000000" in d["epsilon_achievable_reason"]
 
 
-def test_json_with_enough_data_reports_achievable_epsilon() -> None:
-    d = _one_json(_run("--epsilon", "1", "--halts", "split-votes", "--halting", "paper",
-                       "--restarts", "per-top", "--no-designs", "--n", str(10**14), "--json").output)
+def test_n_with_enough_data_reports_the_achievable_epsilon() -> None:
+    d = _one_json("--design", "paper", "--no-designs", "--n", str(10**14))
     assert 0.2 < d["epsilon_achievable"] < 1.0
     assert d["epsilon_achievable_n_required"] <= 10**14
 
 
-def test_paper_accounting_json() -> None:
-    d = _one_json(_run("--accounting", "paper", "--epsilon", "8", "--no-designs", "--json").output)
+def test_paper_accounting_describes_the_idealised_mechanism() -> None:
+    d = _one_json("--accounting", "paper", "--epsilon", "8", "--no-designs")
     assert set(d) >= CONTRACT
-    assert d["accounting"] == "paper"
+    assert d["accounting"] == "paper" and "idealised" in d["describes"]
     assert d["n_required"] == pytest.approx(1.66e25, rel=6e-3)
-    assert d["runnable"] is False and "D.6" in d["not_runnable_reason"]
+    assert d["runnable"] is False and "exactly" in d["not_runnable_reason"]
+    assert any("D.6" in w for w in d["warnings"]) and any("Theorem 5.1" in w for w in d["warnings"])
 
 
 @pytest.mark.parametrize("args", [["--concept", "intervals"], ["--concept", "stumps", "--d", "10"],
                                   ["--concept", "finite", "--vc-dim", "3"]])
 def test_every_concept_class(args: list[str]) -> None:
-    d = _one_json(_run(*args, "--halts", "split-votes", "--halting", "paper", "--restarts",
-                       "per-top", "--no-designs", "--json").output)
+    d = _one_json(*args, "--design", "paper", "--no-designs")
     assert d["targets"]["vc_dim"] == {"intervals": 2, "stumps": 6, "finite": 3}[args[1]]
-    assert any("heuristic" in w for w in d["warnings"])
+    assert any("split-votes" in w for w in d["warnings"])
 
 
-def test_finite_needs_vc_dim() -> None:
-    res = CliRunner().invoke(plan, ["--concept", "finite"])
-    assert res.exit_code == 2 and "--vc-dim" in res.output
+def test_readable_output_names_the_design_and_lists_both() -> None:
+    out = _run("--epsilon", "8").output
+    assert "design: target-charged (halting noisy, restarts none, eps_h = 0.01)" in out
+    assert "query privacy proven (Theorem Q)" in out and "proven: docs/PRIVACY.md" in out
+    assert "| target-charged **default** | proven |" in out and "| paper | NOT proven |" in out
+    assert "Cheapest design with proven query privacy: target-charged" in out
+    assert "| round | T | lambda | R | c | c0 | eps0 | m_S | m_D |" in out
 
 
-def test_readable_output_says_what_the_data_buys() -> None:
-    out = _run("--epsilon", "1", "--n", "1000000", "--halting", "paper", "--restarts", "per-top",
-               "--no-designs").output
-    assert "certifies no finite epsilon" in out and "epsilon = 1 needs n = 3.68e18" in out
-    assert "NOT PROVEN" in out and "Lemma C.3" in out
+def test_readable_output_of_the_paper_design_says_what_the_data_buys() -> None:
+    out = _run("--design", "paper", "--n", "1000000", "--no-designs").output
+    assert "certifies no finite epsilon" in out and "epsilon = 1 needs n = 2.66e13" in out
+    assert "NOT PROVEN" in out and "NOT query-private" in out and "Theorem B" in out
 
 
-def test_readable_output_of_the_default_reports_designs() -> None:
-    out = _run("--epsilon", "8", "--halts", "split-votes").output
-    assert "design: halting = noisy, restarts = private" in out
-    assert "proven: docs/PRIVACY.md" in out and "Theorem Q" in out and "Theorem B" in out
-    assert "| noisy+private **default** | proven |" in out
-    assert "conditional on Lemma S" in out and "Cheapest design with proven query privacy" in out
-
-
-def test_lemma_s_is_printed_as_conditional() -> None:
-    out = _run("--epsilon", "1", "--halts", "split-votes", "--lemma-s", "--no-designs").output
-    assert "CONDITIONAL ON LEMMA S" in out.upper() and "not a guarantee" in out
-    d = _one_json(_run("--epsilon", "1", "--halts", "split-votes", "--lemma-s", "--no-designs",
-                       "--json").output)
-    assert d["conditional_on"] == "Lemma S" and d["query_private"] is False
-    assert d["epsilon_training"] is None and d["epsilon_queries"] is None
-    assert d["epsilon_training_conditional"] <= 1.0 + 1e-9
+@pytest.mark.slow
+def test_issue_13_a_billion_examples() -> None:
+    d = _one_json("--n", "1000000000", "--no-designs")
+    assert d["epsilon_achievable"] <= 10.0 and d["epsilon_achievable_n_required"] <= 10**9
+    assert d["query_private"] is True

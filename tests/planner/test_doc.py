@@ -1,6 +1,7 @@
 """docs/PRIVACY.md quotes numbers the planner produces: regenerate them and compare.
 
 To refresh the doc after a deliberate change: EVERLAST_REGEN_DOCS=1 pytest tests/planner/test_doc.py
+(slow: the blocks plan the target-charged design at epsilon 1 and 8 under both halt budgets).
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+import pytest
 
 from engine.planner.report import doc_blocks
 
@@ -21,6 +24,7 @@ def _pattern(name: str) -> re.Pattern[str]:
     )
 
 
+@pytest.mark.slow
 def test_privacy_doc_numbers_match_the_planner() -> None:
     text = DOC.read_text()
     blocks = doc_blocks()
@@ -37,3 +41,16 @@ def test_privacy_doc_numbers_match_the_planner() -> None:
         assert m.group(2).strip() == body.strip(), (
             f"docs/PRIVACY.md block {name!r} is stale; regenerate with EVERLAST_REGEN_DOCS=1"
         )
+
+
+def test_worked_example_is_the_default_design_meeting_its_targets() -> None:
+    from engine.planner import plan
+    from engine.planner.report import WORKED, worked_example
+
+    text = worked_example()
+    p = plan(WORKED)
+    assert p.certificate.design == "target-charged" and p.meets_targets
+    assert f"n_required = {p.n_required} " in text
+    assert "query-private: yes; meets the targets: yes" in text
+    assert "Lemma Q (discrete)" in text and "Lemma TC" in text and "Theorem Q" in text
+    assert f"T_1 = {p.rounds[0].T} " in text and f"c0 = {p.rounds[0].halt_threshold} " in text
