@@ -524,7 +524,12 @@ def certify(
     ir_step = qsteps[0]
     eps_q = eps_cond + ir_step.epsilon
     delta_q = delta_cond + ir_step.delta
-    if accounting == "tight" and delta_q > delta and math.isfinite(eps_q):
+    # Lemma Cap's delta alone reaches the target: no split of delta is left for the later rounds, so
+    # nothing is certified at this delta (the clamp below is for float rounding only).
+    cap_exceeds = ir_step.valid and ir_step.delta >= delta
+    if cap_exceeds:
+        eps_q = math.inf
+    elif accounting == "tight" and delta_q > delta and math.isfinite(eps_q):
         delta_q = delta  # d_in + r_D 4e Delta <= delta by construction; only float addition can exceed it
     qsteps.append(Step.make("queries", f"query chain, round {worst_round} (worst round)",
                             "Proposition 2.5 (in-round step + later rounds)", eps_q, delta_q, {},
@@ -532,7 +537,12 @@ def certify(
     steps.extend(qsteps)
     query_private = math.isfinite(eps_q)
     if not query_private:
-        if any_invalid_pre and not math.isfinite(eps_cond):
+        if cap_exceeds:
+            cap = dict(ir_step.inputs).get("delta_cap_h")
+            queries_reason = (f"the in-round step's delta {ir_step.delta:.3g} (Lemma Cap: the halting test's "
+                              f"hard cap binds with probability {float(cap or 0.0):.3g}) is not below the "
+                              f"target delta {delta:.3g}: widen c - c0 or raise eps_h")
+        elif any_invalid_pre and not math.isfinite(eps_cond):
             queries_reason = any_invalid_pre
         else:
             queries_reason = ("Claim E.6's in-round step does not hold for this design "
