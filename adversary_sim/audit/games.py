@@ -82,11 +82,11 @@ K0 = 1199
 lower threshold lo = K0 + 1 (gamma = 1/2 - (K0 + 1/2)/T)."""
 TCT_EPS0 = 0.01
 """eps0 of the target-charged main round: small, so that its chains stay under what a few thousand
-games can show (training 2.0, queries 6.1), and the round-1 count (600, 10 noise scales below lo) is
-never a top."""
+games can show (training 2.0, queries 6.1); the round-1 count (600, 6 noise scales below lo) gives
+about 5 tops in 4 000 queries, far below c0."""
 TCT_HALT_EPS = 1.0
 TCT_C0 = 80
-"""c0 of the main round: honest round-1 traffic (no tops) halts with probability ~1e-5."""
+"""c0 of the main round: the adversaries' round-1 traffic (~5 tops) halts with probability 2e-5."""
 CAP_TAIL = 1e-11
 """P[the hard cap binds before the halting test fires] of the target-charged rounds (Lemma Cap)."""
 

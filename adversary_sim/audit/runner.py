@@ -304,7 +304,7 @@ def run_audit(
                         "conditional chain (Claim E.6's in-round step is false for the paper's design; issue 8)")
     if v.charged_c:
         warnings.append("claimed_epsilon is a BROKEN claim (charged-c: only c steps charged), not the "
-                        "planner's: the audit shows it is violated")
+                        "planner's: the audit tests whether the games violate it")
     if variant != "real" and not any(r["caught"] for r in results):
         warnings.append(f"the broken variant {variant!r} was not caught by "
                         f"{', '.join(r['attack'] for r in results)}; designed to catch it: "
