@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from adversary_sim.audit.games import ATTACKS, PLANNED_ATTACKS
+from adversary_sim.audit.games import ATTACKS, DESIGNS, PLANNED_ATTACKS
 from adversary_sim.audit.learner import ATTACK as LEARNER_ATTACK
 from adversary_sim.audit.learner import LEARNER_VARIANTS
 from adversary_sim.audit.runner import GAMES, run_audit
@@ -27,56 +27,63 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
               help="Games played in total (half in each world).")
 @click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner"]), default="generic-bbl",
               show_default=True, help="The mechanism audited; private-learner: the training game's canary "
-                                      "attack against the generic private learner (docs/PRIVACY.md 16.6).")
+                                      "attack against the generic private learner (docs/PRIVACY.md 17.6).")
 @click.option("--variant", type=click.Choice(_VARIANT_NAMES), default="real", show_default=True,
-              help="The engine as shipped, or with one safeguard removed (to show the audit can see it); "
-                   "plain-erm: the private learner without its noise.")
+              help="The engine as shipped, with one safeguard removed, or (charged-c) with a broken claim: "
+                   "to show the audit can see it; plain-erm: the private learner without its noise.")
 @click.option("--attack", "attack", type=click.Choice(["default", "all", *_ATTACK_NAMES]), default="default",
               show_default=True,
               help="Adversary: training game flip|relabel (default both), query game chain (default)|halting|restart.")
-@click.option("--halting", type=click.Choice(["paper", "never", "noisy"]), default="paper", show_default=True,
-              help="Halting policy of the audited configuration (never: c = R + 1; noisy: halting and restart "
-                   "attacks). The shipped default design is --halting noisy --restarts private.")
-@click.option("--restarts", type=click.Choice(["per-top", "private", "stateless"]), default="per-top",
-              show_default=True, help="Threshold-noise restart policy (halting and restart attacks; private "
-                                      "adds the default design's restart test where the round has none).")
+@click.option("--design", "design_name", type=click.Choice(sorted(DESIGNS)), default=None,
+              help="The design audited: target-charged (the product's default) or paper (not query-private). "
+                   "Default: target-charged, or the one --halting/--restarts name.")
+@click.option("--halting", type=click.Choice(["noisy", "paper", "never"]), default=None,
+              help="Halting policy of the audited design: noisy (target-charged) or paper; 'never' is retired.")
+@click.option("--restarts", type=click.Choice(["none", "per-top", "private", "stateless"]), default=None,
+              help="Threshold-noise restarts of the audited design: none (target-charged) or per-top (paper); "
+                   "'private' and 'stateless' are retired.")
 @click.option("--wait-run", "wait_run", type=click.IntRange(min=1), default=18, show_default=True,
               help="Restart attack: run of 0-labels m to wait for before the differing query.")
-@click.option("--probe-offset", "probe_offset", type=float, default=-1.0, show_default=True,
-              help="Restart attack: probe offset z (vote share t_l - z b, b = 2/(eps' T)).")
+@click.option("--probe-offset", "probe_offset", type=float, default=None,
+              help="Restart attack: probe offset z (count lo - z b; b = the threshold noise's scale 2/eps' "
+                   "(paper) or the per-query noise's 1/eps0 (target-charged)). Default: -1 (paper), 2 "
+                   "(target-charged).")
 @click.option("--theta", type=click.IntRange(min=1), default=5, show_default=True,
               help="Restart attack: guess world 0 iff N2 >= theta.")
 @click.option("--queries", type=click.IntRange(min=1), default=None,
-              help="Probe queries per round (default: the round's R).")
+              help="Probe queries per round (default: the round's R); restart attack: the most probes spent "
+                   "waiting.")
 @click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=0.95, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0, show_default=True,
               help="The private learner's epsilon (--mechanism private-learner only).")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
-def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, halting: str, restarts: str,
-          wait_run: int, probe_offset: float, theta: int, queries: int | None, confidence: float, seed: int,
-          epsilon: float, as_json: bool) -> None:
-    """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim."""
+def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, design_name: str | None,
+          halting: str | None, restarts: str | None, wait_run: int, probe_offset: float | None, theta: int,
+          queries: int | None, confidence: float, seed: int, epsilon: float, as_json: bool) -> None:
+    """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim.
+
+    With no design option it audits the product's default design (target-charged)."""
     if mechanism == "private-learner":
         _audit_learner(game, trials, variant, attack, confidence, seed, epsilon, as_json)
         return
     if variant not in VARIANTS:
         raise click.UsageError(f"--variant {variant} applies to --mechanism private-learner only")
-    from adversary_sim.audit.restart import WaitAndTest
-    from adversary_sim.audit.runner import resolve_attacks
+    from adversary_sim.audit.restart import DEFAULT_OFFSET, WaitAndTest
+    from adversary_sim.audit.runner import design_from, resolve_attacks
 
-    adversary = WaitAndTest(m=wait_run, z=probe_offset, theta=theta)
     try:
-        if halting == "noisy" and attack not in ("restart", "halting"):
-            raise ValueError("--halting noisy is supported by the halting and restart attacks only")
-        n_att = len(resolve_attacks(game, [attack], halting, queries, restarts, adversary))
+        design = design_from(design_name, halting, restarts)
+        z = DEFAULT_OFFSET[design.name] if probe_offset is None else probe_offset
+        adversary = WaitAndTest(m=wait_run, z=z, theta=theta)
+        n_att = len(resolve_attacks(game, [attack], design, queries, adversary, variant))
     except NotImplementedError as exc:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    with progress(n_att * 2 * (trials // 2), f"audit {game}/{variant}", unit="game") as bar:
-        out = run_audit(game, variant, [attack], trials, seed, halting=halting, restarts=restarts,
-                        adversary=adversary, confidence=confidence, queries=queries, progress=bar.update)
+    with progress(n_att * 2 * (trials // 2), f"audit {game}/{variant}/{design.name}", unit="game") as bar:
+        out = run_audit(game, variant, [attack], trials, seed, design=design, adversary=adversary,
+                        confidence=confidence, queries=queries, progress=bar.update)
     if as_json:
         emit_json(out)
         return
@@ -106,8 +113,8 @@ def _fmt(x: Any) -> str:
 
 
 def _print_human(out: dict[str, Any]) -> None:
-    click.echo(f"audit: {out['game']} game, variant {out['variant']}, {out['trials']} games "
-               f"({out['trials_per_world']} per world), confidence {out['confidence']:.2f}")
+    click.echo(f"audit: {out['game']} game, design {out['design']}, variant {out['variant']}, {out['trials']} "
+               f"games ({out['trials_per_world']} per world), confidence {out['confidence']:.2f}")
     click.echo(f"{'attack':>9} {'claimed':>10} {'kind':>12} {'lower bound':>12} {'FPR':>7} {'FNR':>7}  verdict")
     for r in out["attacks"]:
         verdict = "CAUGHT (bound above claim)" if r["caught"] else "consistent with the claim"

@@ -273,6 +273,14 @@ def report_queries(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], li
 # -- audits ------------------------------------------------------------------------------------------
 
 
+def _design(o: Obj) -> str:
+    """The audited design's name (records before the two designs carry only halting/restarts)."""
+    if o.get("design"):
+        return str(o["design"])
+    h, rs = o.get("halting", "paper"), o.get("restarts", "per-top")
+    return "paper" if (h, rs) == ("paper", "per-top") else f"{h}+{rs}"
+
+
 def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], list[Path]]:
     plt = _plt()
     rows = []
@@ -283,9 +291,9 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
                          a.get("claimed_kind", o.get("claimed_kind", "proven")),
                          a.get("epsilon_lower_bound", o.get("epsilon_lower_bound")),
                          a.get("caught", o.get("caught")), a, o))
-    order = {"real": 0, "no-noise": 1, "majority-relabel": 2, "no-halt-limit": 3}
-    rows.sort(key=lambda r: (r[0] != "training", r[2], order.get(r[1], 9),
-                             (r[8].get("halting", "paper"), r[8].get("restarts", "per-top")) != ("paper", "per-top")))
+    order = {"real": 0, "no-noise": 1, "majority-relabel": 2, "no-halt-limit": 3, "charged-c": 4,
+             "deterministic-halting": 5}
+    rows.sort(key=lambda r: (r[0] != "training", r[2], _design(r[8]) != "paper", order.get(r[1], 9)))
     files: list[Path] = []
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows) + 2), 4.8))
     xs = range(len(rows))
@@ -311,9 +319,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
     ax.set_xticks(list(xs))
     labels = []
     for r in rows:
-        h, rs = r[8].get("halting", "paper"), r[8].get("restarts", "per-top")
-        design = "" if (h, rs) == ("paper", "per-top") else f"\n{h}+{rs}"
-        labels.append(f"{r[0]}\n{r[1]}\n{r[2]}{design}")
+        labels.append(f"{r[0]}\n{r[1]}\n{r[2]}\n{_design(r[8])}")
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel("epsilon")
     ax.set_title("audit: empirical lower bound (red: above the claim) vs claimed epsilon")
@@ -334,8 +340,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
             w = (e[1] - e[0]) if len(e) > 1 else 1.0
             ax.bar(mids, h["world0"], width=w, alpha=0.6, label="world 0")
             ax.bar(mids, h["world1"], width=w, alpha=0.6, label="world 1")
-            h = r[8].get("halting", "paper")
-            ax.set_title(f"{r[0]}/{r[1]}/{r[2]}" + ("" if h == "paper" else f"/{h}"), fontsize=8)
+            ax.set_title(f"{r[0]}/{r[1]}/{r[2]}/{_design(r[8])}", fontsize=8)
             ax.tick_params(labelsize=7)
         for k in range(n, nrows * cols):
             axes[k // cols][k % cols].axis("off")
@@ -344,14 +349,12 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
         files.append(_save(fig, out / f"{stem}-scores.png"))
 
     lines = [f"## {stem}: privacy audit", "",
-             "| game | variant | attack | claimed epsilon | kind | lower bound | trials | verdict |",
-             "|---|---|---|---:|---|---:|---:|---|"]
+             "| game | design | variant | attack | claimed epsilon | kind | lower bound | trials | verdict |",
+             "|---|---|---|---|---:|---|---:|---:|---|"]
     for r in rows:
         o = r[8]
         verdict = "**caught**: bound above the claim" if r[6] else "consistent with the claim"
-        h = o.get("halting", "paper")
-        att = r[2] if h == "paper" else f"{r[2]} (halting {h})"
-        lines.append(f"| {r[0]} | {r[1]} | {att} | {_fmt(r[3])} | {r[4]} | {_fmt(r[5])} | "
+        lines.append(f"| {r[0]} | {_design(o)} | {r[1]} | {r[2]} | {_fmt(r[3])} | {r[4]} | {_fmt(r[5])} | "
                      f"{o.get('trials', '-')} | {verdict} |")
     conf = {o.get("confidence") for o in objs}
     lines += ["", f"Lower bounds hold with confidence {', '.join(_fmt(c, 2) for c in conf)} (Clopper-Pearson, "

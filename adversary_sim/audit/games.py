@@ -1,25 +1,29 @@
 """The adversaries of the audit: each plays the game of Definition 3.4 / Figure 1 against the engine
 (paper: Naor, Nissim, Stemmer, Yan 2023) many times with fresh randomness and returns one score per
-trial; ``adversary_sim.audit.stats`` turns the scores of the two worlds into an epsilon lower bound.
+game; ``adversary_sim.audit.stats`` turns the scores of the two worlds into an epsilon lower bound.
 
 Figure 1, in short: the adversary B picks two training sets that differ in at most one example; if
 they are equal (Flag = 0) it may later pick two query streams that differ in one query, and it never
 sees the answer to that differing query. The view is B's randomness and the predictions. The
 predictor is (eps, delta)-private if the views of world 0 and world 1 are (eps, delta)-close.
 
-Every attack fixes a small *nominal configuration* (a schedule and a training-set size n, for which
-the planner's certificate is weak but finite) and a deterministic strategy. The key design choice
-for auditing with few trials: lambda = 1 (every chunk classifier is trained on one example, so it is
-the constant function of that example's label and the vote share is exactly #ones / T whatever the
-random chunking). The adversary then controls the vote share to the single vote, which is the worst
-case the proof must cover (Definition 3.4 quantifies over all training sets).
+Every attack runs against one of the engine's two designs (``engine.design``: target-charged, the
+default, or the paper's) on a small *nominal configuration* per design (a schedule and a
+training-set size n for which the planner's certificate is weak but finite) with a deterministic
+strategy. The key choice for auditing with few games: lambda = 1 (every chunk classifier is trained
+on one example, so it is the constant function of that example's label and the vote count is
+exactly the number of ones, whatever the random chunking). The adversary then controls the count to
+the single vote, the worst case the proof must cover (Definition 3.4 quantifies over all training
+sets).
 
 Training-set game (Flag = 1):
-  * ``flip``: S^0 has k0 ones and S^1 is S^0 with the label of the point nearest the boundary
-    flipped, so the vote share is k0/T or (k0+1)/T, and t_l lies half a vote between them. B probes
-    one point for the whole round and scores the view with the likelihood ratio of
-    ``adversary_sim.audit.probe``. Catches ``no-noise`` (the first answer decides) and
-    ``no-halt-limit`` (thousands of tops instead of c).
+  * ``flip``: S^0 has k0 = lo - 1 ones and S^1 is S^0 with the label of the point nearest the
+    boundary flipped, so the count is lo - 1 or lo: every vote sits on the band's lower edge. B
+    probes one point for the whole round and scores the view with its exact likelihood ratio
+    (``adversary_sim.audit.probe``). Against target-charged each query is then randomized response at
+    level eps0 and the round ends at about c tops (note target_charging.md section 3.3); the
+    configuration (``edge_round``) halts at the hard cap c, the worst case of Lemma TC. Catches
+    ``no-noise``, ``no-halt-limit`` and ``charged-c``.
   * ``relabel``: S-hat's labeled points sit at 0 (label 0) and 1 (label 1) with a gap; the canary
     sits in the gap (label 0 or 1). B's round-1 queries all lie in the gap left of the canary, so
     LabelBoost's relabeling of D-hat -- hence all of S_2 and every round-2 answer -- depends on
@@ -30,14 +34,15 @@ Query game (Flag = 0):
   * ``chain``: the differing query is the first of round 1: x^0 = -1 (relabeled 0) or x^1 = 2
     (relabeled 1); the other R - 1 queries are fixed so that S_2 (= all of D-hat, relabeled) holds
     k0 or k0 + 1 ones. B then probes round 2 as in ``flip``. This tests the later-round part of the
-    query chain (Claim E.6's steps 1-6), not the in-round channels. Catches ``no-noise`` and
-    ``no-halt-limit``.
+    query chain (Claim E.6's steps 1-6), not the in-round channels.
   * ``halting``: issue 8 / query_privacy.md section 1: x^0 = 0 (far from the boundary, answered L)
-    or x^1 = 1/2 (split vote, a top), then c - 1 queries at 1/2 and one at 0. In world 1 the c-th
-    top fails the round and the last query is refused. Needs lambda > 1 (a vote that varies with x).
-    Under ``noisy`` halting (``noisy_halting_round``: eps_h = 1, c0 = 10, hard cap 177) B sends
-    split-vote queries up to the hard cap and scores the halting time; the held-out threshold is
-    the sweep over the number k of follow-up tops (``fixed_k_scores``: the single test k = c0 - 1).
+    or x^1 = 1/2 (split vote, a top). Paper: then c - 1 queries at 1/2 and one at 0; in world 1 the
+    c-th top fails the round and the last query is refused. Target-charged (noisy halting): B sends
+    split-vote queries up to the hard cap and scores the halting time; the held-out threshold is the
+    sweep over the number k of follow-up tops (``fixed_k_scores``: the single test k = c0 - 1).
+    Catches the paper's halting and ``deterministic-halting``.
+  * ``restart``: the wait-and-test adversary of ``adversary_sim.audit.restart``. Catches the paper's
+    per-top restarts; cannot work against target-charged, which has no threshold noise.
 """
 
 from __future__ import annotations
@@ -47,78 +52,128 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.audit.fastbt import run_batch
-from adversary_sim.audit.probe import ProbeLLR
-from adversary_sim.audit.restart import Game, WaitAndTest
+from adversary_sim.audit.fastbt import BulkNoise, run_batch
+from adversary_sim.audit.probe import PaperLLR, Scorer, TctLLR, edge_law, exact_epsilon, preregistered_test
+from adversary_sim.audit.restart import DEFAULT_OFFSET, Game, WaitAndTest
 from adversary_sim.audit.restart import play as restart_play
 from adversary_sim.audit.variants import Variant
 from engine.concepts import ConceptClass, Thresholds
+from engine.design import DEFAULT, PAPER, Design, noise_plan
 from engine.phases import Phase
-from engine.planner.fill import fill_tests
+from engine.planner import above_threshold as at
 from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
 Progress = Callable[[int], None]
-CHUNK = 500
-"""Trials whose views are held in memory at once."""
+CHUNK = 4096
+"""Games whose views are held in memory at once."""
 
 # -- nominal configurations ------------------------------------------------------------------------
 
 AUDIT_T = 4000
 K0 = 1199
-"""Ones in the world-0 training set of ``flip`` (and in S_2 of ``chain``): vote share K0/T, with the
-lower threshold t_l = (K0 + 1/2)/T half a vote above it (gamma = 1/2 - t_l)."""
+"""Ones in the world-0 training set of ``flip`` (paper) and in S_2 of ``chain``: count K0, with the
+lower threshold lo = K0 + 1 (gamma = 1/2 - (K0 + 1/2)/T)."""
+TCT_EPS0 = 0.01
+"""eps0 of the target-charged main round: small, so that its chains stay under what a few thousand
+games can show (training 2.0, queries 6.1); the round-1 count (600, 6 noise scales below lo) gives
+about 5 tops in 4 000 queries, far below c0."""
+TCT_HALT_EPS = 1.0
+TCT_C0 = 80
+"""c0 of the main round: the adversaries' round-1 traffic (~5 tops) halts with probability 2e-5."""
+CAP_TAIL = 1e-11
+"""P[the hard cap binds before the halting test fires] of the target-charged rounds (Lemma Cap)."""
 
 
-def main_round(T: int = AUDIT_T, k0: int = K0, c: int = 1) -> RoundSpec:
-    """The audit round: lambda = 1, R = m_D = T (S_{i+1} is all of D-hat), S-hat = T/10, c = 1,
-    eps' = 0.9, band chosen so that t_l = (k0 + 1/2)/T."""
-    return RoundSpec(T=T, lam=1, R=T, c=c, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=T // 10, m_D=T,
-                     gamma=0.5 - (k0 + 0.5) / T, beta=0.05)
+def gap(k0: int, T: int) -> float:
+    """gamma that puts the lower threshold half a vote above k0: lo = ceil(k0 + 1/2) = k0 + 1."""
+    return 0.5 - (k0 + 0.5) / T
 
 
-def halting_round(c: int = 2) -> RoundSpec:
-    """The halting attack's round (lambda = 10: the vote varies with x; R = 100 000 >> c)."""
-    return RoundSpec(T=1000, lam=10, R=100_000, c=c, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=1000,
+def main_round(design: Design = DEFAULT, T: int = AUDIT_T, k0: int = K0) -> RoundSpec:
+    """The audit's main round (relabel, chain; flip under the paper's design): lambda = 1, R = m_D = T
+    (S_{i+1} is all of D-hat), S-hat = T/10, lower threshold lo = k0 + 1.
+    paper: c = 1, eps' = 0.9, delta' = 1e-9 (as in earlier audits).
+    target-charged: eps0 = 0.01, noisy halting eps_h = 1, c0 = 80, hard cap c = c0 + the margin that
+    the cap binds first with probability <= 1e-11 (181)."""
+    base = RoundSpec(T=T, lam=1, R=T, c=1, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=T // 10, m_D=T,
+                     gamma=gap(k0, T), beta=0.05)
+    if design == PAPER:
+        return base
+    return dataclasses.replace(base, eps_bt=TCT_EPS0, delta_bt=None, c=TCT_C0 + _margin(TCT_HALT_EPS),
+                               halt_eps=TCT_HALT_EPS, halt_threshold=TCT_C0)
+
+
+@lru_cache(maxsize=8)
+def _margin(eps_h: float) -> int:
+    return at.at_margin(eps_h, CAP_TAIL)
+
+
+EDGE_T = 1000
+EDGE_K0 = 299
+EDGE_EPS0 = 0.15
+EDGE_C = 3
+EDGE_HALT_EPS = float(1 << 20)
+"""eps_h of the edge round: the halting test (c0 = c) without noise (scales 2^-18 and 2^-19 counts:
+every draw is 0), so the round ends at exactly its c-th top, the worst case Lemma TC covers (the test
+costs nothing on the training side), and the view's law is exactly ``probe.edge_law``."""
+
+
+def edge_round() -> RoundSpec:
+    """The target-charged round of the band-edge attack (``flip``): eps0 = 0.15, hard cap c = 3, the
+    halting test at c0 = c without noise (eps_h = 2^20); T = 1000, lambda = 1, R = 2000 queries (what a round
+    without a cap answers), lo = 300. Lemma TC claims 5.01 for its round (delta 1e-6); charging only
+    c steps would claim 0.45."""
+    return RoundSpec(T=EDGE_T, lam=1, R=2 * EDGE_T, c=EDGE_C, eps_bt=EDGE_EPS0, delta_bt=None, alpha=0.2,
+                     m_S=EDGE_T // 10, m_D=EDGE_T, gamma=gap(EDGE_K0, EDGE_T), beta=0.05,
+                     halt_eps=EDGE_HALT_EPS, halt_threshold=EDGE_C)
+
+
+def halting_round(design: Design = PAPER) -> RoundSpec:
+    """The halting attack's round (lambda = 10: the vote varies with x; R = 100 000 >> c).
+    paper: c = 2. target-charged: noisy halting with eps_h = 1, c0 = 10 and hard cap
+    c = c0 + 1 + ceil((8/eps_h) ln(1/1e-9)) = 177 (query_privacy.md section 3.2)."""
+    base = RoundSpec(T=1000, lam=10, R=100_000, c=2, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=1000,
                      m_D=10_000, gamma=0.2005, beta=0.05)
+    if design == PAPER:
+        return base
+    return dataclasses.replace(base, delta_bt=None, c=HALT_C0 + 1 + 166, halt_eps=HALT_EPS,
+                               halt_threshold=HALT_C0)
 
 
 HALT_EPS = 1.0
-"""eps_h of the halting attack's noisy configuration: large enough that the audit can resolve it."""
+"""eps_h of the halting attack's target-charged round: large enough that the audit can resolve it."""
 HALT_C0 = 10
-"""c0 of the halting attack's noisy configuration (the noisy threshold on the round's top count)."""
-HALT_DELTA_CAP = 1e-9
-"""delta_cap of the halting attack's noisy configuration (query_privacy.md section 3.2)."""
+"""c0 of the halting attack's target-charged round."""
 
 
-def noisy_halting_round(eps_h: float = HALT_EPS, c0: int = HALT_C0,
-                        delta_cap: float = HALT_DELTA_CAP) -> RoundSpec:
-    """The halting attack's round under ``noisy`` halting (query_privacy.md sections 3.2 and 4):
-    AboveThreshold on the round's top count with threshold c0 and privacy eps_h, hard cap
-    c = c0 + 1 + g_high with g_high = ceil((8/eps_h) ln(1/delta_cap)) (177 for the defaults);
-    R = 100 000 >> c, so the adversary can spend every top up to the cap."""
-    g_high = math.ceil(8.0 / eps_h * math.log(1.0 / delta_cap))
-    return dataclasses.replace(halting_round(c0 + 1 + g_high), halt_eps=eps_h, halt_threshold=float(c0))
+def restart_round(design: Design = PAPER) -> RoundSpec:
+    """The restart attack's round (query_privacy.md section 4, audit B): c = 2000, alpha = 0.05,
+    eps' = 1/(3 sqrt(c ln(2/delta))), delta' = delta/(2c) (delta = 1e-6), T = 1.2 T_min of Lemma C.3's
+    gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
+    game uses). target-charged: the same round with eps0 = eps', noisy halting eps_h = 0.1, c0 = 1000
+    under the hard cap c."""
+    from engine.planner import bt as planner_bt
+
+    c, delta, R = 2000, 1e-6, 100_000_000
+    eps = 1.0 / (3.0 * math.sqrt(c * math.log(2.0 / delta)))
+    dbt = delta / (2 * c)
+    T = math.ceil(1.2 * planner_bt.min_t(0.05, eps, dbt))
+    spec = RoundSpec(T=T, lam=1, R=R, c=c, eps_bt=eps, delta_bt=dbt, alpha=0.05, m_S=T // 10, m_D=T, beta=0.05)
+    if design == PAPER:
+        return spec
+    return dataclasses.replace(spec, delta_bt=None, halt_eps=0.1, halt_threshold=1000)
 
 
-def make_schedule(spec: RoundSpec, halting: str = "paper", restarts: str = "per-top") -> Schedule:
-    """One round, repeated. ``halting='never'`` raises c to R + 1; ``halting='noisy'`` needs a spec
-    with halt_eps and halt_threshold; ``restarts='private'`` adds the default design's restart test
-    in its one-block form (``engine.planner.fill``) when the spec has none."""
-    if halting not in ("paper", "never", "noisy"):
-        raise ValueError(f"halting policy {halting!r} is not supported by the audit")
-    if restarts not in ("per-top", "private", "stateless"):
-        raise ValueError(f"restart policy {restarts!r} is not supported by the audit")
-    if halting == "never":  # c > R: no round can fail, even if every query is a top
-        spec = dataclasses.replace(spec, c=max(spec.c, spec.R + 1))
-    if restarts == "private":
-        spec = fill_tests(spec, "never", "private")
-    return Schedule((spec,), repeat_last=True, halting=halting, restarts=restarts)  # type: ignore[arg-type]
+def make_schedule(spec: RoundSpec, design: Design = DEFAULT) -> Schedule:
+    """One round, repeated."""
+    return Schedule((spec,), repeat_last=True, design=design)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +201,13 @@ class Attack(abc.ABC):
     summary: ClassVar[str]
     catches: ClassVar[tuple[str, ...]]
     """Broken variants this adversary is designed to expose."""
+    scope: ClassVar[str] = "chain"
+    """What the claim covers: "round" (the view is one round's answers: its (E, Delta) from certify),
+    "chain" (the whole training or query chain) or "in-round" (Theorem Q's in-round step)."""
 
-    def __init__(self, halting: str = "paper", queries: int | None = None, restarts: str = "per-top") -> None:
-        self.halting = halting
+    def __init__(self, design: Design = DEFAULT, queries: int | None = None) -> None:
+        self.design = design
         self.queries = queries
-        self.restarts = restarts
 
     @abc.abstractmethod
     def scenario(self) -> Scenario:
@@ -161,94 +218,100 @@ class Attack(abc.ABC):
              progress: Progress | None = None) -> NDArray[np.float64]:
         """Play ``trials`` games in world ``world`` against variant ``v``; one score per game."""
 
+    def preregistered(self, per_world: int, delta: float, alpha: float) -> dict[str, Any] | None:
+        """A test fixed before any game (threshold, direction), when the attack has one."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {"attack": self.name, "game": self.game, "summary": self.summary,
-                "designed_to_catch": list(self.catches)}
-
-    # shared helpers
+                "designed_to_catch": list(self.catches), "design": self.design.name, "claim_scope": self.scope}
 
     def _engine(self, v: Variant) -> tuple[ConceptClass, Schedule]:
         sc = self.scenario()
         return v.concept(sc.concept), v.schedule(sc.schedule)
 
 
-def _probe_scores(
-    predictors: Callable[[int], Predictor],
-    trials: int,
-    v: Variant,
-    llr: ProbeLLR,
-    spec: RoundSpec,
-    queries: int,
-    probe_x: float,
-    rng: np.random.Generator,
-    progress: Progress | None,
-) -> NDArray[np.float64]:
-    """Probe ``probe_x`` ``queries`` times in the current round of each trial's predictor and score
-    the labels. Through ``Predictor.answer``, or (variants with ``fast_probe``) by reading the
-    trial's vote share from its ensemble and replaying the round with ``fastbt``."""
-    out = np.empty(trials)
-    xs = np.full(queries, probe_x)
-    for lo in range(0, trials, CHUNK):
-        hi = min(trials, lo + CHUNK)
-        if v.fast_probe:
-            q = np.empty(hi - lo)
-            for i in range(lo, hi):
-                p = predictors(i)
-                q[i - lo] = float(p.ensemble.votes(np.asarray([probe_x]))[0]) / p.spec.T
-                if progress is not None:
-                    progress(1)
-            c = None if spec.c >= (1 << 61) else spec.c
-            labels = run_batch(q, queries, eps_bt=spec.eps_bt, T=spec.T, band=spec.band, c=c, rng=rng).labels
-        else:
-            labels = np.empty((hi - lo, queries), dtype=np.int8)
-            for i in range(lo, hi):
-                p = predictors(i)
-                res = p.answer(xs)
-                if res.consumed != queries:
-                    raise RuntimeError("the probe round ended early: probe at most R queries")
-                labels[i - lo] = res.labels
-                if progress is not None:
-                    progress(1)
-        out[lo:hi] = llr.scores(labels)
-    return out
+def _probe_fast(plan_design: Design, spec: RoundSpec, counts: NDArray[np.int64], queries: int,
+                rng: np.random.Generator) -> NDArray[np.int8]:
+    """Probe labels of games whose probe count is ``counts``, replayed by ``fastbt`` (bulk noise)."""
+    plan = noise_plan(plan_design, spec)
+    return run_batch(plan_design, plan, counts, queries, BulkNoise(plan_design, plan, counts.size, rng)).labels
+
+
+def _scorer(design: Design, spec: RoundSpec, k0: int, queries: int) -> Scorer:
+    plan = noise_plan(design, spec)
+    if design.target_charged:
+        return TctLLR.build(k0, k0 + 1, plan)
+    return PaperLLR.build(k0, k0 + 1, plan, queries)
 
 
 class FlipAttack(Attack):
     name = "flip"
     game = "training"
     tag = 11
-    summary = ("S^1 = S^0 with the label of the point nearest the boundary flipped (vote share k0/T vs "
-               "(k0+1)/T across t_l); probe one point for the whole round; likelihood-ratio score")
-    catches = ("no-noise", "no-halt-limit")
+    summary = ("every vote on the band's lower edge: S^1 = S^0 with the label of the point nearest the "
+               "boundary flipped (count lo - 1 vs lo); probe one point for the whole round; exact "
+               "likelihood-ratio score")
+    catches = ("no-noise", "no-halt-limit", "charged-c")
+    scope = "round"
+
+    @property
+    def k0(self) -> int:
+        return EDGE_K0 if self.design.target_charged else K0
 
     def scenario(self) -> Scenario:
-        spec = main_round()
-        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
+        spec = edge_round() if self.design.target_charged else main_round(PAPER)
+        return Scenario(make_schedule(spec, self.design), spec.labeled_size, Thresholds())
 
     def data(self, world: int, seed: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
         n = self.scenario().n
         x = np.sort(np.random.default_rng([seed, self.tag]).random(n))
         y = np.zeros(n, dtype=np.int8)
-        y[n - K0 :] = 1
+        y[n - self.k0 :] = 1
         if world == 1:
-            y[n - K0 - 1] = 1  # the zero nearest the boundary, flipped
+            y[n - self.k0 - 1] = 1  # the zero nearest the boundary, flipped
         return x, y
+
+    def probe_queries(self) -> int:
+        nominal = self.scenario().schedule.rounds[0]
+        return min(self.queries or nominal.R, nominal.R)  # a probe round answers at most R queries
 
     def play(self, v: Variant, world: int, trials: int, seed: int,
              progress: Progress | None = None) -> NDArray[np.float64]:
+        """The count at the probe is read from the world's predictor: with lambda = 1 and n = |S_1| it
+        is the training set's number of ones whatever the seed, so the games differ only in the round's
+        noise, which ``fastbt`` draws game by game with the engine's sampler (a test ties fastbt to
+        ``Predictor.answer`` outcome for outcome)."""
         concept, sched = self._engine(v)
-        nominal = self.scenario().schedule.rounds[0]
-        k = min(self.queries or nominal.R, nominal.R)  # a probe round answers at most R queries
+        k = self.probe_queries()
         x, y = self.data(world, seed)
-        seeds = trial_seeds(seed, self.tag, world, trials)
-        llr = ProbeLLR.build(K0 / nominal.T, (K0 + 1) / nominal.T, band=nominal.band, eps_bt=nominal.eps_bt,
-                             T=nominal.T, queries=k)
-
-        def predictor(i: int) -> Predictor:
-            return Predictor.create(concept, sched, x, y, seed=seeds[i])
-
+        p = Predictor.create(concept, sched, x, y, seed=trial_seeds(seed, self.tag, world, 1)[0])
+        count = int(p.ensemble.votes(np.asarray([0.5]))[0])
+        scorer = _scorer(self.design, self.scenario().schedule.rounds[0], self.k0, k)
         rng = np.random.default_rng([seed, self.tag, world, 1])
-        return _probe_scores(predictor, trials, v, llr, sched.rounds[0], k, 0.5, rng, progress)
+        out = np.empty(trials)
+        for lo in range(0, trials, CHUNK):
+            hi = min(trials, lo + CHUNK)
+            labels = _probe_fast(sched.design, sched.rounds[0], np.full(hi - lo, count, np.int64), k, rng)
+            out[lo:hi] = scorer.scores(labels)
+            if progress is not None:
+                progress(hi - lo)
+        return out
+
+    def preregistered(self, per_world: int, delta: float, alpha: float) -> dict[str, Any] | None:
+        """target-charged: "fewer than k L answers" with k chosen from the exact law of the view when the
+        round ends at its hard cap (``probe.preregistered_test``)."""
+        if not self.design.target_charged:
+            return None
+        plan = noise_plan(self.design, self.scenario().schedule.rounds[0])
+        law = edge_law(plan, self.k0, self.k0 + 1)
+        thr, k, expected = preregistered_test(law, per_world, delta, alpha)
+        return {"threshold": thr, "direction": 1, "k": k, "expected_bound": expected,
+                "exact_epsilon_of_view": exact_epsilon(law, delta),
+                "note": (f"guess world 1 iff fewer than k = {k} L answers; k maximizes the bound expected "
+                         "from this many games under the view's exact law (round ended by its c-th top), "
+                         "chosen before any game: every game counts. exact_epsilon_of_view: the epsilon "
+                         "this view attains at the claim's delta, what infinitely many games would show")}
 
 
 class RelabelAttack(Attack):
@@ -260,8 +323,8 @@ class RelabelAttack(Attack):
     catches = ("majority-relabel",)
 
     def scenario(self) -> Scenario:
-        spec = main_round()
-        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
+        spec = main_round(self.design)
+        return Scenario(make_schedule(spec, self.design), spec.labeled_size, Thresholds())
 
     @staticmethod
     def data(world: int, n: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
@@ -297,12 +360,13 @@ class ChainAttack(Attack):
     game = "query"
     tag = 21
     summary = ("differing first query of round 1 (x0 = -1 relabeled 0, x1 = 2 relabeled 1) shifts "
-               "S_2's ones from k0 to k0+1 across round 2's t_l; probe round 2; likelihood-ratio score")
+               "S_2's ones from k0 to k0+1 across round 2's lower threshold; probe round 2; "
+               "likelihood-ratio score")
     catches = ("no-noise", "no-halt-limit")
 
     def scenario(self) -> Scenario:
-        spec = main_round()
-        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
+        spec = main_round(self.design)
+        return Scenario(make_schedule(spec, self.design), spec.labeled_size, Thresholds())
 
     @staticmethod
     def data(n: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
@@ -322,20 +386,34 @@ class ChainAttack(Attack):
         x, y = self.data(self.scenario().n)
         seeds = trial_seeds(seed, self.tag, world, trials)
         queries = self.round1(world, sched.rounds[0].R)
-        llr = ProbeLLR.build(K0 / nominal.T, (K0 + 1) / nominal.T, band=nominal.band, eps_bt=nominal.eps_bt,
-                             T=nominal.T, queries=k)
-
-        def predictor(i: int) -> Predictor:
-            p = Predictor.create(concept, sched, x, y, seed=seeds[i])
-            p.answer(queries)  # the adversary ignores round 1's answers (and never sees the first)
-            if p.phase is Phase.TRANSITION_DUE:
-                p.transition()
-            return p
-
-        rng = np.random.default_rng([seed, self.tag, world, 1])
+        scorer = _scorer(self.design, nominal, K0, k)
         spec2 = sched.spec(2)
         assert spec2 is not None
-        return _probe_scores(predictor, trials, v, llr, spec2, k, 0.5, rng, progress)
+        rng = np.random.default_rng([seed, self.tag, world, 1])
+        probe = np.full(k, 0.5)
+        out = np.empty(trials)
+        for lo in range(0, trials, CHUNK):
+            hi = min(trials, lo + CHUNK)
+            labels = np.empty((hi - lo, k), dtype=np.int8)
+            counts = np.empty(hi - lo, dtype=np.int64)
+            for i in range(lo, hi):
+                p = Predictor.create(concept, sched, x, y, seed=seeds[i])
+                p.answer(queries)  # the adversary ignores round 1's answers (and never sees the first)
+                if p.phase is Phase.TRANSITION_DUE:
+                    p.transition()
+                if v.fast_probe:
+                    counts[i - lo] = int(p.ensemble.votes(probe[:1])[0])
+                else:
+                    res = p.answer(probe)
+                    if res.consumed != k:
+                        raise RuntimeError("the probe round ended early: probe at most R queries")
+                    labels[i - lo] = res.labels
+                if progress is not None:
+                    progress(1)
+            if v.fast_probe:
+                labels = _probe_fast(sched.design, spec2, counts, k, rng)
+            out[lo:hi] = scorer.scores(labels)
+        return out
 
 
 class HaltingAttack(Attack):
@@ -344,18 +422,19 @@ class HaltingAttack(Attack):
     tag = 22
     summary = ("issue 8 / query_privacy.md section 1: hidden x0 = 0 (L) or x1 = 1/2 (top), then c-1 "
                "queries at 1/2 and one at 0; world 1 has spent c tops, so the last query is refused")
-    catches = ("real with c < R (paper halting)",)
+    catches = ("paper's halting at c", "deterministic-halting")
+    scope = "in-round"
 
     BUDGET = 2
     """The c of the paper configuration, which the adversary's strategy is built on."""
 
     def scenario(self) -> Scenario:
-        spec = noisy_halting_round() if self.halting == "noisy" else halting_round(self.BUDGET)
-        return Scenario(make_schedule(spec, self.halting, self.restarts), spec.labeled_size, Thresholds())
+        spec = halting_round(self.design)
+        return Scenario(make_schedule(spec, self.design), spec.labeled_size, Thresholds())
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        if self.halting == "noisy":
+        if self.design.target_charged:
             spec = self.scenario().schedule.rounds[0]
             d["summary"] = (
                 "issue 8 / query_privacy.md sections 1 and 3.2, against noisy halting: hidden x0 = 0 (L) "
@@ -366,36 +445,9 @@ class HaltingAttack(Attack):
             d["adversary"] = {"follow_ups": spec.c, "fixed_k": int(spec.halt_threshold or 0) - 1}
         return d
 
-    def claim_override(self, cert: Any, delta: float) -> dict[str, Any] | None:
-        """Under noisy halting with per-top restarts Theorem Q does not apply (the restart channel is
-        open; the restart attack covers it), so the claim is the halting step alone: AboveThreshold's
-        (eps_h, (1 + e^eps_h) delta_cap) (query_privacy.md section 3.2)."""
-        if self.halting != "noisy" or self.restarts != "per-top":
-            return None
-        spec = self.scenario().schedule.rounds[0]
-        eps_h = float(spec.halt_eps or 0.0)
-        d_cap, src = HALT_DELTA_CAP, "design target"
-        try:  # the planner's halting-only step (stateless restarts contribute nothing)
-            from engine.planner.query_side import in_round
-
-            ir = in_round(spec, "noisy", "stateless")
-            if ir.valid and math.isfinite(ir.epsilon):
-                eps_h, d_cap, src = float(ir.eps_h), float(ir.delta_cap_h), "engine.planner (Lemma Cap)"
-        except Exception:  # the planner is being extended: fall back to the design's numbers
-            pass
-        return {"claimed_epsilon": eps_h, "claimed_delta": (1.0 + math.exp(eps_h)) * d_cap,
-                "claimed_kind": "in-round (noisy halting, AboveThreshold)",
-                "claimed_epsilon_proven": eps_h,
-                "claim_note": (f"claimed: the halting step of the in-round query cost, eps_h = {eps_h:g} "
-                               f"with delta (1 + e^eps_h) delta_cap, delta_cap = {d_cap:.3g} ({src}); "
-                               "certify gives no query epsilon for this configuration "
-                               f"({cert.queries_reason}): the round keeps per-top restarts, whose channel "
-                               "this adversary does not use (see the restart attack). The full chain adds "
-                               "the later rounds' LabelBoost steps (query_privacy.md section 4, item 3)")}
-
     def _queries(self, world: int, follow_ups: int) -> NDArray[np.float64]:
         first = 0.5 if world == 1 else 0.0
-        if self.halting == "noisy":  # the sweep: split-vote queries up to the hard cap (the round halts)
+        if self.design.target_charged:  # the sweep: split-vote queries up to the hard cap (the round halts)
             return np.concatenate([[first], np.full(follow_ups, 0.5)])
         return np.concatenate([[first], np.full(self.BUDGET - 1, 0.5), [0.0]])
 
@@ -405,14 +457,14 @@ class HaltingAttack(Attack):
         n = self.scenario().n
         x = np.random.default_rng([seed, self.tag]).random(n)
         y = (x >= 0.5).astype(np.int8)
-        spec = sched.rounds[0]
-        queries = self._queries(world, min(spec.c, spec.R - 1))
+        nominal = self.scenario().schedule.rounds[0]
+        queries = self._queries(world, min(nominal.c, nominal.R - 1))
         seeds = trial_seeds(seed, self.tag, world, trials)
         out = np.empty(trials)
         for i in range(trials):
             p = Predictor.create(concept, sched, x, y, seed=seeds[i])
             labels = p.answer(queries).labels
-            if self.halting == "noisy":
+            if self.design.target_charged:
                 # follow-ups answered F: "the query after k follow-ups is refused" iff F <= k
                 out[i] = -float(np.count_nonzero(labels[1:] >= 0))
             else:
@@ -425,92 +477,46 @@ class HaltingAttack(Attack):
 
     def fixed_k_scores(self, world: int) -> NDArray[np.float64] | None:
         """The single test of the paper adversary with k = c0 - 1 follow-up tops: 1.0 iff the next
-        query is refused (from the games just played; noisy halting only)."""
-        if self.halting != "noisy" or world not in getattr(self, "last_scores", {}):
+        query is refused (from the games just played; target-charged only)."""
+        if not self.design.target_charged or world not in getattr(self, "last_scores", {}):
             return None
         k = int(self.scenario().schedule.rounds[0].halt_threshold or 0) - 1
         scores: NDArray[np.float64] = self.last_scores[world]
         return (-scores <= k).astype(np.float64)
 
 
-def restart_round(halting: str = "paper", restarts: str = "per-top") -> RoundSpec:
-    """The restart attack's round (query_privacy.md section 4, audit B): c = 2000, alpha = 0.05,
-    eps' = 1/(3 sqrt(c ln(2/delta))), delta' = delta/(2c) (delta = 1e-6), T = 1.2 T_min of Lemma C.3's
-    gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
-    game uses). Halting "never": c = R + 1; "noisy": eps_h = 0.1, c0 = 1500 under the hard cap c.
-    Restarts "private": eps_r = 1, k0 = 5, k_max = 5 + 166."""
-    from engine.planner import bt as planner_bt
-
-    c, delta, R = 2000, 1e-6, 100_000_000
-    eps = 1.0 / (3.0 * math.sqrt(c * math.log(2.0 / delta)))
-    dbt = delta / (2 * c)
-    T = math.ceil(1.2 * planner_bt.min_t(0.05, eps, dbt))
-    spec = RoundSpec(T=T, lam=1, R=R, c=c, eps_bt=eps, delta_bt=dbt, alpha=0.05, m_S=T // 10, m_D=T, beta=0.05)
-    if halting == "never":
-        spec = dataclasses.replace(spec, c=R + 1)
-    elif halting == "noisy":
-        spec = dataclasses.replace(spec, halt_eps=0.1, halt_threshold=1500.0)
-    elif halting != "paper":
-        raise ValueError(f"unknown halting policy {halting!r}")
-    if restarts == "private":
-        spec = dataclasses.replace(spec, restart_eps=1.0, restart_threshold=5.0, block_cap=5 + 166)
-    elif restarts not in ("per-top", "stateless"):
-        raise ValueError(f"unknown restart policy {restarts!r}")
-    return spec
-
-
 class RestartAttack(Attack):
     name = "restart"
     game = "query"
     tag = 23
-    summary = ("issue 8 / query_privacy.md section 2, 'wait-and-test': probe at t_l - z b; when the run of "
+    summary = ("issue 8 / query_privacy.md section 2, 'wait-and-test': probe at lo - z b; when the run of "
                "0-labels reaches m send hidden x0 (L) or x1 (top: restarts mu under per-top restarts); "
-               "guess world 0 iff the next run N2 >= theta. Played on engine.between_thresholds.run")
-    catches = ("real with restarts per-top",)
+               "guess world 0 iff the next run N2 >= theta. Played on engine.between_thresholds with "
+               "engine.design.RoundNoise")
+    catches = ("paper's per-top restarts",)
+    scope = "in-round"
 
-    def __init__(self, halting: str = "paper", queries: int | None = None, restarts: str = "per-top",
+    def __init__(self, design: Design = DEFAULT, queries: int | None = None,
                  adversary: WaitAndTest | None = None) -> None:
-        super().__init__(halting, queries, restarts)
-        adv = adversary or WaitAndTest()
+        super().__init__(design, queries)
+        adv = adversary or WaitAndTest(z=DEFAULT_OFFSET[design.name])
         if queries is not None:
             adv = dataclasses.replace(adv, max_queries=queries)
         self.adversary = adv
 
     def scenario(self) -> Scenario:
-        spec = restart_round(self.halting, self.restarts)
-        sched = Schedule((spec,), repeat_last=True, halting=self.halting,  # type: ignore[arg-type]
-                         restarts=self.restarts)  # type: ignore[arg-type]
-        return Scenario(sched, spec.labeled_size, Thresholds())
+        spec = restart_round(self.design)
+        return Scenario(make_schedule(spec, self.design), spec.labeled_size, Thresholds())
 
     def describe(self) -> dict[str, Any]:
         a = self.adversary
-        return {**super().describe(), "restarts": self.restarts, "halting": self.halting,
-                "adversary": {"m": a.m, "z": a.z, "theta": a.theta, "max_queries": a.max_queries}}
-
-    def fallback_claim(self, cert: Any, delta: float) -> dict[str, Any]:
-        """The claim when ``certify`` gives no number (proven or conditional) for this design at the
-        nominal round: the paper design's conditional query chain for the same round, flagged."""
-        from engine.planner import certify, in_round_step
-
-        sc = self.scenario()
-        spec = sc.schedule.rounds[0]
-        paper = dataclasses.replace(spec, c=2000, halt_eps=None, halt_threshold=None, restart_eps=None,
-                                    restart_threshold=None, block_cap=None)
-        pc = certify(Schedule((paper,), repeat_last=True, halting="paper", restarts="per-top"), sc.n, "tight", delta)
-        ir = in_round_step(spec, 1, self.halting, self.restarts)
-        return {"claimed_epsilon": pc.epsilon_queries_conditional, "claimed_delta": pc.delta_queries,
-                "claimed_kind": "conditional", "claimed_epsilon_proven": math.inf,
-                "in_round_epsilon": ir.epsilon if ir.valid else math.inf,
-                "claim_note": (f"claimed (conditional, flagged): certify cannot account for "
-                               f"halting={self.halting}, restarts={self.restarts} at this round "
-                               f"({cert.queries_reason}); the number is the paper design's conditional "
-                               "query chain for the same round; the design's in-round step (Theorem Q) is "
-                               + (f"eps = {ir.epsilon:.3g}" if ir.valid else f"not valid: {ir.note}"))}
+        return {**super().describe(), "adversary": {"m": a.m, "z": a.z, "theta": a.theta,
+                                                    "max_queries": a.max_queries}}
 
     def play(self, v: Variant, world: int, trials: int, seed: int,
              progress: Progress | None = None) -> NDArray[np.float64]:
         sched = v.schedule(self.scenario().schedule)
-        g = Game(sched.rounds[0], sched.halting, sched.restarts)
+        g = Game(sched.rounds[0], sched.design)
         out = restart_play(g, self.adversary, world, trials, [seed, self.tag, world], progress)
         self.last_outcomes = getattr(self, "last_outcomes", {})
         self.last_outcomes[world] = out
@@ -524,3 +530,4 @@ ATTACKS: dict[str, dict[str, type[Attack]]] = {
 DEFAULT_ATTACKS = {"training": ("flip", "relabel"), "query": ("chain",)}
 PLANNED_ATTACKS: dict[str, tuple[str, ...]] = {}
 """Named in the CLI, not implemented yet."""
+DESIGNS = {"target-charged": DEFAULT, "paper": PAPER}

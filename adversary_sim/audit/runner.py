@@ -2,14 +2,21 @@
 
 The claim is the planner's certificate (``engine.planner.certify``, tight accounting, delta 1e-6)
 for the attack's *nominal* configuration -- the same schedule and training-set size the games run
-(the broken variants change the engine's inputs, never the claim). For the training-set game the
-claim is ``epsilon_training``. For the query game's in-round attacks (halting, restart) against a
-design that closes both channels, the claim is Theorem Q's in-round step Q0 -- proven, and exactly
-the view those games have. Otherwise the query claim is ``epsilon_queries`` when certified, else
-``epsilon_queries_conditional`` (the chain *if* Claim E.6's in-round step held), flagged as such.
+(the broken variants change the engine's inputs, never the claim; ``charged-c`` changes only the
+claim). Which part of the certificate depends on what the attack's view is (``Attack.scope``):
+  * "round": the view is round 1's answers: the round's step of the training chain, (E, Delta) of
+    Lemma TC (target-charged) or the composed Theorem B instances (paper), then the subsampling of S_1
+    from S (Balle-Barthe-Gaboardi; rate 1 when n = |S_1|);
+  * "chain": the whole training chain (``epsilon_training``), or the query chain
+    (``epsilon_queries`` when certified, else ``epsilon_queries_conditional``: what Claim E.6 would give
+    if its in-round step held, flagged as such);
+  * "in-round": the challenge round's other answers: Theorem Q's in-round step (target-charged,
+    proven); under the paper's design nothing in-round is proven and the conditional query chain is
+    used, flagged.
 
-Confidence: every attack's bound uses Clopper-Pearson limits at alpha / (2 * attacks) per rate, so
-the reported maximum over attacks holds with the stated confidence (Bonferroni).
+Confidence: every attack's bound uses Clopper-Pearson limits, Bonferroni-divided over the attacks of
+a run and over the tests of an attack (the held-out sweep and, when the attack has one, a test fixed
+before any game), so the reported maximum holds with the stated confidence.
 """
 
 from __future__ import annotations
@@ -31,42 +38,112 @@ from adversary_sim.audit.games import (
     RestartAttack,
 )
 from adversary_sim.audit.restart import WaitAndTest
-from adversary_sim.audit.stats import audit_bound, max_bound_for_trials
+from adversary_sim.audit.stats import Bound, audit_bound, bound_at, max_bound_for_trials
+from adversary_sim.audit.variants import Variant
 from adversary_sim.audit.variants import variant as get_variant
+from engine.design import DEFAULT, RETIRED, Design, noise_plan
+from engine.errors import InvalidSchedule
 from engine.planner import Certificate, certify, in_round_step
+from engine.planner import amplification as amp
+from engine.planner import composition as comp
+from engine.planner.chain import exact_rate
 
 GAMES = ("training", "query")
 CLAIM_DELTA = 1e-6
 HIST_BINS = 30
+ROUND_STEPS = ("round composition, round 1", "BT composition, round 1")
+"""certify's step names for round 1's (E, Delta): target-charged, paper."""
 
 
-def resolve_attacks(game: str, names: Sequence[str] | None, halting: str = "paper",
-                    queries: int | None = None, restarts: str = "per-top",
-                    adversary: WaitAndTest | None = None) -> list[Attack]:
+_RESTARTS_OF = {"paper": "per-top", "noisy": "none"}
+_HALTING_OF = {v: k for k, v in _RESTARTS_OF.items()}
+
+
+def design_from(name: str | None = None, halting: str | None = None, restarts: str | None = None) -> Design:
+    """The design an audit runs: named (``target-charged`` or ``paper``) or given by its halting and
+    restart policies (one of them is enough: each design has one of each); the default design when
+    nothing is given. Retired policies are refused with engine.design.RETIRED's reason."""
+    for value in (halting, restarts):
+        if value is not None and value in RETIRED:
+            raise ValueError(RETIRED[value])
+    try:
+        named = Design.named(name) if name is not None else None
+        if halting is None and restarts is None:
+            return named or DEFAULT
+        h = halting if halting is not None else _HALTING_OF.get(str(restarts), str(restarts))
+        r = restarts if restarts is not None else _RESTARTS_OF.get(str(halting), str(halting))
+        d = Design.parse(h, r)
+    except InvalidSchedule as exc:
+        raise ValueError(str(exc)) from None
+    if named is not None and d != named:
+        raise ValueError(f"--design {named.name} contradicts halting {h!r} / restarts {r!r}")
+    return d
+
+
+def resolve_attacks(game: str, names: Sequence[str] | None, design: Design = DEFAULT,
+                    queries: int | None = None, adversary: WaitAndTest | None = None,
+                    variant: str = "real") -> list[Attack]:
     if game not in GAMES:
         raise ValueError(f"unknown game {game!r}; known: {', '.join(GAMES)}")
+    v = get_variant(variant)
+    if design.name not in v.designs:
+        raise ValueError(f"the {variant} variant applies to the {' and '.join(v.designs)} design only")
     known = ATTACKS[game]
-    if not names or list(names) == ["default"]:
-        names = DEFAULT_ATTACKS[game]
-    elif list(names) == ["all"]:
-        names = tuple(known)
+    asked = list(names or ())
+    default = not asked or asked == ["default"]
+    if default:
+        asked = list(DEFAULT_ATTACKS[game])
+    elif asked == ["all"]:
+        asked = list(known)
     out: list[Attack] = []
-    for n in names:
+    for n in asked:
         if n in PLANNED_ATTACKS.get(game, ()):
             raise NotImplementedError(f"attack {n!r} is planned (issue 8) but not implemented yet")
         if n not in known:
             raise ValueError(f"unknown attack {n!r} for the {game} game; known: {', '.join(known)}")
-        if n == "restart":
-            out.append(RestartAttack(halting=halting, queries=queries, restarts=restarts, adversary=adversary))
-            continue
-        if restarts != "per-top" and n != "halting":
-            raise ValueError(f"--restarts {restarts} applies to the halting and restart attacks only")
-        out.append(known[n](halting=halting, queries=queries, restarts=restarts))
+        att: Attack = (RestartAttack(design, queries, adversary) if n == "restart"
+                       else known[n](design, queries))
+        if v.charged_c and att.scope != "round":
+            if default:
+                continue
+            raise ValueError(f"the charged-c variant is a claim about one round: it applies to the flip "
+                             f"attack, not {n!r}")
+        out.append(att)
+    if not out:
+        raise ValueError(f"the {variant} variant applies to none of the {game} game's attacks")
     return out
 
 
-def claim(game: str, cert: Certificate) -> dict[str, Any]:
-    """What the planner claims for this game, and how firmly."""
+def _round_claim(att: Attack, cert: Certificate, v: Variant) -> dict[str, Any]:
+    """Round 1's (E, Delta) from the certificate, subsampled from S at rate |S_1|/n."""
+    sc = att.scenario()
+    spec = sc.schedule.rounds[0]
+    step = next((s for s in cert.steps if s.chain == "training" and s.name in ROUND_STEPS), None)
+    if step is None or not step.valid:
+        return {"claimed_epsilon": math.inf, "claimed_delta": 1.0, "claimed_kind": "none",
+                "claimed_epsilon_proven": math.inf, "claim_note": cert.training_reason}
+    E, Delta = step.epsilon, step.delta
+    lemma = step.lemma
+    note = ""
+    if v.charged_c:
+        plan = noise_plan(sc.schedule.design, spec)
+        eps0 = next(s.epsilon for s in cert.steps if s.name == "per-query mechanism, round 1")
+        E = comp.kov_epsilon(eps0, 0.0, plan.c, Delta)
+        note = (f"BROKEN CLAIM (charged-c): the {plan.c}-fold composition of eps0 = {eps0:.4g} steps at "
+                f"Delta = {Delta:.3g}, i.e. only the c tops charged; Lemma TC's round epsilon is "
+                f"{step.epsilon:.4g}. ")
+        lemma = "K = c (not a lemma: Lemma TC needs K with P[Bin(K, q) <= c - 1] small)"
+    r1 = exact_rate(spec.labeled_size, sc.n)
+    eps, delta = amp.bbg(r1, E, Delta)
+    return {"claimed_epsilon": eps, "claimed_delta": delta,
+            "claimed_kind": "broken (charged-c)" if v.charged_c else "proven",
+            "claimed_epsilon_proven": step.epsilon if v.charged_c else eps,
+            "claim_note": (note + f"claimed: round 1's step of the training chain ({lemma}): "
+                           f"({E:.4g}, {Delta:.3g}), subsampled from S at rate {r1:.3g}; the view is round 1's "
+                           f"answers only. The whole training chain is {cert.epsilon_training:.4g}")}
+
+
+def _chain_claim(game: str, cert: Certificate) -> dict[str, Any]:
     if game == "training":
         return {"claimed_epsilon": cert.epsilon_training, "claimed_delta": cert.delta_training,
                 "claimed_kind": "proven", "claimed_epsilon_proven": cert.epsilon_training,
@@ -82,18 +159,10 @@ def claim(game: str, cert: Certificate) -> dict[str, Any]:
                           "without Claim E.6's in-round step"}
 
 
-IN_ROUND_ATTACKS = ("halting", "restart")
-"""Query-game attacks whose view is the challenge round's other answers: the claim to beat is Theorem
-Q's in-round step Q0 (docs/PRIVACY.md section 5), exact for that view, when the design closes both
-channels."""
-
-
-def in_round_claim(att: Attack, cert: Certificate) -> dict[str, Any] | None:
-    """Theorem Q's in-round step for the attack's nominal round, if it is valid for the design."""
-    if att.name not in IN_ROUND_ATTACKS:
-        return None
+def _in_round_claim(att: Attack, cert: Certificate) -> dict[str, Any] | None:
+    """Theorem Q's in-round step for the attack's nominal round, when the design has one."""
     sched = att.scenario().schedule
-    ir = in_round_step(sched.rounds[0], 1, sched.halting, sched.restarts)
+    ir = in_round_step(sched.design, sched.rounds[0], 1)
     if not ir.valid:
         return None
     chain = (f"the whole query chain is certified at epsilon {cert.epsilon_queries:.4g}"
@@ -101,9 +170,20 @@ def in_round_claim(att: Attack, cert: Certificate) -> dict[str, Any] | None:
              f"the planner certifies no whole query chain for this small round ({cert.queries_reason})")
     return {"claimed_epsilon": ir.epsilon, "claimed_delta": ir.delta,
             "claimed_kind": "proven (in-round step Q0, Theorem Q)", "claimed_epsilon_proven": ir.epsilon,
-            "claim_note": (f"claimed: Theorem Q's in-round step for halting={sched.halting}, "
-                           f"restarts={sched.restarts}: ({ir.epsilon:.4g}, {ir.delta:.3g}); this game's view is "
-                           f"the challenge round's other answers, exactly what the step bounds; {chain}")}
+            "claim_note": (f"claimed: Theorem Q's in-round step of the {sched.design.name} design: "
+                           f"({ir.epsilon:.4g}, {ir.delta:.3g}); this game's view is the challenge round's "
+                           f"other answers, exactly what the step bounds; {chain}")}
+
+
+def claim(att: Attack, cert: Certificate, v: Variant) -> dict[str, Any]:
+    """What the planner claims for this attack's view, and how firmly."""
+    if att.scope == "round":
+        return _round_claim(att, cert, v)
+    if att.scope == "in-round":
+        ir = _in_round_claim(att, cert)
+        if ir is not None:
+            return ir
+    return _chain_claim(att.game, cert)
 
 
 def _restart_summary(att: RestartAttack) -> dict[str, Any]:
@@ -120,10 +200,10 @@ def _restart_summary(att: RestartAttack) -> dict[str, Any]:
 
 
 def _halting_summary(att: HaltingAttack) -> dict[str, Any]:
-    """Per world: mean follow-up queries answered (noisy halting) or P(last query refused)."""
+    """Per world: mean follow-up queries answered (target-charged) or P(last query refused)."""
     out: dict[str, Any] = {}
     for w, sc in sorted(getattr(att, "last_scores", {}).items()):
-        if att.halting == "noisy":
+        if att.design.target_charged:
             out[f"world{w}"] = {"mean_follow_ups_answered": float(-np.mean(sc))}
         else:
             out[f"world{w}"] = {"p_last_refused": float(np.mean(sc))}
@@ -140,6 +220,20 @@ def _histogram(s0: NDArray[np.float64], s1: NDArray[np.float64]) -> dict[str, An
             "world1": np.histogram(s1, edges)[0].tolist()}
 
 
+def _bounds(att: Attack, s0: NDArray[np.float64], s1: NDArray[np.float64], delta: float,
+            alpha: float) -> tuple[Bound, dict[str, Any]]:
+    """The attack's bound: the held-out sweep and, when the attack fixes a test before the games, that
+    test on every game (each at alpha / 2); the larger, and both for the record."""
+    pre = att.preregistered(s0.size, delta, alpha / 2.0)
+    if pre is None:
+        b = audit_bound(s0, s1, delta=delta, alpha=alpha)
+        return b, {"held_out": b.to_json()}
+    held = audit_bound(s0, s1, delta=delta, alpha=alpha / 2.0)
+    fixed = bound_at(s0, s1, pre["threshold"], pre["direction"], delta, alpha / 2.0)
+    best = fixed if fixed.epsilon_lower_bound >= held.epsilon_lower_bound else held
+    return best, {"held_out": held.to_json(), "preregistered": {**fixed.to_json(), **pre}}
+
+
 def run_audit(
     game: str,
     variant: str = "real",
@@ -147,21 +241,20 @@ def run_audit(
     trials: int = 2000,
     seed: int = 0,
     *,
-    halting: str = "paper",
-    restarts: str = "per-top",
+    design: Design = DEFAULT,
     adversary: WaitAndTest | None = None,
     confidence: float = 0.95,
     queries: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Play ``trials`` games (half per world) of each attack against ``variant``; return the audit
-    record (the JSON object ``everlast audit --json`` prints)."""
+    """Play ``trials`` games (half per world) of each attack against ``variant`` of ``design``; return
+    the audit record (the JSON object ``everlast audit --json`` prints)."""
     if trials < 6:
         raise ValueError("an audit needs at least 6 trials (3 per world)")
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must lie in (0, 1)")
     v = get_variant(variant)
-    chosen = resolve_attacks(game, attacks, halting, queries, restarts, adversary)
+    chosen = resolve_attacks(game, attacks, design, queries, adversary, variant)
     per_world = trials // 2
     alpha = (1.0 - confidence) / len(chosen)
     t0 = time.perf_counter()
@@ -169,22 +262,17 @@ def run_audit(
     for att in chosen:
         sc = att.scenario()
         cert = certify(sc.schedule, sc.n, "tight", CLAIM_DELTA)
-        cl = claim(game, cert)
-        override = in_round_claim(att, cert) if game == "query" else None
-        if override is None and isinstance(att, HaltingAttack):
-            override = att.claim_override(cert, CLAIM_DELTA)
-        if override is not None:
-            cl = override
-        if not math.isfinite(cl["claimed_epsilon"]) and isinstance(att, RestartAttack):
-            cl = att.fallback_claim(cert, CLAIM_DELTA)
+        cl = claim(att, cert, v)
         t1 = time.perf_counter()
         s0 = att.play(v, 0, per_world, seed, progress)
         s1 = att.play(v, 1, per_world, seed, progress)
-        b = audit_bound(s0, s1, delta=cl["claimed_delta"], alpha=alpha)
+        delta = cl["claimed_delta"] if cl["claimed_delta"] < 1.0 else CLAIM_DELTA
+        b, tests = _bounds(att, s0, s1, delta, alpha)
         r: dict[str, Any] = {
             **att.describe(), **cl, **b.to_json(),
             "caught": b.epsilon_lower_bound > cl["claimed_epsilon"],
-            "max_bound_at_this_trial_count": max_bound_for_trials(b.n0, cl["claimed_delta"], alpha),
+            "max_bound_at_this_trial_count": max_bound_for_trials(b.n0, delta, b.alpha),
+            "tests": tests,
             "seconds": time.perf_counter() - t1,
             "scores": _histogram(s0, s1),
             "config": {"concept": sc.concept.name, "n": sc.n, "schedule": sc.schedule.to_dict(),
@@ -200,7 +288,7 @@ def run_audit(
         if isinstance(att, HaltingAttack):
             f0, f1 = att.fixed_k_scores(0), att.fixed_k_scores(1)
             if f0 is not None and f1 is not None:
-                fb = audit_bound(f0, f1, delta=cl["claimed_delta"], alpha=alpha)
+                fb = audit_bound(f0, f1, delta=delta, alpha=alpha)
                 r["fixed_k"] = {"k": att.describe()["adversary"]["fixed_k"],
                                 "p_refused_world0": float(f0.mean()), "p_refused_world1": float(f1.mean()),
                                 "epsilon_lower_bound": fb.epsilon_lower_bound,
@@ -213,10 +301,10 @@ def run_audit(
     warnings = []
     if game == "query" and top["claimed_kind"] == "conditional":
         warnings.append("QUERY PRIVACY NOT PROVEN for this configuration: claimed_epsilon is the "
-                        "conditional chain (Claim E.6's in-round step is false; issue 8)")
-    if game == "query" and str(top["claimed_kind"]).startswith("in-round"):
-        warnings.append("claimed_epsilon is the in-round halting step only (the planner certifies no "
-                        "query chain for this configuration): " + top["claim_note"])
+                        "conditional chain (Claim E.6's in-round step is false for the paper's design; issue 8)")
+    if v.charged_c:
+        warnings.append("claimed_epsilon is a BROKEN claim (charged-c: only c steps charged), not the "
+                        "planner's: the audit tests whether the games violate it")
     if variant != "real" and not any(r["caught"] for r in results):
         warnings.append(f"the broken variant {variant!r} was not caught by "
                         f"{', '.join(r['attack'] for r in results)}; designed to catch it: "
@@ -225,6 +313,7 @@ def run_audit(
         "game": game,
         "variant": variant,
         "attack": ",".join(r["attack"] for r in results),
+        "design": design.name,
         "claimed_epsilon": top["claimed_epsilon"],
         "claimed_delta": top["claimed_delta"],
         "claimed_kind": top["claimed_kind"],
@@ -235,8 +324,8 @@ def run_audit(
         "trials_per_world": per_world,
         "caught": any(r["caught"] for r in results),
         "seed": seed,
-        "halting": halting,
-        "restarts": restarts,
+        "halting": design.halting.value,
+        "restarts": design.restarts.value,
         "variant_description": v.description,
         "seconds": time.perf_counter() - t0,
         "attacks": results,

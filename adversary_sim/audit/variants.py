@@ -1,22 +1,29 @@
-"""The mechanism under audit: the real engine, or the engine with one safeguard removed.
+"""The mechanism under audit: the real engine, the engine with one safeguard removed, or a broken claim.
 
-A broken variant is built from *inputs* to the unmodified engine -- a schedule or a concept class --
-never by patching the engine: the audit runs ``engine.predictor.Predictor`` as shipped. The claimed
-epsilon is always the planner's certificate for the *nominal* configuration (what the operator was
-promised); the variant is what actually runs. An audit that reports a lower bound above the claim
-for a broken variant shows that the games can see the safeguard at work.
+A broken mechanism is built from *inputs* to the unmodified engine -- a schedule or a concept class --
+never by patching the engine: the audit runs ``engine.predictor.Predictor`` (or its vectorized copy
+``audit.fastbt``, tied to it by a test) as shipped. The claimed epsilon is the planner's certificate
+for the *nominal* configuration (what the operator was promised), except for ``charged-c``, where the
+mechanism is the real one and the *claim* is the broken part. An audit that reports a lower bound
+above the claim for a broken variant shows that the games can see the safeguard at work.
 
 * ``real``: the nominal schedule and concept class.
-* ``no-noise``: BetweenThresholds' noise switched off. The schedule's eps' is raised to 1e12, which
-  scales the threshold noise Lap(2/(eps' T)) and the query noise Lap(6/(eps' T)) down by ~1e12: far
-  below one vote (1/T), so every answer is the noiseless comparison of the vote share with the
-  thresholds.
+* ``no-noise``: the per-query noise switched off. eps' (paper) or eps0 (target-charged) is raised to
+  2^20, which makes every noise scale of the round's answers 2^-20 counts or less (the smallest the
+  engine runs): a nonzero draw has probability below e^-(2^20), so every answer is the noiseless
+  comparison of the vote count with the thresholds.
 * ``majority-relabel``: LabelBoost (paper, Appendix C.1: the exponential mechanism over the
   dichotomies of S-hat o D-hat scored by agreements with S-hat) replaced by a plain relabel with the
-  dichotomy that agrees with the most labeled points (the majority of S-hat's labels decides; ties
-  go to the first, as an ERM would): LabelBoost with its randomness removed.
-* ``no-halt-limit``: the halt budget is not enforced (c_i raised to 2^62: no round ever fails), while
-  the claim still charges c_i tops.
+  dichotomy that agrees with the most labeled points (ties go to the first, as an ERM would):
+  LabelBoost with its randomness removed.
+* ``no-halt-limit``: no cap on tops: c = 2^60 (and, target-charged, the halting test's threshold c0
+  = 2^60), so no round ever fails, while the claim still charges the nominal c.
+* ``deterministic-halting`` (target-charged only): the halting test without its noise, at c: eps_h
+  is raised to 2^20 and c0 = c, so the round fails at exactly the c-th top, the paper's rule. Not a
+  product design: it shows what the noisy test buys (the halting attack catches it).
+* ``charged-c`` (target-charged only, the flip attack): the mechanism as shipped, and the claim
+  computed as if only the c tops were charged: the K-fold composition of eps0-DP steps with K = c
+  instead of Lemma TC's K (note target_charging.md section 3.3: "pay eps0 per TOP" is not achievable).
 """
 
 from __future__ import annotations
@@ -30,11 +37,15 @@ import numpy as np
 
 from engine.concepts import ConceptClass, LabelBoostResult, Thresholds
 from engine.concepts.base import F64, I8, distinct_sorted
+from engine.design import MAX_COUNT
 from engine.schedule import Schedule
 
-VARIANTS = ("real", "no-noise", "majority-relabel", "no-halt-limit")
-NO_NOISE_EPS = 1e12
-NO_HALT_C = 1 << 62
+VARIANTS = ("real", "no-noise", "majority-relabel", "no-halt-limit", "deterministic-halting", "charged-c")
+NO_NOISE_EPS = float(1 << 20)
+"""eps' / eps0 / eps_h of the noiseless variants: every scale 2^-20 counts or below (engine.noise's
+smallest)."""
+NO_HALT_C = MAX_COUNT
+"""The largest cap the engine runs (2^60): no round reaches it."""
 
 
 class PlainRelabelThresholds(Thresholds):
@@ -70,7 +81,14 @@ def _map_rounds(s: Schedule, **change: Any) -> Schedule:
 
 
 def _no_halt(s: Schedule) -> Schedule:
+    if s.design.target_charged:
+        return _map_rounds(s, c=NO_HALT_C, halt_threshold=NO_HALT_C)
     return _map_rounds(s, c=NO_HALT_C)
+
+
+def _deterministic_halting(s: Schedule) -> Schedule:
+    rounds = tuple(dataclasses.replace(r, halt_eps=NO_NOISE_EPS, halt_threshold=r.c) for r in s.rounds)
+    return dataclasses.replace(s, rounds=rounds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +99,12 @@ class Variant:
     """The schedule the engine runs, from the nominal one."""
     concept: Callable[[ConceptClass], ConceptClass]
     """The concept class the engine runs, from the nominal one."""
+    designs: tuple[str, ...] = ("target-charged", "paper")
+    """The designs the variant applies to."""
+    charged_c: bool = False
+    """The claim, not the mechanism, is broken: K = c charged steps (``charged-c``)."""
     fast_probe: bool = False
-    """Probe rounds may be replayed by ``fastbt`` (thousands of tops per trial)."""
+    """Probe rounds are replayed by ``fastbt`` (thousands of tops per game)."""
 
 
 def _same_concept(c: ConceptClass) -> ConceptClass:
@@ -105,13 +127,20 @@ def _no_noise(s: Schedule) -> Schedule:
 
 _VARIANTS: dict[str, Variant] = {
     "real": Variant("real", "the engine as shipped", _same_schedule, _same_concept),
-    "no-noise": Variant("no-noise", "BetweenThresholds noise switched off (eps' = 1e12)", _no_noise,
+    "no-noise": Variant("no-noise", "per-query noise switched off (eps' or eps0 = 2^20)", _no_noise,
                         _same_concept),
     "majority-relabel": Variant("majority-relabel",
                                 "LabelBoost replaced by a plain relabel with the best-agreeing dichotomy",
                                 _same_schedule, _plain_relabel),
-    "no-halt-limit": Variant("no-halt-limit", "halt budget not enforced (c = 2^62)", _no_halt,
-                             _same_concept, fast_probe=True),
+    "no-halt-limit": Variant("no-halt-limit", "no cap on tops: no round ever fails (c = c0 = 2^60)",
+                             _no_halt, _same_concept, fast_probe=True),
+    "deterministic-halting": Variant(
+        "deterministic-halting", "the halting test without noise: the round fails at exactly the c-th top "
+        "(eps_h = 2^20, c0 = c); an audit variant, not a product design", _deterministic_halting,
+        _same_concept, designs=("target-charged",)),
+    "charged-c": Variant(
+        "charged-c", "the mechanism as shipped; the claim charges only c steps (K = c instead of Lemma TC's "
+        "K)", _same_schedule, _same_concept, designs=("target-charged",), charged_c=True),
 }
 
 

@@ -1,33 +1,44 @@
-"""The privacy audit: its statistics, its vectorized BetweenThresholds, and its verdicts.
+"""The privacy audit: its statistics, its ties to the engine's mechanism, and its verdicts.
 
-The verdict tests are the point of the audit (issue 5): with fixed seeds, the real engine never shows
-a lower bound above the planner's claim, and each deliberately broken variant shows one above it.
-Margins: the broken variants are separated perfectly or nearly so, so their bound is (close to) the
-most the trial count allows; the trial counts are chosen so that this maximum clears the claim by
-a wide margin (see each test)."""
+The tie tests make every audit mechanism the engine's: the vectorized round (``fastbt``) answers what
+``Predictor.answer`` and ``engine.between_thresholds.run_tct/run_paper`` answer on the same streams,
+for both designs, and the restart game's chunked, replayed feeding gives what one call of the engine's
+round gives.
+
+The verdict tests are the point of the audit (issues 5, 13): with fixed seeds, the real engine never
+shows a lower bound above the planner's claim, and each deliberately broken variant shows one above
+it. Margins: the broken variants are separated perfectly or nearly so, so their bound is (close to)
+the most the trial count allows, chosen to clear the claim by a wide margin; for ``charged-c`` the
+test computes, from the view's exact law, that the bound misses the claim with probability < 1e-6."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from adversary_sim.audit.fastbt import run_batch
+from adversary_sim.audit.fastbt import BulkNoise, EngineNoise, run_batch
 from adversary_sim.audit.games import (
+    EDGE_K0,
     HALT_C0,
     HALT_EPS,
     FlipAttack,
     HaltingAttack,
     RestartAttack,
+    edge_round,
+    halting_round,
     main_round,
     make_schedule,
-    noisy_halting_round,
     restart_round,
 )
-from adversary_sim.audit.probe import ProbeLLR, _segment_tables
-from adversary_sim.audit.restart import Game, WaitAndTest, play_one
-from adversary_sim.audit.runner import resolve_attacks, run_audit
+from adversary_sim.audit.probe import PaperLLR, TctLLR, edge_law, exact_epsilon, preregistered_test, segment_tables
+from adversary_sim.audit.restart import Game, WaitAndTest, _feed, play_one, start
+from adversary_sim.audit.runner import CLAIM_DELTA, design_from, resolve_attacks, run_audit
 from adversary_sim.audit.stats import (
     audit_bound,
     clopper_pearson,
@@ -38,6 +49,15 @@ from adversary_sim.audit.stats import (
 from adversary_sim.audit.variants import NO_HALT_C, NO_NOISE_EPS, PlainRelabelThresholds, variant
 from engine import between_thresholds as bt
 from engine.concepts import Thresholds
+from engine.design import DEFAULT, PAPER, RETIRED, Design, noise_plan
+from engine.noise import sample
+from engine.planner import certify
+from engine.planner import composition as comp
+from engine.predictor import Predictor
+from engine.rng import root_entropy
+from engine.schedule import RoundSpec, Schedule
+
+DESIGNS = [DEFAULT, PAPER]
 
 # -- statistics ------------------------------------------------------------------------------------
 
@@ -83,46 +103,215 @@ def test_audit_bound_coverage_on_a_known_mechanism() -> None:
     assert over <= 10
 
 
-# -- the vectorized BetweenThresholds equals the engine's ------------------------------------------
+# -- the audits' mechanisms are the engine's ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("c", [1, 3, None])
-def test_fastbt_matches_engine_run(c: int | None) -> None:
-    g = np.random.default_rng(1)
-    n, k, T, eps, band = 40, 200, 1000, 0.9, 0.2
-    q = np.where(g.random(n) < 0.5, 0.299, 0.301)
-    nu = g.laplace(0, bt.query_noise_scale(eps, T), (n, k))
-    mus = g.laplace(0, bt.threshold_noise_scale(eps, T), (n, k + 1))
-    fast = run_batch(q, k, eps_bt=eps, T=T, band=band, c=c, nu=nu, mu_draws=mus)
+def _tie_round(design: Design) -> RoundSpec:
+    """lambda = 10 (votes vary with x), c small enough that many games halt inside the batch."""
+    spec = RoundSpec(T=200, lam=10, R=2000, c=12, eps_bt=0.4, delta_bt=1e-9, alpha=0.2, m_S=100, m_D=2000,
+                     gamma=0.1, beta=0.05)
+    if design.target_charged:
+        spec = dataclasses.replace(spec, c=40, delta_bt=None, halt_eps=1.0, halt_threshold=20)
+    return spec
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.name)
+def test_fastbt_answers_what_the_predictor_answers(design: Design) -> None:
+    """Same seed => same streams (EngineNoise starts each game's RoundNoise from the predictor's root
+    entropy) => fastbt's outcomes equal Predictor.answer's, query for query, refusals included."""
+    spec = _tie_round(design)
+    sched = make_schedule(spec, design)
+    g = np.random.default_rng(4)
+    x = g.random(spec.labeled_size)
+    y = (x >= 0.5).astype(np.int8)
+    queries = np.clip(0.5 + 0.1 * g.standard_normal(150), 0, 1)  # many near the boundary: tops
+    seeds = list(range(30))
+    preds = [Predictor.create(Thresholds(), sched, x, y, seed=s) for s in seeds]
+    v = np.stack([p.ensemble.votes(queries) for p in preds]).astype(np.int64)
+    plan = noise_plan(design, spec)
+    fast = run_batch(design, plan, v, queries.size, EngineNoise(design, plan, [root_entropy(s) for s in seeds]))
+    halted = 0
+    for i, p in enumerate(preds):
+        res = p.answer(queries)
+        assert np.array_equal(fast.outcomes[i], res.outcomes), i
+        assert bool(fast.halted[i]) == (res.labels[-1] < 0)
+        halted += bool(fast.halted[i])
+    assert 0 < halted < len(seeds)  # the tie covers rounds that fail inside the batch and rounds that do not
+
+
+@dataclasses.dataclass
+class _Given:
+    """Noise from fixed arrays, as the engine's run_* functions take it."""
+
+    first_: np.ndarray
+    a: np.ndarray
+    b: np.ndarray | None
+    mus: np.ndarray
+    pos: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    used: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        self.pos = np.zeros(self.a.shape[0], np.int64)
+        self.used = np.zeros(self.a.shape[0], np.int64)
+
+    def first(self) -> np.ndarray:
+        return self.first_.copy()
+
+    def per_query(self, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+        p = int(self.pos[rows[0]])
+        assert np.all(self.pos[rows] == p)
+        self.pos[rows] += n
+        return self.a[rows, p : p + n], None if self.b is None else self.b[rows, p : p + n]
+
+    def next_threshold(self, rows: np.ndarray) -> np.ndarray:
+        out = self.mus[rows, self.used[rows]]
+        self.used[rows] += 1
+        return np.asarray(out)
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.name)
+def test_fastbt_equals_run_tct_and_run_paper(design: Design) -> None:
+    spec = _tie_round(design)
+    plan = noise_plan(design, spec)
+    g = np.random.default_rng(8)
+    n, k = 40, 500
+    v = g.integers(plan.lo - 6, plan.lo + 6, size=(n, k)).astype(np.int64)
+    a = sample(g, plan.query, n * k).reshape(n, k)
+    if design.target_charged:
+        assert plan.halt_query is not None and plan.halt_threshold is not None
+        b = sample(g, plan.halt_query, n * k).reshape(n, k)
+        first = sample(g, plan.halt_threshold, n)
+        mus = np.zeros((n, 1), np.int64)
+    else:
+        assert plan.threshold is not None
+        b, first = None, sample(g, plan.threshold, n)
+        mus = sample(g, plan.threshold, n * (k + 1)).reshape(n, k + 1)
+    fast = run_batch(design, plan, v, k, _Given(first, a, b, mus))
     for i in range(n):
-        it = iter(mus[i, 1:])
-        r = bt.run(np.full(k, q[i]), nu[i], band=band, mu=float(mus[i, 0]), tops=0, c=c or 10**9,
-                   draw_mu=lambda it=it: float(next(it)))
+        if design.target_charged:
+            assert b is not None
+            r = bt.run_tct(v[i], a[i], b[i], plan, bt.BTState(rho_h=int(first[i])))
+        else:
+            it = iter(mus[i])
+            r = bt.run_paper(v[i], a[i], plan, bt.BTState(mu=int(first[i])), lambda: int(next(it)))  # noqa: B023
         assert np.array_equal(fast.outcomes[i, : r.answered], r.outcomes)
         assert np.all(fast.outcomes[i, r.answered :] == bt.REFUSED)
-        assert bool(fast.halted[i]) == r.halted and int(fast.tops[i]) == r.tops
+        assert bool(fast.halted[i]) == r.halted and int(fast.tops[i]) == r.state.tops
 
 
-def test_probe_tables_are_probabilities() -> None:
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.name)
+def test_bulk_noise_draws_the_engine_laws(design: Design) -> None:
+    """BulkNoise is engine.noise.sample at the plan's exact scales, in a fixed order."""
+    plan = noise_plan(design, _tie_round(design))
+    bulk = BulkNoise(design, plan, 5, np.random.default_rng(3))
+    ref = np.random.default_rng(3)
+    first_scale = plan.halt_threshold if design.target_charged else plan.threshold
+    assert first_scale is not None
+    assert np.array_equal(bulk.first(), sample(ref, first_scale, 5))
+    a, b = bulk.per_query(np.arange(5), 7)
+    assert np.array_equal(a, sample(ref, plan.query, 35).reshape(5, 7))
+    if design.target_charged:
+        assert plan.halt_query is not None and b is not None
+        assert np.array_equal(b, sample(ref, plan.halt_query, 35).reshape(5, 7))
+    else:
+        assert b is None and plan.threshold is not None
+        assert np.array_equal(bulk.next_threshold(np.arange(2)), sample(ref, plan.threshold, 2))
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.name)
+def test_restart_game_is_the_engine_round(design: Design) -> None:
+    """The game's chunked feeding, with its replay of a prefix at the m-th zero, answers exactly what
+    one call of run_tct/run_paper answers on the whole count sequence from the same RoundNoise."""
+    g = Game(restart_round(design), design)
+    adv = WaitAndTest(z=-1.0 if design == PAPER else 2.0)
+    for world, entropy in ((0, 11), (1, 12), (1, 13)):
+        o = play_one(g, adv, world, entropy, record=True)
+        assert o == play_one(g, adv, world, entropy) and o.n2 >= 0
+        assert o.counts is not None and o.outcomes is not None and o.counts.size == o.queries
+        noise, state = start(g, entropy)
+        res, _ = _feed(g, g.plan, o.counts, noise, state)
+        assert np.array_equal(res.outcomes, o.outcomes)
+
+
+def test_audit_code_draws_no_float_noise() -> None:
+    """Every audit draw goes through the engine's exact sampler: no numpy laplace anywhere."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "adversary_sim" / "audit"
+    for f in root.glob("*.py"):
+        text = f.read_text()
+        assert ".laplace(" not in text and "engine.rng import laplace" not in text, f.name
+
+
+# -- the adversary's statistics ------------------------------------------------------------------------
+
+
+def test_paper_segment_tables_are_probabilities() -> None:
     """Sum over m of P(m zeros then a 1) is 1 (a top eventually comes)."""
-    top, cens = _segment_tables(-0.5, 2 / 0.9, 6 / 0.9, 2000)
-    assert float(np.exp(top).sum()) == pytest.approx(1.0, abs=2e-3)
-    assert cens[0] == pytest.approx(0.0, abs=1e-3)  # zero zeros, censored: probability 1 (quadrature)
-    llr = ProbeLLR.build(0.299, 0.3, band=0.2005, eps_bt=0.9, T=1000, queries=50)
+    plan = noise_plan(PAPER, main_round(PAPER))
+    assert plan.threshold is not None
+    top, cens = segment_tables(-1, plan.threshold, plan.query, 3000)
+    assert float(np.exp(top).sum()) == pytest.approx(1.0, abs=1e-6)
+    assert cens[0] == pytest.approx(0.0, abs=1e-12)
+    llr = PaperLLR.build(1199, 1200, plan, 50)
     lab = np.array([[0, 0, 1, -1, -1], [1, 0, 0, 0, 0]], dtype=np.int8)
     s = llr.scores(lab)
     assert s[0] == pytest.approx(llr.top[2])
     assert s[1] == pytest.approx(llr.top[0] + llr.censored[4])
 
 
-# -- variants are inputs to the unmodified engine ----------------------------------------------------
+def test_edge_probe_is_randomized_response() -> None:
+    """On the band edge each target-charged query is RR(eps0): an L costs -eps0, a 1 gains +eps0."""
+    plan = noise_plan(DEFAULT, edge_round())
+    llr = TctLLR.build(EDGE_K0, EDGE_K0 + 1, plan)
+    eps0 = 1.0 / float(plan.query)
+    assert llr.zero == pytest.approx(-eps0, rel=1e-12) and llr.one == pytest.approx(eps0, rel=1e-9)
+    lab = np.array([[0, 1, 0, -1], [1, 1, 1, 0]], dtype=np.int8)
+    assert np.allclose(llr.scores(lab), [-eps0, 2 * eps0])
+
+
+def test_edge_view_exact_epsilon_lies_between_the_claims() -> None:
+    """Exactly (no Monte Carlo): the band-edge view of the edge round attains 3.55 at delta = 1e-6;
+    Lemma TC's round claim (5.01) covers it, and charging only c steps (0.45) is violated by it."""
+    sc = FlipAttack().scenario()
+    spec = sc.schedule.rounds[0]
+    plan = noise_plan(DEFAULT, spec)
+    law = edge_law(plan, EDGE_K0, EDGE_K0 + 1)
+    assert sum(law.pmf(0, 3000)) == pytest.approx(1.0, abs=1e-12)
+    exact = exact_epsilon(law, CLAIM_DELTA)
+    cert = certify(sc.schedule, sc.n, "tight", CLAIM_DELTA)
+    step = next(s for s in cert.steps if s.name == "round composition, round 1")
+    charged_c = comp.kov_epsilon(1.0 / float(plan.query), 0.0, plan.c, step.delta)
+    assert charged_c < exact < step.epsilon
+    assert exact == pytest.approx(3.545, abs=0.01) and step.epsilon == pytest.approx(5.005, abs=0.01)
+
+
+def test_preregistered_test_threshold_means_fewer_than_k_zeros() -> None:
+    plan = noise_plan(DEFAULT, edge_round())
+    law = edge_law(plan, EDGE_K0, EDGE_K0 + 1)
+    thr, k, expected = preregistered_test(law, 50_000, CLAIM_DELTA, 0.025)
+    n = np.arange(40)
+    assert np.array_equal(law.score(n) >= thr, n < k)
+    assert 0.5 < expected < exact_epsilon(law, CLAIM_DELTA)
+
+
+# -- variants, designs and attacks --------------------------------------------------------------------
 
 
 def test_variants_change_inputs_only() -> None:
-    nominal = make_schedule(main_round())
-    assert variant("real").schedule(nominal) == nominal
-    assert all(r.eps_bt == NO_NOISE_EPS for r in variant("no-noise").schedule(nominal).rounds)
-    assert all(r.c == NO_HALT_C for r in variant("no-halt-limit").schedule(nominal).rounds)
+    paper = make_schedule(main_round(PAPER), PAPER)
+    tct = make_schedule(edge_round(), DEFAULT)
+    for s in (paper, tct):
+        assert variant("real").schedule(s) == s
+        assert all(r.eps_bt == NO_NOISE_EPS for r in variant("no-noise").schedule(s).rounds)
+        assert all(r.c == NO_HALT_C for r in variant("no-halt-limit").schedule(s).rounds)
+        for v in ("no-noise", "no-halt-limit"):  # the engine runs each variant exactly
+            noise_plan(s.design, variant(v).schedule(s).rounds[0])
+    nh = noise_plan(DEFAULT, variant("no-halt-limit").schedule(tct).rounds[0])
+    assert nh.c == nh.c0 == NO_HALT_C
+    det = noise_plan(DEFAULT, variant("deterministic-halting").schedule(tct).rounds[0])
+    assert det.c0 == det.c and det.halt_query is not None and det.halt_query <= Fraction(1, 1 << 18)
+    assert variant("charged-c").schedule(tct) == tct and variant("charged-c").charged_c
     assert isinstance(variant("majority-relabel").concept(Thresholds()), PlainRelabelThresholds)
     with pytest.raises(ValueError, match="unknown variant"):
         variant("nope")
@@ -139,196 +328,202 @@ def test_plain_relabel_is_the_argmax_of_labelboost_scores() -> None:
     assert plain.score == best
 
 
+def test_design_resolution() -> None:
+    assert design_from() == DEFAULT
+    assert design_from("paper") == PAPER == design_from(halting="paper") == design_from(restarts="per-top")
+    assert design_from(halting="noisy") == DEFAULT == design_from(restarts="none")
+    for retired in ("never", "private", "stateless"):
+        kw = {"halting": retired} if retired == "never" else {"restarts": retired}
+        with pytest.raises(ValueError) as exc:
+            design_from(**kw)
+        assert str(exc.value) == RETIRED[retired]
+    with pytest.raises(ValueError, match="the designs are"):
+        design_from(halting="noisy", restarts="per-top")
+    with pytest.raises(ValueError, match="contradicts"):
+        design_from("paper", restarts="none")
+
+
 def test_attack_resolution() -> None:
     assert [a.name for a in resolve_attacks("training", None)] == ["flip", "relabel"]
-    assert [a.name for a in resolve_attacks("query", ["all"])] == ["chain", "halting", "restart"]
-    assert [a.name for a in resolve_attacks("query", ["restart"], restarts="private")] == ["restart"]
-    assert [a.name for a in resolve_attacks("query", ["halting"], "noisy", restarts="private")] == ["halting"]
+    assert all(a.design == DEFAULT for a in resolve_attacks("query", ["all"]))
+    assert [a.name for a in resolve_attacks("query", ["all"], PAPER)] == ["chain", "halting", "restart"]
+    assert [a.name for a in resolve_attacks("training", None, variant="charged-c")] == ["flip"]
+    with pytest.raises(ValueError, match="flip attack"):
+        resolve_attacks("training", ["relabel"], variant="charged-c")
+    with pytest.raises(ValueError, match="target-charged design only"):
+        resolve_attacks("query", ["halting"], PAPER, variant="deterministic-halting")
     with pytest.raises(ValueError):
         resolve_attacks("training", ["halting"])
-    with pytest.raises(ValueError, match="halting and restart attacks only"):
-        resolve_attacks("query", ["chain"], restarts="private")
+
+
+def test_scenarios_run_their_design() -> None:
+    assert FlipAttack().scenario().schedule.rounds[0] == edge_round()
+    assert FlipAttack(PAPER).scenario().schedule.rounds[0] == main_round(PAPER)
+    h = HaltingAttack().scenario().schedule
+    assert h.design == DEFAULT and h.rounds[0] == halting_round(DEFAULT)
+    s = h.rounds[0]
+    assert (s.halt_eps, s.halt_threshold, s.c) == (HALT_EPS, HALT_C0, 10 + 1 + math.ceil(8 * math.log(1e9)))
+    assert HaltingAttack(PAPER).scenario().schedule.rounds[0].c == 2
+    r = RestartAttack().scenario().schedule
+    assert r.design == DEFAULT and r.rounds[0].halt_threshold == 1000
+    main = main_round(DEFAULT)
+    cert = certify(Schedule((main,), True, DEFAULT), main.labeled_size, "tight", CLAIM_DELTA)
+    assert cert.query_private and cert.epsilon_queries < 6.2 and cert.epsilon_training < 2.1
+
+
+def test_flip_attack_data_are_neighbours() -> None:
+    for design in DESIGNS:
+        a = FlipAttack(design)
+        x0, y0 = a.data(0, 1)
+        x1, y1 = a.data(1, 1)
+        assert np.array_equal(x0, x1) and int((y0 != y1).sum()) == 1
+        lo = noise_plan(design, a.scenario().schedule.rounds[0]).lo
+        assert int(y0.sum()) == lo - 1 and int(y1.sum()) == lo  # every vote on the band's lower edge
 
 
 # -- verdicts (fixed seeds) ----------------------------------------------------------------------------
 
 
-def _audit(game: str, v: str, attack: str, trials: int, **kw: object) -> dict[str, object]:
-    out = run_audit(game, v, [attack], trials, seed=7, **kw)  # type: ignore[arg-type]
-    (a,) = out["attacks"]  # type: ignore[misc]
+def _audit(game: str, v: str, attack: str, trials: int, design: Design = DEFAULT) -> dict[str, Any]:
+    out = run_audit(game, v, [attack], trials, seed=7, design=design)
+    (a,) = out["attacks"]
     assert a["claimed_epsilon"] == out["claimed_epsilon"] and math.isfinite(a["claimed_epsilon"])
     return out
 
 
-@pytest.mark.statistical
-@pytest.mark.parametrize(("game", "attack"), [("training", "flip"), ("training", "relabel"), ("query", "chain")])
-def test_real_engine_stays_below_the_claim(game: str, attack: str) -> None:
-    """The real engine: the bound stays below the claim (in fact near 0: c = 1 top leaks little)."""
-    out = _audit(game, "real", attack, 2000)
-    assert not out["caught"]
-    assert out["epsilon_lower_bound"] < 0.5 * out["claimed_epsilon"]  # type: ignore[operator]
+def _attack(out: dict[str, Any]) -> dict[str, Any]:
+    (a,) = out["attacks"]
+    assert isinstance(a, dict)
+    return a
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize(("game", "v", "attack", "trials"), [
-    # perfect separation: bound = ln((1 - u)/u), u = CP limit of 0 in 400 -> 4.68 vs claim 1.97
-    ("training", "no-noise", "flip", 1200),
-    # thousands of tops instead of 1: near-perfect separation, bound ~4.6 vs 1.97
-    ("training", "no-halt-limit", "flip", 1200),
-    # world 0 reveals itself when the canary is in S-hat (10%), world 1 never: ~3.7 vs 1.97
-    ("training", "majority-relabel", "relabel", 4800),
-    # perfect separation through round 2: ln((1 - u)/u) with 1500 evaluation trials -> 6.0 vs 4.97
-    ("query", "no-noise", "chain", 4500),
+@pytest.mark.parametrize(("game", "attack", "design", "trials"), [
+    ("training", "flip", DEFAULT, 100_000),
+    ("training", "flip", PAPER, 2000),
+    ("training", "relabel", DEFAULT, 400),
+    ("query", "chain", DEFAULT, 400),
 ])
-def test_broken_variants_are_caught(game: str, v: str, attack: str, trials: int) -> None:
-    out = _audit(game, v, attack, trials)
+def test_real_engine_stays_below_the_claim(game: str, attack: str, design: Design, trials: int) -> None:
+    """The real engine stays below the claim. The band-edge attack on target-charged reaches ~1.4 at
+    10^5 games against Lemma TC's 5.01 (the view's exact epsilon, what infinitely many games would
+    show, is 3.55: test_edge_view_exact_epsilon_lies_between_the_claims)."""
+    out = _audit(game, "real", attack, trials, design)
+    assert not out["caught"]
+    assert out["epsilon_lower_bound"] < 0.5 * out["claimed_epsilon"]
+
+
+def _miss_probability(trials: int, claim: float) -> float:
+    """P[the preregistered band-edge test's bound <= claim] at this trial count, from the view's exact
+    law: the world-1 count of "at least k L answers" must reach m1 (binomial tail), or world 0's fall
+    to its 1e-9 quantile."""
+    per = trials // 2
+    alpha = 0.05 / 2  # one attack, two tests
+    law = edge_law(noise_plan(DEFAULT, edge_round()), EDGE_K0, EDGE_K0 + 1)
+    _, k, _ = preregistered_test(law, per, CLAIM_DELTA, alpha)
+    p0, p1 = law.pmf(0, 4000)[k:].sum(), law.pmf(1, 4000)[k:].sum()
+    k0 = int(stats.binom.ppf(1e-9, per, p0))
+    m = np.arange(per // 10)
+    e = epsilon_from_rates(clopper_pearson_upper(per - k0, per, alpha / 2),
+                           clopper_pearson_upper(m, per, alpha / 2), CLAIM_DELTA)
+    m1 = int(m[np.argmax(e <= claim)])
+    return float(stats.binom.sf(m1 - 1, per, p1)) + 1e-9
+
+
+@pytest.mark.statistical
+def test_charging_only_c_steps_is_caught() -> None:
+    """The band-edge attack against target-charged (eps0 = 0.15, c = 3): the claim that charges only
+    the c tops (0.45) is broken; at 120 000 games the preregistered test misses it with probability
+    < 1e-6 (exact law), and catches it here. The same games stay far below Lemma TC's 5.01."""
+    trials = 120_000
+    out = _audit("training", "charged-c", "flip", trials)
+    assert out["claimed_kind"] == "broken (charged-c)"
+    assert out["claimed_epsilon"] == pytest.approx(0.45, abs=1e-3)
+    assert _miss_probability(trials, out["claimed_epsilon"]) < 1e-6
     assert out["caught"]
-    assert out["epsilon_lower_bound"] > out["claimed_epsilon"] + 0.8  # type: ignore[operator]
+    a = _attack(out)
+    assert a["epsilon_lower_bound"] < a["tests"]["preregistered"]["exact_epsilon_of_view"] < 5.01
 
 
 @pytest.mark.statistical
-def test_halting_attack_breaks_the_conditional_query_claim() -> None:
-    """Issue 8: against halting 'paper' with c < R the last query is refused exactly in world 1, so
-    the bound is the most the trials allow (5.4 with 1200 per world), far above the conditional claim
-    (3.6); with c >= R ('never') the same adversary learns nothing."""
-    out = _audit("query", "real", "halting", 2400)
+@pytest.mark.parametrize(("game", "v", "attack", "design", "trials"), [
+    # no cap on tops: 2000 randomized-response answers instead of ~6: perfect separation, the
+    # bound is the ceiling of 3000 games per world (~6.1) vs Lemma TC's 5.01
+    ("training", "no-halt-limit", "flip", DEFAULT, 6000),
+    # noiseless: world 0 answers L forever, world 1 tops at once: perfect separation
+    ("training", "no-noise", "flip", DEFAULT, 6000),
+    # paper's design: perfect separation: bound = ln((1 - u)/u), u = CP limit of 0 in 400 -> 4.68 vs ~1
+    ("training", "no-noise", "flip", PAPER, 1200),
+    # thousands of tops instead of 1: near-perfect separation
+    ("training", "no-halt-limit", "flip", PAPER, 1200),
+    # world 0 reveals itself when the canary is in S-hat (10%), world 1 never: ~3.4 vs 2.0
+    ("training", "majority-relabel", "relabel", DEFAULT, 3600),
+    # perfect separation through round 2: ln((1 - u)/u) with 1500 evaluation games -> 6.0 vs 5.0
+    ("query", "no-noise", "chain", PAPER, 4500),
+])
+def test_broken_variants_are_caught(game: str, v: str, attack: str, design: Design, trials: int) -> None:
+    out = _audit(game, v, attack, trials, design)
+    assert out["caught"]
+    assert out["epsilon_lower_bound"] > out["claimed_epsilon"] + 0.8
+
+
+@pytest.mark.statistical
+def test_halting_attack_catches_the_papers_halting() -> None:
+    """Issue 8: against the paper's halting at c < R the last query is refused exactly in world 1, so
+    the bound is the most the games allow (5.4 with 1200 per world), far above the conditional claim."""
+    out = _audit("query", "real", "halting", 2400, PAPER)
     assert out["claimed_kind"] == "conditional" and out["claimed_epsilon_proven"] == math.inf
-    assert out["caught"] and out["epsilon_lower_bound"] > out["claimed_epsilon"] + 1.0  # type: ignore[operator]
-    never = _audit("query", "real", "halting", 600, halting="never")
-    assert never["epsilon_lower_bound"] == 0.0 and not never["caught"]
-
-
-def test_noisy_halting_round_is_the_design_of_section_3_2() -> None:
-    """eps_h = 1, c0 = 10, hard cap c = c0 + 1 + ceil((8/eps_h) ln(1/1e-9)) = 177 << R."""
-    s = noisy_halting_round()
-    assert (s.halt_eps, s.halt_threshold) == (HALT_EPS, float(HALT_C0)) == (1.0, 10.0)
-    assert s.c == 10 + 1 + math.ceil(8 * math.log(1e9)) == 177 and 100 * s.c < s.R
-    sc = HaltingAttack(halting="noisy").scenario()
-    assert sc.schedule.halting == "noisy" and sc.schedule.rounds[0] == s
-    with pytest.raises(ValueError):
-        make_schedule(main_round(), "bogus")
+    assert out["caught"] and out["epsilon_lower_bound"] > out["claimed_epsilon"] + 1.0
 
 
 @pytest.mark.statistical
-def test_halting_attack_fails_against_noisy_halting() -> None:
-    """Noisy halting (AboveThreshold on the top count, eps_h = 1): the same adversary, with the
-    follow-up tops swept up to the hard cap (score: the halting time; the held-out third picks the
-    best k), stays far below eps_h. The exact tail ratios of the halting time are at most ~0.42
-    (10^4 games per world: e.g. P(refused after 0 follow-ups) .050 vs .070), and the Clopper-Pearson
-    limits on 1333 evaluation games per world only lower that; seeds 0-4 give 0.00-0.15. Under
-    'paper' the same games give 5.4 (test above)."""
-    out = _audit("query", "real", "halting", 4000, halting="noisy")
-    (a,) = out["attacks"]  # type: ignore[misc]
-    assert out["claimed_kind"] == "in-round (noisy halting, AboveThreshold)"
-    assert out["claimed_epsilon"] == HALT_EPS and out["claimed_delta"] < 1e-12  # type: ignore[operator]
-    assert not out["caught"] and out["epsilon_lower_bound"] <= 0.5 * HALT_EPS  # type: ignore[operator]
-    fk = a["fixed_k"]
-    assert fk["k"] == HALT_C0 - 1 and fk["epsilon_lower_bound"] <= 0.5 * HALT_EPS
-    # the halt is visible (the adversary's view has signal: world 1 halts about one query earlier) ...
+def test_halting_attack_fails_against_target_charged() -> None:
+    """Noisy halting (eps_h = 1, c0 = 10, hard cap 177): the follow-up tops swept up to the hard cap
+    (score: the halting time; the held-out third picks the best k) stay far below Theorem Q's in-round
+    claim eps_h. The halt is visible -- world 1 halts about one query earlier -- but the halting time's
+    tail ratios are at most ~e^0.42 (query_privacy.md), and the Clopper-Pearson limits only lower that."""
+    out = _audit("query", "real", "halting", 2400)
+    a = _attack(out)
+    assert out["claimed_kind"] == "proven (in-round step Q0, Theorem Q)"
+    assert out["claimed_epsilon"] == pytest.approx(HALT_EPS) and out["claimed_delta"] < 1e-12
+    assert not out["caught"] and out["epsilon_lower_bound"] <= 0.5 * HALT_EPS
+    assert a["fixed_k"]["k"] == HALT_C0 - 1 and a["fixed_k"]["epsilon_lower_bound"] <= 0.5 * HALT_EPS
     g = a["halting_game"]
     assert 0.3 < g["world0"]["mean_follow_ups_answered"] - g["world1"]["mean_follow_ups_answered"] < 1.5
-    # ... but the hard cap never binds: every game halted before c follow-ups
-    assert min(a["scores"]["edges"]) > -noisy_halting_round().c
-
-
-def test_flip_attack_data_are_neighbours() -> None:
-    a = FlipAttack()
-    x0, y0 = a.data(0, 1)
-    x1, y1 = a.data(1, 1)
-    assert np.array_equal(x0, x1) and int((y0 != y1).sum()) == 1
-
-
-# -- the restart attack (issue 8, query_privacy.md section 2) ----------------------------------------
-
-
-def test_restart_round_is_the_research_configuration() -> None:
-    """c = 2000, alpha = 0.05, T = 1.2 T_min: the band is W = alpha eps' T ~ 228 noise units."""
-    s = restart_round()
-    assert s.c == 2000 and s.alpha == 0.05
-    assert s.band * s.eps_bt * s.T == pytest.approx(228, abs=1)
-    p = restart_round("never", "private")
-    assert p.c == p.R + 1 and (p.restart_eps, p.restart_threshold, p.block_cap) == (1.0, 5.0, 171)
-
-
-def test_restart_game_replays_the_engine_exactly() -> None:
-    """The game stops at the m-th zero by replaying a prefix; the view it scores is the engine's."""
-    g = Game(restart_round("never", "per-top"), "never", "per-top")
-    adv = WaitAndTest()
-    a = play_one(g, adv, 1, np.random.default_rng(5))
-    b = play_one(g, adv, 1, np.random.default_rng(5))
-    assert a == b and a.n2 >= 0 and a.queries > adv.m
-    stateless = Game(restart_round("never", "stateless"), "never", "stateless")
-    o = play_one(stateless, WaitAndTest(z=4.0), 0, np.random.default_rng(1))
-    assert o.n2 >= 0
-
-
-def _restart(restarts: str, halting: str, trials: int, adv: WaitAndTest | None = None) -> dict[str, object]:
-    out = run_audit("query", "real", ["restart"], trials, seed=7, halting=halting, restarts=restarts,
-                    adversary=adv)
-    (a,) = out["attacks"]  # type: ignore[misc]
-    assert math.isfinite(a["claimed_epsilon"])
-    return out
+    assert min(a["scores"]["edges"]) > -halting_round(DEFAULT).c  # the hard cap never binds
 
 
 @pytest.mark.statistical
-def test_restart_attack_breaks_per_top_restarts() -> None:
-    """Per-top restarts, the paper's halting (c = 2000): P0(N2 >= 5) ~ 0.44, P1 ~ 0.025; with 1333
-    evaluation games per world the bound is ~2.5 (expected 2.5 +- 0.15), far above the conditional
-    claim (~1.04)."""
-    out = _restart("per-top", "paper", 4000)
+def test_halting_attack_catches_deterministic_halting() -> None:
+    """The target-charged round with its halting test noiseless at c (an audit variant): world 1 halts
+    exactly one follow-up earlier, perfect separation: 4.7 at 600 games per world vs eps_h = 1."""
+    out = _audit("query", "deterministic-halting", "halting", 1200)
+    a = _attack(out)
+    assert a["halting_game"]["world0"]["mean_follow_ups_answered"] == halting_round(DEFAULT).c
+    assert out["caught"] and out["epsilon_lower_bound"] > out["claimed_epsilon"] + 3.0
+
+
+@pytest.mark.statistical
+def test_restart_attack_catches_per_top_restarts() -> None:
+    """The paper's design: P0(N2 >= 5) ~ 0.44, P1 ~ 0.03; with 1333 evaluation games per world the
+    bound is ~2.5, far above the conditional claim (~1.0)."""
+    out = _audit("query", "real", "restart", 4000, PAPER)
     assert out["claimed_kind"] == "conditional"
-    assert out["caught"] and out["epsilon_lower_bound"] > 2.0  # type: ignore[operator]
-    assert out["epsilon_lower_bound"] > out["claimed_epsilon"] + 0.8  # type: ignore[operator]
+    assert out["caught"] and out["epsilon_lower_bound"] > 2.0
+    assert out["epsilon_lower_bound"] > out["claimed_epsilon"] + 0.8
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize(("restarts", "adv"), [
-    # the wait costs ~10x more tops under private restarts: the cheaper adversary of the
-    # cross-check (m = 10, z = 0, theta = 3; against per-top it gets P0 .57 vs P1 .12)
-    ("private", WaitAndTest(m=10, z=0.0, theta=3)),
-    # with a fresh noise per query a run of 18 zeros at z = -1 never comes: probe lower (z = 4)
-    ("stateless", WaitAndTest(z=4.0)),
-])
-def test_restart_attack_fails_against_repaired_restarts(restarts: str, adv: WaitAndTest) -> None:
-    out = _restart(restarts, "never", 3000, adv)
-    assert not out["caught"] and out["epsilon_lower_bound"] < 0.5  # type: ignore[operator]
-    (a,) = out["attacks"]  # type: ignore[misc]
-    assert a["restart_game"]["world0"]["no_test"] < 0.05
-
-
-# -- the default design (noisy halting + private restarts): both attacks, proven in-round claim ------
-
-
-def test_default_design_scenarios_run_the_default_design() -> None:
-    """The halting attack's round gets the default design's restart test in its one-block form;
-    the restart attack's round keeps its own (eps_r = 1, k0 = 5: the test fires)."""
-    h = HaltingAttack(halting="noisy", restarts="private").scenario().schedule
-    assert (h.halting, h.restarts) == ("noisy", "private")
-    assert h.rounds[0].restart_threshold is not None and h.rounds[0].restart_threshold > h.rounds[0].c
-    r = RestartAttack(halting="noisy", restarts="private").scenario().schedule
-    assert (r.halting, r.restarts) == ("noisy", "private") and r.rounds[0].restart_threshold == 5.0
-
-
-@pytest.mark.statistical
-def test_halting_attack_fails_against_the_default_design() -> None:
-    """Against noisy halting + private restarts the claim is Theorem Q's in-round step, proven:
-    eps_h + eps_r = 1 + 1e-3; the halting attack's sweep stays far below it (as under noisy halting
-    with per-top restarts: the halting time's tail ratios are at most ~e^0.42)."""
-    out = _audit("query", "real", "halting", 4000, halting="noisy", restarts="private")
+def test_restart_attack_fails_by_construction_against_target_charged() -> None:
+    """No threshold noise: every probe draws its own, so N2 has the same law in both worlds (the hidden
+    top moves only the top count, 1000 below the halting test's threshold): P(N2 >= 5) ~ 0.70 in both."""
+    out = _audit("query", "real", "restart", 3000)
+    a = _attack(out)
     assert out["claimed_kind"] == "proven (in-round step Q0, Theorem Q)"
-    assert out["claimed_epsilon"] == pytest.approx(HALT_EPS + 1e-3)
-    assert out["claimed_epsilon_proven"] == out["claimed_epsilon"]
-    assert not out["caught"] and out["epsilon_lower_bound"] <= 0.5 * HALT_EPS  # type: ignore[operator]
-
-
-@pytest.mark.statistical
-def test_restart_attack_fails_against_the_default_design() -> None:
-    """noisy + private (eps_h = 0.1, eps_r = 1): claim eps_h + eps_r = 1.1, proven; the cheaper
-    adversary (m = 10, z = 0, theta = 3) nearly always gets to its test, and learns nothing
-    (P(N2 >= 3) ~ 0.31 in both worlds)."""
-    out = _restart("private", "noisy", 3000, WaitAndTest(m=10, z=0.0, theta=3))
-    assert out["claimed_kind"] == "proven (in-round step Q0, Theorem Q)"
-    assert out["claimed_epsilon"] == pytest.approx(1.1)
-    assert not out["caught"] and out["epsilon_lower_bound"] < 0.5  # type: ignore[operator]
-    (a,) = out["attacks"]  # type: ignore[misc]
-    assert a["restart_game"]["world0"]["no_test"] < 0.05
+    assert out["claimed_epsilon"] == pytest.approx(0.1)
+    assert not out["caught"]
+    w0, w1 = a["restart_game"]["world0"], a["restart_game"]["world1"]
+    assert w0["no_test"] == w1["no_test"] == 0.0
+    # 1500 games per world: |P0 - P1| within 5 binomial standard errors of 0
+    se = math.sqrt(2 * 0.7 * 0.3 / 1500)
+    assert abs(w0["p_n2_at_least_theta"] - w1["p_n2_at_least_theta"]) < 5 * se

@@ -1,5 +1,6 @@
 """``everlast audit`` prints one JSON object with the contract keys; ``everlast report`` draws records;
-``python -m adversary_sim`` runs the streams in-process."""
+``python -m adversary_sim`` runs the streams in-process. The subcommands are invoked as the click
+commands ``everlast`` registers (cli.main), so these tests do not depend on the other subcommands."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
+from cli.audit import audit as audit_cmd
+from cli.report import report as report_cmd
+from engine.design import RETIRED
 
 CONTRACT = {"game", "variant", "claimed_epsilon", "epsilon_lower_bound", "confidence", "trials"}
 
 
 @pytest.mark.parametrize("args", [
     ["--game", "training", "--trials", "40", "--attack", "flip", "--queries", "200"],
-    ["--game", "query", "--trials", "20", "--variant", "no-noise", "--queries", "100"],
-    ["--game", "query", "--trials", "20", "--attack", "halting", "--halting", "never"],
+    ["--game", "query", "--trials", "20", "--attack", "halting"],
+    ["--game", "query", "--trials", "20", "--variant", "no-noise", "--queries", "100", "--design", "paper"],
+    ["--game", "query", "--trials", "20", "--attack", "halting", "--halting", "paper"],
 ])
 def test_audit_prints_one_json_object(args: list[str]) -> None:
-    res = CliRunner().invoke(main, ["audit", *args, "--seed", "3", "--json"])
+    res = CliRunner().invoke(audit_cmd, [*args, "--seed", "3", "--json"])
     assert res.exit_code == 0, res.output
     lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
     assert len(lines) == 1
@@ -29,38 +33,32 @@ def test_audit_prints_one_json_object(args: list[str]) -> None:
     assert out["game"] == args[1] and out["trials"] == int(args[3])
     assert isinstance(out["claimed_epsilon"], float) and isinstance(out["epsilon_lower_bound"], float)
     assert out["confidence"] == 0.95
-    if out["game"] == "query":
+    paper = "paper" in args
+    assert out["design"] == ("paper" if paper else "target-charged")  # no design flag: the default design
+    assert (out["halting"], out["restarts"]) == (("paper", "per-top") if paper else ("noisy", "none"))
+    if out["game"] == "query" and paper:
         assert out["claimed_kind"] == "conditional" and out["claimed_epsilon_proven"] is None  # +inf in JSON
         assert any("NOT PROVEN" in w for w in out["warnings"])
     else:
-        assert out["claimed_kind"] == "proven"
+        assert out["claimed_kind"].startswith("proven")
 
 
 def test_audit_human_output_and_errors() -> None:
-    r = CliRunner().invoke(main, ["audit", "--game", "training", "--trials", "20", "--attack", "relabel"])
-    assert r.exit_code == 0 and "relabel" in r.output and "claimed" in r.output
-    rs = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "restart", "--trials", "20",
-                                   "--restarts", "stateless", "--halting", "never", "--probe-offset", "4"])
-    assert rs.exit_code == 0 and "restart" in rs.output
-    bad = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "chain", "--trials", "20",
-                                    "--restarts", "private"])
-    assert bad.exit_code == 2
-    wrong = CliRunner().invoke(main, ["audit", "--game", "training", "--attack", "chain", "--trials", "20"])
-    assert wrong.exit_code == 2
-    noisy_chain = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "chain", "--trials", "20",
-                                            "--halting", "noisy"])
-    assert noisy_chain.exit_code == 2
-
-
-def test_audit_halting_noisy_json() -> None:
-    res = CliRunner().invoke(main, ["audit", "--game", "query", "--attack", "halting", "--halting", "noisy",
-                                    "--trials", "30", "--seed", "3", "--json"])
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
-    assert out["halting"] == "noisy" and out["claimed_epsilon"] == 1.0
-    assert out["claimed_kind"] == "in-round (noisy halting, AboveThreshold)"
-    assert out["attacks"][0]["config"]["schedule"]["halting"] == "noisy"
-    assert "fixed_k" in out["attacks"][0]
+    r = CliRunner().invoke(audit_cmd, ["--game", "training", "--trials", "20", "--attack", "relabel"])
+    assert r.exit_code == 0 and "relabel" in r.output and "claimed" in r.output and "target-charged" in r.output
+    rs = CliRunner().invoke(audit_cmd, ["--game", "query", "--attack", "restart", "--trials", "20",
+                                        "--restarts", "per-top", "--wait-run", "10", "--probe-offset", "0",
+                                        "--theta", "3"])
+    assert rs.exit_code == 0 and "restart" in rs.output and "paper" in rs.output
+    for flag, value in (("--halting", "never"), ("--restarts", "private"), ("--restarts", "stateless")):
+        retired = CliRunner().invoke(audit_cmd, ["--game", "query", "--attack", "halting", "--trials", "20",
+                                                 flag, value])
+        assert retired.exit_code == 2 and RETIRED[value][:40] in retired.output
+    for bad in (["--game", "training", "--attack", "chain"],
+                ["--game", "query", "--halting", "noisy", "--restarts", "per-top"],
+                ["--game", "query", "--design", "paper", "--variant", "charged-c"],
+                ["--game", "query", "--variant", "charged-c"]):
+        assert CliRunner().invoke(audit_cmd, [*bad, "--trials", "20"]).exit_code == 2
 
 
 def test_stream_runner_and_report(tmp_path: Path) -> None:
@@ -73,7 +71,7 @@ def test_stream_runner_and_report(tmp_path: Path) -> None:
     run = json.loads(rec.stdout)
     assert run["halted"] and run["queries_to_halt"] < 5000
     (tmp_path / "prober.json").write_text(rec.stdout)
-    audit = runner.invoke(main, ["audit", "--game", "training", "--trials", "20", "--queries", "100", "--json"])
+    audit = runner.invoke(audit_cmd, ["--game", "training", "--trials", "20", "--queries", "100", "--json"])
     (tmp_path / "audit.json").write_text(audit.stdout)
     replay = {"sent": 10, "answered": 10, "missing": 0, "statuses": {"ok": 10}, "rounds": {"1": 10},
               "accuracy": 0.9, "throughput_qps": 100.0, "seconds": 0.1,
@@ -84,7 +82,7 @@ def test_stream_runner_and_report(tmp_path: Path) -> None:
                     "round": 1 + i // 5}) + "\n" for i in range(10)))
     out = tmp_path / "report"
     for name in ("prober.json", "audit.json", "replay.json", "queries.jsonl"):
-        r = runner.invoke(main, ["report", str(tmp_path / name), "--out", str(out)])
+        r = runner.invoke(report_cmd, [str(tmp_path / name), "--out", str(out)])
         assert r.exit_code == 0, r.output
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert {"prober-accuracy.png", "prober-halts.png", "audit-bounds.png", "audit-scores.png",
@@ -94,4 +92,4 @@ def test_stream_runner_and_report(tmp_path: Path) -> None:
     assert "halted" in (out / "prober.md").read_text()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"what": 1}))
-    assert runner.invoke(main, ["report", str(bad), "--out", str(out)]).exit_code != 0
+    assert runner.invoke(report_cmd, [str(bad), "--out", str(out)]).exit_code != 0
