@@ -1,8 +1,9 @@
 """D-hat_i: a uniform random subset of m of the round's R queries, in O(m) memory.
 
 The round length R is fixed by the schedule, so the reservoir sample can be drawn *as positions*
-at the start of the round (m distinct positions out of R, uniformly; numpy's ``choice`` without
-replacement) and filled as those positions arrive. This has exactly the distribution of classic
+at the start of the round (m distinct positions out of R, uniformly: ``sorted_subset``, which is
+numpy's ``choice`` for small m, the complement of a small subset for m > R/2, and no draw at all
+for m = R) and filled as those positions arrive. This has exactly the distribution of classic
 reservoir sampling (Vitter's Algorithm R) over a stream of known length R, never holds more than
 m points, is independent of the query values, and is append-only within the round, so a
 checkpoint only needs the points added since the last one.
@@ -15,6 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts.random_order import sorted_subset
+
 
 class Reservoir:
     __slots__ = ("filled", "points", "positions")
@@ -26,7 +29,7 @@ class Reservoir:
 
     @classmethod
     def draw(cls, R: int, m: int, point_dim: int, rng: np.random.Generator) -> Reservoir:
-        positions = np.sort(rng.choice(R, size=m, replace=False)).astype(np.int64)
+        positions = sorted_subset(R, m, rng)
         shape: tuple[int, ...] = (m,) if point_dim == 1 else (m, point_dim)
         return cls(positions, np.zeros(shape, dtype=np.float64), 0)
 
