@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from engine import between_thresholds as bt
 from engine import phases
 from engine.concepts import ConceptClass, Ensemble, from_spec
-from engine.concepts.base import check_labels
+from engine.concepts.base import RoundStart, check_labels
 from engine.errors import CorruptState, InvalidInput, TrainingSetTooSmall
 from engine.phases import Phase
 from engine.reservoir import Reservoir
@@ -111,7 +111,9 @@ class Predictor:
             raise TrainingSetTooSmall(n, need)
         streams = Streams.from_seed(seed)
         pick = streams["sampling"].choice(n, size=need, replace=False)
-        return cls._start_round(concept, schedule, streams, 1, xs[pick], ys[pick])
+        first = schedule.rounds[0]
+        start = concept.start_round(xs[pick], ys[pick], first.T, first.lam, first.m_S, streams["sampling"])
+        return cls._start_round(concept, schedule, streams, 1, start)
 
     @classmethod
     def _start_round(
@@ -120,18 +122,14 @@ class Predictor:
         schedule: Schedule,
         streams: Streams,
         index: int,
-        sx: NDArray[np.float64],
-        sy: NDArray[np.int8],
+        start: RoundStart,
     ) -> Predictor:
-        """Steps 3(a)-(c) for round ``index`` on its labeled set (already in random order)."""
+        """Step 3(c) for round ``index``, whose classifiers and S-hat are ``start``."""
         spec = schedule.spec(index)
-        assert spec is not None and sx.shape[0] == spec.labeled_size  # guaranteed by validate()
-        chunk_shape = (spec.T, spec.lam, *sx.shape[1:])
-        ensemble = concept.fit(sx.reshape(chunk_shape), sy.reshape(spec.T, spec.lam))
+        assert spec is not None  # guaranteed by validate()
         g = streams["sampling"]
-        hat = g.choice(spec.labeled_size, size=spec.m_S, replace=False)
         reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
-        rnd = _Round(index, spec, ensemble, sx[hat].copy(), sy[hat].copy())
+        rnd = _Round(index, spec, start.ensemble, start.s_hat_x, start.s_hat_y)
         p = cls(concept, schedule, streams, rnd, reservoir, phase=Phase.ANSWERING, answered=0,
                 bt_state=bt.BTState(mu=0.0), mu_units=np.zeros(0))
         mu, rho_r = p._draw_restart()
@@ -290,11 +288,8 @@ class Predictor:
             return
         g = self.streams["sampling"]
         d_hat = self._reservoir.contents()
-        lb = self.concept.labelboost(rnd.s_hat_x, rnd.s_hat_y, d_hat, g)
-        pick = g.choice(d_hat.shape[0], size=nxt.labeled_size, replace=False)
-        new = Predictor._start_round(
-            self.concept, self.schedule, self.streams, rnd.index + 1, d_hat[pick], lb.labels_unlabeled[pick]
-        )
+        start = self.concept.next_round(rnd.s_hat_x, rnd.s_hat_y, d_hat, nxt.T, nxt.lam, nxt.m_S, g)
+        new = Predictor._start_round(self.concept, self.schedule, self.streams, rnd.index + 1, start)
         # adopt the new round in place (the streams object is shared and already advanced)
         self._round = new._round
         self._reservoir = new._reservoir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -14,10 +15,11 @@ from engine.concepts.base import (
     ConceptClass,
     Ensemble,
     LabelBoostResult,
-    distinct_sorted,
-    sample_log_weights,
+    RoundStart,
+    distinct_of_sorted,
     sort_chunks,
 )
+from engine.concepts.random_order import random_order
 
 
 class ThresholdEnsemble(Ensemble):
@@ -112,20 +114,99 @@ class Thresholds(ConceptClass):
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
-        # O(l log l): sort the distinct points once, then prefix sums give every suffix's score.
-        values, rank = distinct_sorted(np.concatenate([x_lab, x_unlab]))
-        ell = values.size
-        r_lab = rank[: x_lab.size]
-        n1 = np.bincount(r_lab[y_lab == 1], minlength=ell)
-        n0 = np.bincount(r_lab[y_lab == 0], minlength=ell)
-        c0 = np.concatenate([[0], np.cumsum(n0)])  # zeros strictly left of cut k
-        c1 = np.concatenate([[0], np.cumsum(n1)])
-        score = c0 + (c1[-1] - c1)  # cut k = 0..l labels positions >= k as 1
-        k = sample_log_weights(score.astype(np.float64) / 2.0, rng)
-        labels = (rank >= k).astype(np.int8)
+        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), rng)
         return LabelBoostResult(
-            labels_labeled=labels[: x_lab.size],
-            labels_unlabeled=labels[x_lab.size :],
-            n_dichotomies=ell + 1,
-            score=int(score[k]),
+            labels_labeled=(x_lab >= cut.t).astype(np.int8),
+            labels_unlabeled=(x_unlab >= cut.t).astype(np.int8),
+            n_dichotomies=cut.n_dichotomies,
+            score=cut.score,
         )
+
+    def arrange_order(self, d_hat: F64) -> I64:
+        return np.argsort(d_hat, kind="stable").astype(np.int64)
+
+    def next_round(
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+    ) -> RoundStart:
+        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts.
+
+        S_{i+1} is labeled by a threshold t*, so every chunk is realizable and its ERM (the first
+        cut with the fewest errors, ``threshold_cuts``) is the one cut with none: the midpoint
+        between the chunk's largest point below t* and its smallest point at or above t*
+        (-inf / +inf when one side is empty). With D-hat sorted once (s) and S_{i+1} kept as
+        positions into s, those are the largest position < K and the smallest >= K of each
+        chunk, K = #{s < t*}: one wrapped subtraction f = pos - K (mod 2^32) and a min and a max
+        over each chunk give both, no per-chunk sort and no gather of D-hat.
+        """
+        s = np.sort(d_hat)
+        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), rng)
+        n, L = s.size, T * lam
+        order = random_order(n, L, rng)
+        K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
+        k32 = np.uint32(K % (1 << 32))
+        f = np.subtract(order, k32).reshape(lam, T)  # ones: [0, n - K); zeros: [2^32 - K, 2^32)
+        fmin, fmax = f.min(axis=0).astype(np.int64), f.max(axis=0).astype(np.int64)
+        has_one = fmin < n - K
+        has_zero = fmax >= (1 << 32) - K
+        both = has_one & has_zero
+        lo = s[(fmax[both] + K) % (1 << 32)]  # the chunk's largest position < K
+        hi = s[fmin[both] + K]  # its smallest position >= K
+        t = np.where(has_one, -np.inf, np.inf)  # one-sided chunks: cut 0 or cut lam
+        t[both] = midpoint_above(lo, hi)
+        hat = rng.choice(L, size=m_S, replace=False)
+        hx = s[order[hat].astype(np.intp)]
+        return RoundStart(ThresholdEnsemble(t), hx, (hx >= cut.t).astype(np.int8))
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """The threshold dichotomy LabelBoost chose: points x >= t are labeled 1."""
+
+    t: float
+    n_dichotomies: int
+    score: int
+
+
+def threshold_em(x_lab: F64, y_lab: I8, values: F64, rng: np.random.Generator) -> Cut:
+    """LabelBoost's exponential mechanism for thresholds, exactly, in O(m log m) given ``values``
+    (the sorted distinct unlabeled points); one rng draw.
+
+    On the l distinct points of x_lab o values, cut k = 0..l labels the points of rank >= k as 1,
+    with score(k) = labeled zeros of rank < k + labeled ones of rank >= k, and P[k] ∝
+    exp(score(k) / 2). The score only changes where k passes a labeled point: with r_0 < ... <
+    r_{q-1} the ranks of the q distinct labeled points, every cut k in group a = (r_{a-1}, r_a]
+    (r_{-1} = -1, r_q = l) has the same score s_a. So P[group a] ∝ size_a exp(s_a / 2), uniform
+    within the group, and one uniform u draws both by inverse CDF over the cuts (group a spans
+    size_a equal steps of width exp(s_a / 2)): the same map u -> k as a cumulative sum over all
+    l + 1 cuts, in O(q) instead of O(l).
+    """
+    ul, inv = np.unique(x_lab, return_inverse=True)
+    inv = inv.reshape(-1)
+    zeros = np.bincount(inv[y_lab == 0], minlength=ul.size)
+    ones = np.bincount(inv[y_lab == 1], minlength=ul.size)
+    below = np.searchsorted(values, ul, side="left")  # distinct unlabeled values < each labeled one
+    shared = np.zeros(ul.size, dtype=bool)
+    inside = below < values.size
+    shared[inside] = values[below[inside]] == ul[inside]
+    own = (~shared).astype(np.int64)  # labeled values that are not also unlabeled ones
+    rank = below + np.cumsum(own) - own  # rank among the distinct points of x_lab o values
+    ell = int(values.size + own.sum())
+    bounds = np.concatenate([[-1], rank, [ell]])
+    size = np.diff(bounds)  # >= 1
+    score = np.concatenate([[0], np.cumsum(zeros)]) + (int(ones.sum()) - np.concatenate([[0], np.cumsum(ones)]))
+    step = np.exp(score / 2.0 - score.max() / 2.0)  # one cut's weight in each group
+    c = np.cumsum(size * step)
+    u = rng.random() * c[-1]
+    a = min(int(np.searchsorted(c, u, side="right")), size.size - 1)
+    within = int((u - (c[a - 1] if a else 0.0)) / step[a])
+    k = int(bounds[a]) + 1 + min(max(within, 0), int(size[a]) - 1)
+    return Cut(t=_kth_distinct(k, values, ul[own == 1], rank[own == 1]), n_dichotomies=ell + 1, score=int(score[a]))
+
+
+def _kth_distinct(k: int, values: F64, own: F64, own_rank: I64) -> float:
+    """The k-th smallest distinct point of values o own (+inf for k = l: the all-zero labeling),
+    given the ranks of the labeled-only points ``own`` among them."""
+    j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
+    if j < own_rank.size and own_rank[j] == k:
+        return float(own[j])
+    return float(values[k - j]) if k - j < values.size else np.inf

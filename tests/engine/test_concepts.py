@@ -562,3 +562,72 @@ def test_finite_rejects_non_indices(bad: float) -> None:
 def test_bad_specs(spec: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
         from_spec(spec)
+
+
+# --- the round transition ------------------------------------------------------------------------
+
+
+def transition_case(kit: Kit, seed: int, n: int, n_lab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    x_unlab = kit.points(g, n) if seed % 3 else (kit.extreme or kit.points)(g, n)
+    if seed % 2 and kit.id != "finite":  # continuous points: no ties at all
+        x_unlab = x_unlab + g.random(x_unlab.shape)
+    x_lab = np.concatenate([kit.points(g, n_lab), x_unlab[:2]])  # labeled points repeated in D-hat
+    y_lab = g.integers(0, 2, x_lab.shape[0]).astype(np.int8)
+    if seed % 4 == 1:
+        y_lab[:] = seed % 8 == 1  # all one label: favours one-sided (all-ones / all-zeros) chunks
+    return x_lab, y_lab, x_unlab
+
+
+TRANSITION_SIZES = [(1, 1, 0), (3, 1, 2), (1, 5, 5), (40, 10, 30), (7, 13, 20), (7_000, 10, 1000)]
+
+
+@kits
+@pytest.mark.parametrize("T,lam,m_S", TRANSITION_SIZES)
+def test_next_round_equals_its_definition(kit: Kit, T: int, lam: int, m_S: int) -> None:
+    """Each class's ``next_round`` returns what ``ConceptClass.next_round`` (the definition:
+    LabelBoost, S_{i+1} from ``random_order``, one ERM per chunk, S-hat) returns from the same
+    draws, and leaves the stream in the same state."""
+    c = kit.concept()
+    for seed in range(6):
+        n = T * lam + (seed % 3) * 7 + (70_000 if T * lam > 1000 and seed < 2 else 0)  # > SMALL: packed orders
+        x_lab, y_lab, x_unlab = transition_case(kit, seed, n, n_lab=9)
+        g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
+        fast = c.next_round(x_lab, y_lab, x_unlab, T, lam, m_S, g1)
+        ref = ConceptClass.next_round(c, x_lab, y_lab, x_unlab, T, lam, m_S, g2)
+        assert g1.bit_generator.state == g2.bit_generator.state
+        assert fast.ensemble.size == T
+        a, b = fast.ensemble.to_arrays(), ref.ensemble.to_arrays()
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+        np.testing.assert_array_equal(fast.s_hat_x, ref.s_hat_x)
+        np.testing.assert_array_equal(fast.s_hat_y, ref.s_hat_y)
+        assert fast.s_hat_y.dtype == np.int8 and fast.s_hat_x.shape[0] == m_S
+
+
+def test_thresholds_labelboost_exact_with_large_groups() -> None:
+    """Few labeled points among many unlabeled ones: LabelBoost's cuts come in groups of equal
+    score (``threshold_em``) and one uniform places the cut inside its group. Quadrature (as
+    above) against the brute-force law over all 1 + l cuts."""
+    c = THRESHOLDS.concept()
+    g = np.random.default_rng(4)
+    x_unlab = np.concatenate([g.random(120), [0.25, 0.25, 0.75]])  # repeats count once
+    x_lab = np.array([0.25, 0.5, 0.5, 0.9])  # shares 0.25 with D-hat; 0.5 twice, labeled both ways
+    y_lab = np.array([1, 0, 1, 0], dtype=np.int8)
+    distinct, inv = THRESHOLDS.distinct(np.concatenate([x_lab, x_unlab]))
+    inv_lab = inv[: x_lab.size]
+    ell = distinct.size
+    score = np.array([agreements((np.arange(ell) >= k).astype(np.int8), inv_lab, y_lab) for k in range(ell + 1)])
+    p = np.exp(score / 2 - score.max() / 2)
+    p /= p.sum()
+    K = 30_000
+    cuts = np.zeros(ell + 1)
+    for i in range(K):
+        r = c.labelboost(x_lab, y_lab, x_unlab, FixedUniform((i + 0.5) / K))  # type: ignore[arg-type]
+        z = np.zeros(ell, dtype=np.int8)
+        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
+        k = ell - int(z.sum())
+        assert (z == (np.arange(ell) >= k)).all() and r.n_dichotomies == ell + 1
+        cuts[k] += 1
+    np.testing.assert_allclose(cuts / K, p, rtol=0, atol=2 / K + 1e-12)
