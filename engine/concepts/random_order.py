@@ -25,38 +25,41 @@ from numpy.typing import NDArray
 U32 = NDArray[np.uint32]
 I64 = NDArray[np.int64]
 
-SMALL = 1 << 16
-"""Up to this n, Fisher-Yates stays in cache and ``Generator.choice`` is as fast as a sort."""
 MAX_N = 1 << 32
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a uint64 word
 
 
-def random_order(n: int, k: int, rng: np.random.Generator) -> U32:
-    """The first k entries of a uniformly random permutation of range(n) (a uniformly random
-    ordered k-subset), as uint32; possibly a strided view. Needs n <= 2^32."""
+def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U32:
+    """The first k entries o of a uniformly random permutation of range(n) (a uniformly random
+    ordered k-subset) as uint32, possibly a strided view; needs n <= 2^32. With ``shift``, the
+    entries come as (o - shift) mod 2^32: a relabeling only (same draws, same o), which spares
+    ``Thresholds.next_round`` a pass."""
     if not 0 <= k <= n:
         raise ValueError("need 0 <= k <= n")
-    if n > MAX_N:
+    if n > MAX_N or not 0 <= shift <= MAX_N:
         raise ValueError("random orders of more than 2^32 elements are not supported")
-    if n <= SMALL or k <= n // 50:  # numpy's own exact sampler is cheap here (Floyd or in-cache)
-        return rng.choice(n, size=k, replace=False).astype(np.uint32)
-    return packed_order(n, k, rng)
+    if k <= n // 50:  # numpy's own exact sampler is cheap here (Floyd's, O(k)); else it shuffles n
+        o = rng.choice(n, size=k, replace=False)
+        return ((o - shift) % MAX_N).astype(np.uint32)
+    return packed_order(n, k, rng, shift)
 
 
-def packed_order(n: int, k: int, rng: np.random.Generator, key_bits: int = 32) -> U32:
-    """``random_order`` by sorting packed (key << 32) | index words (module docstring). Fewer
-    ``key_bits`` only make ties (and the tie-breaking path) common, for the tests."""
-    keys = np.arange(n, dtype=np.uint64)  # the index in the low half ...
+def packed_order(n: int, k: int, rng: np.random.Generator, shift: int = 0, key_bits: int = 32) -> U32:
+    """``random_order`` by sorting packed (key << 32) | (index - shift mod 2^32) words (module
+    docstring). Fewer ``key_bits`` only make ties (and the tie-breaking path) common, for tests."""
+    keys = np.arange(-shift, n - shift, dtype=np.int64).view(np.uint64)  # the index in the low half ...
     halves = keys.view(np.uint32).reshape(n, 2)
     r = np.asarray(rng.bit_generator.random_raw((n + 1) // 2), dtype=np.uint64).view(np.uint32)[:n]
     halves[:, _HI] = r if key_bits == 32 else r >> np.uint32(32 - key_bits)  # ... the key above
     keys.sort()
-    _shuffle_runs(halves, rng)
+    _shuffle_runs(halves, rng, shift)
     return halves[:k, _LO]
 
 
-def _shuffle_runs(halves: U32, rng: np.random.Generator) -> None:
-    """Put each run of equal high halves (sorted keys) in a uniformly random order, in place."""
+def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:
+    """Put each run of equal high halves (sorted keys) in a uniformly random order, in place.
+    A run's words are first put in increasing index order, so that the result does not depend
+    on ``shift``."""
     hi = halves[:, _HI]
     tie = np.flatnonzero(hi[1:] == hi[:-1])  # word t + 1 has the same key as word t
     if tie.size == 0:
@@ -66,13 +69,15 @@ def _shuffle_runs(halves: U32, rng: np.random.Generator) -> None:
     starts[1:] = members[1:] != members[:-1] + 1
     starts[1:] |= ~np.isin(members[:-1], tie)
     run = np.cumsum(starts)
+    low = halves[members, _LO]
+    low = low[np.lexsort(((low.astype(np.int64) + shift) % MAX_N, run))]  # by index within runs
     while True:  # i.i.d. uniform tie-breakers; redraw on the (2^-53-rare) tie among them
         u = rng.random(members.size)
         order = np.lexsort((u, run))
         us, rs = u[order], run[order]
         if not np.any((us[1:] == us[:-1]) & (rs[1:] == rs[:-1])):
             break
-    halves[members, _LO] = halves[members[order], _LO]
+    halves[members, _LO] = low[order]
 
 
 def sorted_subset(n: int, k: int, rng: np.random.Generator) -> I64:

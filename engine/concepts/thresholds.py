@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from engine.concepts.base import (
     F64,
@@ -141,21 +142,28 @@ class Thresholds(ConceptClass):
         s = np.sort(d_hat)
         cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), rng)
         n, L = s.size, T * lam
-        order = random_order(n, L, rng)
         K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
-        k32 = np.uint32(K % (1 << 32))
-        f = np.subtract(order, k32).reshape(lam, T)  # ones: [0, n - K); zeros: [2^32 - K, 2^32)
-        fmin, fmax = f.min(axis=0).astype(np.int64), f.max(axis=0).astype(np.int64)
-        has_one = fmin < n - K
-        has_zero = fmax >= (1 << 32) - K
-        both = has_one & has_zero
-        lo = s[(fmax[both] + K) % (1 << 32)]  # the chunk's largest position < K
-        hi = s[fmin[both] + K]  # its smallest position >= K
-        t = np.where(has_one, -np.inf, np.inf)  # one-sided chunks: cut 0 or cut lam
-        t[both] = midpoint_above(lo, hi)
+        f = random_order(n, L, rng, shift=K)  # S_{i+1} as (position - K) mod 2^32
         hat = rng.choice(L, size=m_S, replace=False)
-        hx = s[order[hat].astype(np.intp)]
-        return RoundStart(ThresholdEnsemble(t), hx, (hx >= cut.t).astype(np.int8))
+        hx = s.take((f[hat].astype(np.int64) + K) % (1 << 32))
+        ensemble = ThresholdEnsemble(_chunk_thresholds(s, f.reshape(lam, T), K))
+        return RoundStart(ensemble, hx, (hx >= cut.t).astype(np.int8))
+
+
+def _chunk_thresholds(s: F64, f: NDArray[np.uint32], K: int) -> F64:
+    """The ERM threshold of each chunk (column) of f, the wrapped positions (pos - K) mod 2^32
+    into sorted ``s`` of S_{i+1}, whose points at positions >= K are labeled 1: ones have
+    f in [0, n - K), zeros f in [2^32 - K, 2^32), so the column min is the smallest one and the
+    column max the largest zero whenever the chunk has both (``Thresholds.next_round``)."""
+    n, T = s.size, f.shape[1]
+    if K in (0, n):  # every chunk is one-sided: cut 0 (all ones) or cut lam (all zeros)
+        return np.full(T, -np.inf if K == 0 else np.inf)
+    fmin, fmax = f.min(axis=0), f.max(axis=0)
+    k32 = np.uint32(K)
+    t = midpoint_above(s.take((fmax + k32).astype(np.intp)), s.take((fmin + k32).astype(np.intp)))
+    t[fmax < n - K] = -np.inf  # no zeros: the chunk's largest "zero" was a one
+    t[fmin >= n - K] = np.inf  # no ones
+    return t
 
 
 @dataclass(frozen=True, slots=True)
