@@ -31,8 +31,8 @@ _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a
 
 def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U32:
     """The first k entries o of a uniformly random permutation of range(n) (a uniformly random
-    ordered k-subset) as uint32, possibly a strided view; needs n <= 2^32. With ``shift``, the
-    entries come as (o - shift) mod 2^32: a relabeling only (same draws, same o), which spares
+    ordered k-subset) as uint32, possibly a strided view; n <= 2^32. With ``shift``, the entries
+    come as (o - shift) mod 2^32: a relabeling only (same draws, same o), which spares
     ``Thresholds.next_round`` a pass."""
     if not 0 <= k <= n:
         raise ValueError("need 0 <= k <= n")
@@ -90,4 +90,6 @@ def sorted_subset(n: int, k: int, rng: np.random.Generator) -> I64:
         keep = np.ones(n, dtype=bool)
         keep[sorted_subset(n, n - k, rng)] = False
         return np.flatnonzero(keep).astype(np.int64)
-    return np.sort(random_order(n, k, rng)).astype(np.int64)
+    if k <= n // 50 or n > MAX_N:  # numpy's choice (Floyd's, O(k)), as the reservoir always did
+        return np.sort(rng.choice(n, size=k, replace=False)).astype(np.int64)
+    return np.sort(packed_order(n, k, rng)).astype(np.int64)

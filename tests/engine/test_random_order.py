@@ -103,3 +103,11 @@ def test_shift_only_relabels(key_bits: int) -> None:
     small = random_order(n, 50, np.random.default_rng(2))  # numpy's choice path
     got = random_order(n, 50, np.random.default_rng(2), shift=77)
     np.testing.assert_array_equal((got.astype(np.int64) + 77) % 2**32, small)
+
+
+def test_huge_ranges() -> None:
+    """Round lengths R far beyond 2^32 (D-hat a tiny subset of them): the reservoir's positions."""
+    s = sorted_subset(10**12, 1000, np.random.default_rng(0))
+    assert s.size == 1000 and (np.diff(s) > 0).all() and s[-1] > 2**32
+    with pytest.raises(ValueError):
+        random_order(2**32 + 1, 10, np.random.default_rng(0))
