@@ -20,6 +20,7 @@ from engine.concepts.base import (
     distinct_of_sorted,
     sort_chunks,
 )
+from engine.concepts.line import LabeledRanks, inverse_cdf, uniform_step
 from engine.concepts.random_order import random_order
 
 
@@ -139,6 +140,8 @@ class Thresholds(ConceptClass):
         chunk, K = #{s < t*}: one wrapped subtraction f = pos - K (mod 2^32) and a min and a max
         over each chunk give both, no per-chunk sort and no gather of D-hat.
         """
+        if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
         s = np.sort(d_hat)
         cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), rng)
         n, L = s.size, T * lam
@@ -181,40 +184,18 @@ def threshold_em(x_lab: F64, y_lab: I8, values: F64, rng: np.random.Generator) -
 
     On the l distinct points of x_lab o values, cut k = 0..l labels the points of rank >= k as 1,
     with score(k) = labeled zeros of rank < k + labeled ones of rank >= k, and P[k] ∝
-    exp(score(k) / 2). The score only changes where k passes a labeled point: with r_0 < ... <
-    r_{q-1} the ranks of the q distinct labeled points, every cut k in group a = (r_{a-1}, r_a]
-    (r_{-1} = -1, r_q = l) has the same score s_a. So P[group a] ∝ size_a exp(s_a / 2), uniform
-    within the group, and one uniform u draws both by inverse CDF over the cuts (group a spans
-    size_a equal steps of width exp(s_a / 2)): the same map u -> k as a cumulative sum over all
-    l + 1 cuts, in O(q) instead of O(l).
+    exp(score(k) / 2). The score only changes where k passes a labeled point, so every cut of
+    group a (``line``) has the same score s_a: P[group a] ∝ size_a exp(s_a / 2), uniform within
+    the group, and one uniform u draws both by inverse CDF over the cuts (group a spans size_a
+    equal steps of width exp(s_a / 2)): the same map u -> k as a cumulative sum over all l + 1
+    cuts, in O(q) instead of O(l).
     """
-    ul, inv = np.unique(x_lab, return_inverse=True)
-    inv = inv.reshape(-1)
-    zeros = np.bincount(inv[y_lab == 0], minlength=ul.size)
-    ones = np.bincount(inv[y_lab == 1], minlength=ul.size)
-    below = np.searchsorted(values, ul, side="left")  # distinct unlabeled values < each labeled one
-    shared = np.zeros(ul.size, dtype=bool)
-    inside = below < values.size
-    shared[inside] = values[below[inside]] == ul[inside]
-    own = (~shared).astype(np.int64)  # labeled values that are not also unlabeled ones
-    rank = below + np.cumsum(own) - own  # rank among the distinct points of x_lab o values
-    ell = int(values.size + own.sum())
-    bounds = np.concatenate([[-1], rank, [ell]])
+    lr = LabeledRanks.of(x_lab, y_lab, values)
+    bounds = lr.bounds()
     size = np.diff(bounds)  # >= 1
-    score = np.concatenate([[0], np.cumsum(zeros)]) + (int(ones.sum()) - np.concatenate([[0], np.cumsum(ones)]))
+    zeros_below = np.concatenate([[0], np.cumsum(lr.zeros)])  # labeled zeros left of group a
+    score = zeros_below + int(lr.ones.sum()) - np.concatenate([[0], np.cumsum(lr.ones)])
     step = np.exp(score / 2.0 - score.max() / 2.0)  # one cut's weight in each group
-    c = np.cumsum(size * step)
-    u = rng.random() * c[-1]
-    a = min(int(np.searchsorted(c, u, side="right")), size.size - 1)
-    within = int((u - (c[a - 1] if a else 0.0)) / step[a])
-    k = int(bounds[a]) + 1 + min(max(within, 0), int(size[a]) - 1)
-    return Cut(t=_kth_distinct(k, values, ul[own == 1], rank[own == 1]), n_dichotomies=ell + 1, score=int(score[a]))
-
-
-def _kth_distinct(k: int, values: F64, own: F64, own_rank: I64) -> float:
-    """The k-th smallest distinct point of values o own (+inf for k = l: the all-zero labeling),
-    given the ranks of the labeled-only points ``own`` among them."""
-    j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
-    if j < own_rank.size and own_rank[j] == k:
-        return float(own[j])
-    return float(values[k - j]) if k - j < values.size else np.inf
+    a, rest = inverse_cdf(size * step, rng.random())
+    k = int(bounds[a]) + 1 + uniform_step(rest, float(step[a]), int(size[a]))
+    return Cut(t=lr.value(k), n_dichotomies=lr.ell + 1, score=int(score[a]))

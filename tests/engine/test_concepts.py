@@ -621,7 +621,7 @@ def test_thresholds_labelboost_exact_with_large_groups() -> None:
     score = np.array([agreements((np.arange(ell) >= k).astype(np.int8), inv_lab, y_lab) for k in range(ell + 1)])
     p = np.exp(score / 2 - score.max() / 2)
     p /= p.sum()
-    K = 30_000
+    K = 10_000
     cuts = np.zeros(ell + 1)
     for i in range(K):
         r = c.labelboost(x_lab, y_lab, x_unlab, FixedUniform((i + 0.5) / K))  # type: ignore[arg-type]
@@ -631,3 +631,66 @@ def test_thresholds_labelboost_exact_with_large_groups() -> None:
         assert (z == (np.arange(ell) >= k)).all() and r.n_dichotomies == ell + 1
         cuts[k] += 1
     np.testing.assert_allclose(cuts / K, p, rtol=0, atol=2 / K + 1e-12)
+
+
+def test_intervals_labelboost_exact_with_large_groups() -> None:
+    """As the quadrature test above, with few labeled points among many unlabeled ones: right
+    ends inside a group of equal prefix score have weights constant + linear (``interval_em``)."""
+    c = INTERVALS.concept()
+    g = np.random.default_rng(8)
+    x_unlab = np.concatenate([g.random(60), [0.25, 0.25]])
+    x_lab = np.array([0.25, 0.4, 0.4, 0.7, 0.9])
+    y_lab = np.array([1, 1, 0, 1, 0], dtype=np.int8)
+    distinct, inv = INTERVALS.distinct(np.concatenate([x_lab, x_unlab]))
+    inv_lab = inv[: x_lab.size]
+    ell = distinct.size
+    ranges = [(-1, -1)] + [(i, j) for j in range(1, ell + 1) for i in range(j)]  # ranks [i, j)
+    ranks = np.arange(ell)
+    z_of = {r: ((ranks >= r[0]) & (ranks < r[1])).astype(np.int8) for r in ranges}  # (-1, -1): all 0
+    score = np.array([agreements(z_of[r], inv_lab, y_lab) for r in ranges])
+    p = np.exp(score / 2 - score.max() / 2)
+    p /= p.sum()
+    prob = dict(zip(ranges, p, strict=True))
+
+    def run(u1: float, u2: float) -> tuple[int, int]:
+        r = c.labelboost(x_lab, y_lab, x_unlab, Uniforms(u1, u2))  # type: ignore[arg-type]
+        z = np.zeros(ell, dtype=np.int8)
+        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
+        if not z.any():
+            return (-1, -1)
+        ones = np.flatnonzero(z)
+        assert ones[-1] - ones[0] + 1 == ones.size  # a contiguous range of ranks
+        assert r.n_dichotomies == len(ranges) and r.score == agreements(z, inv_lab, y_lab)
+        return (int(ones[0]), int(ones[-1]) + 1)
+
+    k1, k2 = 8_000, 1_000
+    ends = np.array([run((i + 0.5) / k1, 0.5)[1] for i in range(k1)])
+    for j in range(-1, ell + 1):
+        p_j = sum(pz for r, pz in prob.items() if r[1] == j)
+        assert abs(np.mean(ends == j) - p_j) <= 2 / k1 + 1e-12, j
+    for j in (1, 20, 40, ell):  # left ends given the right end
+        hits = np.flatnonzero(ends == j)
+        u1 = (hits[hits.size // 2] + 0.5) / k1
+        given = Counter(run(u1, (i + 0.5) / k2) for i in range(k2))
+        p_j = sum(pz for r, pz in prob.items() if r[1] == j)
+        for i in range(j):
+            assert abs(given[(i, j)] / k2 - prob[(i, j)] / p_j) <= 2 / k2 + 1e-12, (i, j)
+
+
+@pytest.mark.parametrize("kit", [THRESHOLDS, INTERVALS], ids=["thresholds", "intervals"])
+def test_next_round_runs_a_subclass_labelboost(kit: Kit) -> None:
+    """A subclass that replaces LabelBoost (the audit's ``majority-relabel`` variant) gets its own
+    LabelBoost in the transition, not the class's fast path."""
+    base = type(kit.concept())
+    calls = []
+
+    class AllZero(base):  # type: ignore[valid-type,misc]
+        def labelboost(self, x_lab: Any, y_lab: Any, x_unlab: Any, rng: Any) -> Any:
+            calls.append(1)
+            r = super().labelboost(x_lab, y_lab, x_unlab, rng)
+            return type(r)(r.labels_labeled * 0, r.labels_unlabeled * 0, r.n_dichotomies, 0)
+
+    x_lab, y_lab, x_unlab = transition_case(kit, 2, 400, n_lab=9)
+    start = AllZero().next_round(x_lab, y_lab, x_unlab, 20, 10, 30, np.random.default_rng(0))
+    assert calls and not start.s_hat_y.any()
+    assert np.isinf(next(iter(start.ensemble.to_arrays().values()))).all()  # all-zero chunks: +inf / empty
