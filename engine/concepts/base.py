@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts.line import inverse_cdf, uniform_step
 from engine.concepts.random_order import random_order
 from engine.errors import InvalidInput
 
@@ -184,6 +185,26 @@ def sample_log_weights(log_w: F64, rng: np.random.Generator) -> int:
     u = rng.random() * c[-1]
     i = int(np.searchsorted(c, u, side="right"))
     return min(i, log_w.size - 1)
+
+
+def sample_by_score(score: I64, keep: NDArray[np.bool_], rng: np.random.Generator) -> int:
+    """Flat index i of a kept entry with probability ∝ exp(score[i] / 2), one uniform.
+
+    The weight depends on the (integer) score only, so the inverse CDF runs over score values:
+    P[score = v] ∝ (kept entries with score v) exp(v / 2), then the entry is the uniform's
+    residual step among them (in flat order). Same law as ``sample_log_weights`` over the kept
+    entries, without exponentiating one weight per entry."""
+    flat_s, flat_k = score.reshape(-1), keep.reshape(-1)
+    kept = flat_s[flat_k]
+    if kept.size == 0:
+        raise ValueError("cannot sample from an empty set")
+    lo = int(kept.min())
+    counts = np.bincount(kept - lo)
+    v = np.arange(counts.size)
+    step = np.exp((v - v[counts > 0].max()) / 2.0)  # one entry's weight at score lo + v
+    a, rest = inverse_cdf(counts * step, rng.random())
+    j = uniform_step(rest, float(step[a]), int(counts[a]))
+    return int(np.flatnonzero(flat_k & (flat_s == lo + a))[j])
 
 
 def logcumsumexp(a: F64) -> F64:
