@@ -27,3 +27,17 @@ def test_every_query_kept_draws_nothing() -> None:
     before = g.bit_generator.state
     Reservoir.draw(1000, 1000, 2, g)
     assert g.bit_generator.state == before
+
+
+def test_roundtrip_keeps_what_was_offered() -> None:
+    for R, m in [(50, 50), (50, 20), (50, 0)]:
+        r = Reservoir.draw(R, m, 2, np.random.default_rng(1))
+        x = np.arange(2 * R, dtype=np.float64).reshape(R, 2)
+        r.offer(0, x[:30])
+        back = Reservoir.from_dict(r.to_dict(), 2)
+        np.testing.assert_array_equal(back.positions, r.positions)
+        np.testing.assert_array_equal(back.contents(), r.contents())
+        back.offer(30, x[30:])
+        r.offer(30, x[30:])
+        assert back.full and r.full
+        np.testing.assert_array_equal(back.contents(), r.contents())
