@@ -70,7 +70,10 @@ def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:
     starts[1:] |= ~np.isin(members[:-1], tie)
     run = np.cumsum(starts)
     low = halves[members, _LO]
-    low = low[np.lexsort(((low.astype(np.int64) + shift) % MAX_N, run))]  # by index within runs
+    if shift:  # the sort put each run in shifted-index order; reorder the (rare) runs it changes
+        index = (low.astype(np.int64) + shift) % MAX_N
+        if np.any((index[1:] < index[:-1]) & (run[1:] == run[:-1])):
+            low = low[np.lexsort((index, run))]
     while True:  # i.i.d. uniform tie-breakers; redraw on the (2^-53-rare) tie among them
         u = rng.random(members.size)
         order = np.lexsort((u, run))
