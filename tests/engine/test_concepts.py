@@ -593,7 +593,10 @@ def test_next_round_equals_its_definition(kit: Kit, T: int, lam: int, m_S: int) 
         n = T * lam + (seed % 3) * 7 + (70_000 if T * lam > 1000 and seed < 2 else 0)  # > SMALL: packed orders
         x_lab, y_lab, x_unlab = transition_case(kit, seed, n, n_lab=9)
         g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
+        before = [a.copy() for a in (x_lab, y_lab, x_unlab)]
         fast = c.next_round(x_lab, y_lab, x_unlab, T, lam, m_S, g1)
+        for a, b in zip(before, (x_lab, y_lab, x_unlab), strict=True):
+            np.testing.assert_array_equal(a, b)  # inputs untouched (the predictor's reservoir)
         ref = ConceptClass.next_round(c, x_lab, y_lab, x_unlab, T, lam, m_S, g2)
         assert g1.bit_generator.state == g2.bit_generator.state
         assert fast.ensemble.size == T
