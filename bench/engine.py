@@ -7,7 +7,8 @@ does only the unavoidable work for the same batches (binary-search vote count + 
 for the default design (noisy halting + private restarts, two tests per query) and the paper's.
 transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
 S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points (thresholds unless
-``--concept``); ``ratio`` is of the best of several repeats, ``ratio_median`` of the medians.
+``--concept``); ``ratio`` is of the best of several repeats, ``ratio_median`` of the medians,
+``cpu_ratio`` of the best thread CPU times (less sensitive to other processes on a shared machine).
 """
 
 from __future__ import annotations
@@ -100,19 +101,24 @@ def transition_row(points: int, repeats: int, concept: str = "thresholds") -> di
     x = draw(g, points)
     y = (np.asarray(x).reshape(points, -1)[:, 0] >= 0.5).astype(np.int8)
     pts = g.random(points)
-    times, sorts = [], []
+    times, sorts, cpu, cpu_sorts = [], [], [], []
     for r in range(repeats):
         p = Predictor.create(c, design_schedule(spec, "default"), x, y, seed=r)
         for i in range(0, points, 1 << 20):
             p.answer(draw(g, min(1 << 20, points - i)))
         assert p.phase is Phase.TRANSITION_DUE
+        c0 = time.thread_time()
         times.append(_timed(p.transition))
+        c1 = time.thread_time()
         sorts.append(_timed(lambda: np.sort(pts)))
+        cpu.append(c1 - c0)
+        cpu_sorts.append(time.thread_time() - c1)
     sec, sort_s = min(times), min(sorts)
     return {"points": points, "seconds": sec, "sort_seconds": sort_s, "ratio": sec / sort_s, "concept": concept,
             "repeats": repeats, "seconds_median": float(np.median(times)),
             "sort_seconds_median": float(np.median(sorts)),
-            "ratio_median": float(np.median(times) / np.median(sorts))}
+            "ratio_median": float(np.median(times) / np.median(sorts)),
+            "cpu_ratio": min(cpu) / max(min(cpu_sorts), 1e-9)}
 
 
 def _timed(fn: Callable[[], object]) -> float:
