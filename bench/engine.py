@@ -84,7 +84,7 @@ def _transition_points(concept: str) -> tuple[ConceptClass, Callable[[np.random.
 def transition_repeats(points: int, repeats: int, quick: bool) -> int:
     """More repeats where a transition is cheap: the minimum of a few milliseconds is noisy on a
     shared machine, and these cost little."""
-    return max(repeats, min(21, (10**6 if quick else 3 * 10**6) // points))
+    return max(repeats, min(21, (10**6 if quick else 10**7) // points))
 
 
 def transition_row(points: int, repeats: int, concept: str = "thresholds") -> dict[str, object]:
