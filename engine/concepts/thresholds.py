@@ -137,8 +137,9 @@ class Thresholds(ConceptClass):
         between the chunk's largest point below t* and its smallest point at or above t*
         (-inf / +inf when one side is empty). With D-hat sorted once (s) and S_{i+1} kept as
         positions into s, those are the largest position < K and the smallest >= K of each
-        chunk, K = #{s < t*}: one wrapped subtraction f = pos - K (mod 2^32) and a min and a max
-        over each chunk give both, no per-chunk sort and no gather of D-hat.
+        chunk, K = #{s < t*}. The order is drawn directly as f = pos - K (mod 2^32)
+        (``random_order(shift=K)``), so a min and a max over each chunk give both: no per-chunk
+        sort, no gather of D-hat, and no more than two sorts of n numbers in all.
         """
         if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
