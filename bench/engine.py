@@ -9,7 +9,9 @@ default design (target-charged) z_j and xi_j per query; for the paper's nu_j per
 threshold draw mu per top. ratio = engine qps / floor qps (>= 1.0: the engine adds nothing). Both
 are timed in CPU seconds of this process (single-threaded work), interleaved, best of 7.
 transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
-S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points.
+S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points (thresholds unless
+``--concept``); ``ratio`` is of the best of several repeats, ``ratio_median`` of the medians,
+``cpu_ratio`` of the best thread CPU times (less sensitive to other processes on a shared machine).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from engine import noise
-from engine.concepts import Thresholds
+from engine.concepts import ConceptClass, Thresholds, from_spec
 from engine.design import PAPER, QUERY_BLOCK, noise_plan
 from engine.phases import Phase
 from engine.planner.fill import fill_tests
@@ -95,26 +97,54 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
     return {"design": design, "T": T, "engine_qps": queries / te, "floor_qps": queries / tf, "ratio": tf / te}
 
 
-def transition_row(points: int, repeats: int) -> dict[str, object]:
+TRANSITION_CONCEPTS = ("thresholds", "intervals", "stumps")
+STUMPS_D = 3
+
+
+def _transition_points(concept: str) -> tuple[ConceptClass, Callable[[np.random.Generator, int], np.ndarray]]:
+    if concept == "stumps":
+        return from_spec({"name": "stumps", "d": STUMPS_D}), lambda g, n: g.random((n, STUMPS_D))
+    return from_spec({"name": concept}), lambda g, n: g.random(n)
+
+
+def transition_repeats(points: int, repeats: int, quick: bool) -> int:
+    """More repeats where a transition is cheap: the minimum of a few milliseconds is noisy on a
+    shared machine, and these cost little."""
+    return max(repeats, min(21, (10**6 if quick else 10**7) // points))
+
+
+def transition_row(points: int, repeats: int, concept: str = "thresholds") -> dict[str, object]:
+    """One transition of ``points`` queries (m_D = R: all of them kept) for ``concept``, timed
+    against ``np.sort`` of as many random floats. Each repeat answers a fresh round, then times
+    one transition and one sort back to back (same load on a shared machine); the ratio is of
+    the minima, with medians alongside."""
     lam = 10
     T = points // lam
     spec = RoundSpec(T=T, lam=lam, R=points, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
                      m_S=1000, m_D=points)
+    c, draw = _transition_points(concept)
     g = np.random.default_rng(0)
-    x = g.random(points)
-    times = []
-    for r in range(repeats):
-        p = Predictor.create(Thresholds(), design_schedule(spec, "default"), x, (x >= 0.5).astype(np.int8), seed=r)
-        for i in range(0, points, 1 << 20):
-            p.answer(g.random(min(1 << 20, points - i)))
-        assert p.phase is Phase.TRANSITION_DUE
-        t0 = time.perf_counter()
-        p.transition()
-        times.append(time.perf_counter() - t0)
+    x = draw(g, points)
+    y = (np.asarray(x).reshape(points, -1)[:, 0] >= 0.5).astype(np.int8)
     pts = g.random(points)
-    sort_s = best_of(lambda: _timed(lambda: np.sort(pts)), repeats)
-    sec = min(times)
-    return {"points": points, "seconds": sec, "sort_seconds": sort_s, "ratio": sec / sort_s}
+    times, sorts, cpu, cpu_sorts = [], [], [], []
+    for r in range(repeats):
+        p = Predictor.create(c, design_schedule(spec, "default"), x, y, seed=r)
+        for i in range(0, points, 1 << 20):
+            p.answer(draw(g, min(1 << 20, points - i)))
+        assert p.phase is Phase.TRANSITION_DUE
+        c0 = time.thread_time()
+        times.append(_timed(p.transition))
+        c1 = time.thread_time()
+        sorts.append(_timed(lambda: np.sort(pts)))
+        cpu.append(c1 - c0)
+        cpu_sorts.append(time.thread_time() - c1)
+    sec, sort_s = min(times), min(sorts)
+    return {"points": points, "seconds": sec, "sort_seconds": sort_s, "ratio": sec / sort_s, "concept": concept,
+            "repeats": repeats, "seconds_median": float(np.median(times)),
+            "sort_seconds_median": float(np.median(sorts)),
+            "ratio_median": float(np.median(times) / np.median(sorts)),
+            "cpu_ratio": min(cpu) / max(min(cpu_sorts), 1e-9)}
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -125,7 +155,9 @@ def _timed(fn: Callable[[], object]) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, for CI)")
+    ap.add_argument("--concept", choices=(*TRANSITION_CONCEPTS, "all"), default="thresholds",
+                    help="concept class of the transition rows (default: thresholds)")
     args = ap.parse_args(argv)
     Ts = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
     sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
@@ -137,9 +169,12 @@ def main(argv: list[str] | None = None) -> None:
         for T in Ts:
             print(f"engine {design} T={T} ...", file=sys.stderr)
             out["engine"].append(engine_row(T, queries, engine_repeats, design))
-    for n in sizes:
-        print(f"transition points={n} ...", file=sys.stderr)
-        out["transition"].append(transition_row(n, repeats))
+    concepts = TRANSITION_CONCEPTS if args.concept == "all" else (args.concept,)
+    for concept in concepts:
+        for n in sizes:
+            reps = transition_repeats(n, repeats, args.quick)
+            print(f"transition {concept} points={n} x{reps} ...", file=sys.stderr)
+            out["transition"].append(transition_row(n, reps, concept))
     print(json.dumps(out))
 
 

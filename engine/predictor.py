@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from engine import between_thresholds as bt
 from engine import phases
 from engine.concepts import ConceptClass, Ensemble, from_spec
-from engine.concepts.base import check_labels
+from engine.concepts.base import RoundStart, check_labels
 from engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
 from engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
 from engine.noise import NoiseStream
@@ -59,8 +59,12 @@ class _Round:
     ensemble: Ensemble
     s_hat_x: NDArray[np.float64]
     s_hat_y: NDArray[np.int8]
-    positions: NDArray[np.int64]
-    """The round positions whose queries D-hat keeps (engine.reservoir)."""
+    positions: NDArray[np.int64] | None
+    """The round positions whose queries D-hat keeps (engine.reservoir); None: every query (m_D = R)."""
+
+    @property
+    def kept(self) -> int:
+        return self.spec.R if self.positions is None else self.positions.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,9 @@ class Predictor:
         entropy = root_entropy(seed)
         g = generator(entropy, 1, Purpose.SAMPLING)
         pick = g.choice(n, size=need, replace=False)
-        rnd, points, live = _start_round(concept, schedule, entropy, 1, xs[pick], ys[pick], g)
+        first = schedule.rounds[0]
+        start = concept.start_round(xs[pick], ys[pick], first.T, first.lam, first.m_S, g)
+        rnd, points, live = _start_round(concept, schedule, entropy, 1, start, g)
         return cls(concept, schedule, entropy, rnd, points, live)
 
     # -- observation ---------------------------------------------------------------------------
@@ -243,10 +249,9 @@ class Predictor:
             return
         g = generator(self.entropy, rnd.index + 1, Purpose.SAMPLING)
         d_hat = self._points[: live.filled]
-        lb = self.concept.labelboost(rnd.s_hat_x, rnd.s_hat_y, d_hat, g)
-        pick = g.choice(d_hat.shape[0], size=nxt.labeled_size, replace=False)
+        start = self.concept.next_round(rnd.s_hat_x, rnd.s_hat_y, d_hat, nxt.T, nxt.lam, nxt.m_S, g)
         new_round, points, new_live = _start_round(self.concept, self.schedule, self.entropy, rnd.index + 1,
-                                                   d_hat[pick], lb.labels_unlabeled[pick], g)
+                                                   start, g)
         new_live = replace(new_live, phase=phases.fire(live.phase, "transition", "next"))
         self._round, self._points, self._live = new_round, points, new_live  # commit
         self._check_invariants()
@@ -254,7 +259,7 @@ class Predictor:
     def _check_invariants(self) -> None:
         live, spec = self._live, self._round.spec
         ok = (self._round.ensemble.size == spec.T and 0 <= live.answered <= spec.R
-              and 0 <= live.filled <= self._round.positions.size)
+              and 0 <= live.filled <= self._round.kept)
         if not ok:
             self._live = replace(live, phase=Phase.ERROR)
             raise InvalidState("the predictor's state is inconsistent after a transition; it entered phase error")
@@ -306,7 +311,7 @@ class Predictor:
                 "ensemble": r.ensemble.to_arrays(),
                 "s_hat_x": r.s_hat_x,
                 "s_hat_y": r.s_hat_y,
-                "reservoir_positions": r.positions,
+                "reservoir_positions": np.arange(r.spec.R, dtype=np.int64) if r.positions is None else r.positions,
             },
         }
 
@@ -365,7 +370,7 @@ class Predictor:
             points = np.zeros(shape, dtype=np.float64)
             points[:filled] = got.reshape((filled, *shape[1:]))
             rnd = _Round(index, spec, plan, ensemble, np.asarray(rs["s_hat_x"], dtype=np.float64),
-                         np.asarray(rs["s_hat_y"], dtype=np.int8), positions)
+                         np.asarray(rs["s_hat_y"], dtype=np.int8), None if positions.size == spec.R else positions)
             noise = RoundNoise.from_dict(schedule.design, plan, dict(live["noise"]))
             state = bt.BTState(tops=int(live["tops"]), mu=int(live["mu"]), rho_h=int(live["rho_h"]))
             new_live = _Live(Phase(live["phase"]), int(live["answered"]), state, noise, filled)
@@ -388,19 +393,16 @@ class Predictor:
         return cls(concept, schedule, entropy, rnd, points, new_live)
 
 
-def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index: int, sx: NDArray[np.float64],
-                 sy: NDArray[np.int8], g: np.random.Generator) -> tuple[_Round, NDArray[np.float64], _Live]:
-    """Steps 3(a)-(c) for round ``index`` on its labeled set (already in random order); ``g`` is the
-    round's sampling stream (already used for what formed S_index)."""
+def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index: int, start: RoundStart,
+                 g: np.random.Generator) -> tuple[_Round, NDArray[np.float64], _Live]:
+    """Step 3(c) for round ``index``, whose classifiers and S-hat are ``start``; ``g`` is the round's
+    sampling stream (already used for what formed S_index and its classifiers)."""
     spec = schedule.spec(index)
-    if spec is None or sx.shape[0] != spec.labeled_size:
-        raise InvalidSchedule(f"round {index} cannot be formed from {sx.shape[0]} labeled points")
+    if spec is None or start.ensemble.size != spec.T:
+        raise InvalidSchedule(f"round {index} cannot be formed from the classifiers given")
     plan = noise_plan(schedule.design, spec)
-    chunk_shape = (spec.T, spec.lam, *sx.shape[1:])
-    ensemble = concept.fit(sx.reshape(chunk_shape), sy.reshape(spec.T, spec.lam))
-    hat = g.choice(spec.labeled_size, size=spec.m_S, replace=False)
     reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
-    rnd = _Round(index, spec, plan, ensemble, sx[hat].copy(), sy[hat].copy(), reservoir.positions)
+    rnd = _Round(index, spec, plan, start.ensemble, start.s_hat_x, start.s_hat_y, reservoir.stored_positions)
     noise, first = RoundNoise.start(schedule.design, plan, entropy, index)
     state = bt.BTState(rho_h=first) if schedule.design.target_charged else bt.BTState(mu=first)
     return rnd, reservoir.points, _Live(Phase.ANSWERING, 0, state, noise, 0)
@@ -429,10 +431,14 @@ class _MuFeed:
         return self.stream if self.pos == self.buf.size else self.before.take(self.pos)[1]
 
 
-def _offer(points: NDArray[np.float64], positions: NDArray[np.int64], filled: int, start: int,
+def _offer(points: NDArray[np.float64], positions: NDArray[np.int64] | None, filled: int, start: int,
            x: NDArray[np.float64]) -> int:
     """Write the queries at round positions start, start+1, ... that D-hat keeps into rows >= filled
-    of ``points`` (scratch until committed) and return the new fill count."""
+    of ``points`` (scratch until committed) and return the new fill count (``positions`` None: every
+    query is kept, and row p holds position p)."""
+    if positions is None:
+        points[filled : filled + x.shape[0]] = x
+        return filled + int(x.shape[0])
     lo = int(np.searchsorted(positions, start, side="left"))
     hi = int(np.searchsorted(positions, start + x.shape[0], side="left"))
     if hi > lo:

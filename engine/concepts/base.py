@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts.line import inverse_cdf, uniform_step
+from engine.concepts.random_order import random_order
 from engine.errors import InvalidInput
 
 Array = NDArray[Any]
@@ -46,6 +48,16 @@ class Ensemble(abc.ABC):
     @abc.abstractmethod
     def to_arrays(self) -> dict[str, Array]:
         """Plain arrays that ``ConceptClass.ensemble_from_arrays`` turns back into this ensemble."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundStart:
+    """What a round starts from (steps 3(a), 3(b) and S-hat): its T classifiers and S-hat."""
+
+    ensemble: Ensemble
+    s_hat_x: F64
+    """S-hat: m_S points drawn uniformly without replacement from the round's labeled set."""
+    s_hat_y: I8
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +131,40 @@ class ConceptClass(abc.ABC):
         """What ``concepts.from_spec`` needs to rebuild this class (name and parameters)."""
         return {"name": self.name}
 
+    def arrange_order(self, d_hat: F64) -> I64:
+        """The order of D-hat that ``next_round`` draws S_{i+1} from, as indices into ``d_hat``.
+        Any order fixed before the draw gives the same law; classes on the reals use increasing
+        value (stable), the order their fast ``next_round`` works in."""
+        return np.arange(d_hat.shape[0], dtype=np.int64)
+
+    def start_round(self, x: F64, y: I8, T: int, lam: int, m_S: int, rng: np.random.Generator) -> RoundStart:
+        """Round 1 (step 2 drew its labeled set ``x``, ``y`` in random order): chunk t is rows
+        t * lam ... t * lam + lam - 1; S-hat is m_S of them, uniformly (one ``choice``)."""
+        ensemble = self.fit(x.reshape(T, lam, *x.shape[1:]), y.reshape(T, lam))
+        hat = rng.choice(T * lam, size=m_S, replace=False)
+        return RoundStart(ensemble, x[hat].copy(), y[hat].copy())
+
+    def next_round(
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+    ) -> RoundStart:
+        """A round transition (steps 3(e)-(g), then 3(a), 3(b) of the next round), in this order
+        of draws: LabelBoost relabels D-hat (``labelboost``); S_{i+1} is the sequence
+        D[o] for D = d_hat[``self.arrange_order(d_hat)``] and o = ``random_order(|D-hat|, T * lam)``, and
+        chunk t holds its entries t, t + T, ..., t + (lam - 1) T (strided: any fixed partition
+        of a uniform order is a uniform partition); the ERM of every chunk; S-hat_{i+1} =
+        S_{i+1}[choice(T * lam, m_S)].
+
+        This is the definition; classes override it with faster code that must return the same
+        thing from the same draws (tests/engine/test_concepts.py compares them)."""
+        lb = self.labelboost(x_lab, y_lab, d_hat, rng)
+        where = self.arrange_order(d_hat)
+        o = where[random_order(d_hat.shape[0], T * lam, rng)]
+        sx, sy = d_hat[o], lb.labels_unlabeled[o]
+        chunks_x = np.swapaxes(sx.reshape(lam, T, *sx.shape[1:]), 0, 1)
+        ensemble = self.fit(np.ascontiguousarray(chunks_x), np.ascontiguousarray(sy.reshape(lam, T).T))
+        hat = rng.choice(T * lam, size=m_S, replace=False)
+        return RoundStart(ensemble, sx[hat], sy[hat])
+
 
 def as_real_array(x: Any, what: str = "query") -> F64:
     """``x`` as float64, refusing what numpy would coerce silently: complex numbers (the imaginary
@@ -160,6 +206,26 @@ def sample_log_weights(log_w: F64, rng: np.random.Generator) -> int:
     return min(i, log_w.size - 1)
 
 
+def sample_by_score(score: I64, keep: NDArray[np.bool_], rng: np.random.Generator) -> int:
+    """Flat index i of a kept entry with probability ∝ exp(score[i] / 2), one uniform.
+
+    The weight depends on the (integer) score only, so the inverse CDF runs over score values:
+    P[score = v] ∝ (kept entries with score v) exp(v / 2), then the entry is the uniform's
+    residual step among them (in flat order). Same law as ``sample_log_weights`` over the kept
+    entries, without exponentiating one weight per entry."""
+    flat_s, flat_k = score.reshape(-1), keep.reshape(-1)
+    kept = flat_s[flat_k]
+    if kept.size == 0:
+        raise ValueError("cannot sample from an empty set")
+    lo = int(kept.min())
+    counts = np.bincount(kept - lo)
+    v = np.arange(counts.size)
+    step = np.exp((v - v[counts > 0].max()) / 2.0)  # one entry's weight at score lo + v
+    a, rest = inverse_cdf(counts * step, rng.random())
+    j = uniform_step(rest, float(step[a]), int(counts[a]))
+    return int(np.flatnonzero(flat_k & (flat_s == lo + a))[j])
+
+
 def logcumsumexp(a: F64) -> F64:
     """log(cumsum(exp(a))) computed stably."""
     return np.logaddexp.accumulate(a) if a.size else a.copy()
@@ -169,6 +235,17 @@ def sort_chunks(x: F64, y: I8) -> tuple[F64, I8]:
     """Each chunk (row) of points sorted by x, its labels carried along (stable: ties keep order)."""
     order = np.argsort(x, axis=1, kind="stable")
     return np.take_along_axis(x, order, axis=1), np.take_along_axis(y, order, axis=1)
+
+
+def distinct_of_sorted(s: F64) -> F64:
+    """The distinct values of sorted 1-D ``s`` (``s`` itself when it has no repeats)."""
+    if s.size < 2:
+        return s
+    new = s[1:] != s[:-1]
+    if new.all():
+        return s
+    out: F64 = s[np.concatenate([[True], new])]
+    return out
 
 
 def distinct_sorted(x: F64) -> tuple[F64, I64]:

@@ -7,9 +7,12 @@ exactly in O(l log l) by factoring the exponential mechanism over the range's ri
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from engine.concepts.base import (
     F64,
@@ -19,11 +22,13 @@ from engine.concepts.base import (
     ConceptClass,
     Ensemble,
     LabelBoostResult,
-    distinct_sorted,
+    RoundStart,
+    distinct_of_sorted,
     logcumsumexp,
-    sample_log_weights,
     sort_chunks,
 )
+from engine.concepts.line import LabeledRanks, inverse_cdf, uniform_step
+from engine.concepts.random_order import random_order
 from engine.concepts.thresholds import midpoint_above, midpoint_below
 from engine.errors import CorruptState
 
@@ -119,36 +124,139 @@ class Intervals(ConceptClass):
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
-        """Exponential mechanism over the l(l+1)/2 + 1 dichotomies (paper, Appendix C.1, step 4).
-
-        With w_k = (#label 1) - (#label 0) at the k-th distinct point and W its prefix sums
-        (W_0 = 0), the range [i..j] scores N0 + W_j - W_{i-1} and the empty labeling scores N0.
-        Dropping the common N0: P[j] ∝ exp(W_j/2) * sum_{i<=j} exp(-W_{i-1}/2) (empty: ∝ 1),
-        then P[i | j] ∝ exp(-W_{i-1}/2). Exact, in log space, and always two rng draws.
-        """
-        n_lab = x_lab.size
-        values, rank = distinct_sorted(np.concatenate([x_lab, x_unlab]))
-        ell = values.size
-        r_lab = rank[:n_lab]
-        n1 = np.bincount(r_lab[y_lab == 1], minlength=ell)
-        n0 = np.bincount(r_lab[y_lab == 0], minlength=ell)
-        W = np.zeros(ell + 1, dtype=np.int64)
-        np.cumsum(n1 - n0, out=W[1:])
-        N0 = int(n0.sum())
-        half = W.astype(np.float64) / 2.0
-        log_right = np.concatenate([[0.0], half[1:] + logcumsumexp(-half[:ell])])
-        j = sample_log_weights(log_right, rng)  # 0: the empty labeling
-        if j == 0:
-            sample_log_weights(np.zeros(1), rng)  # keep the number of draws fixed (replay)
-            labels = np.zeros(rank.size, dtype=np.int8)
-            score = N0
-        else:
-            i = sample_log_weights(-half[:j], rng)  # range covers sorted positions i..j-1
-            labels = ((rank >= i) & (rank < j)).astype(np.int8)
-            score = N0 + int(W[j] - W[i])
+        r = interval_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), rng)
         return LabelBoostResult(
-            labels_labeled=labels[:n_lab],
-            labels_unlabeled=labels[n_lab:],
-            n_dichotomies=ell * (ell + 1) // 2 + 1,
-            score=score,
+            labels_labeled=r.labels(x_lab),
+            labels_unlabeled=r.labels(x_unlab),
+            n_dichotomies=r.n_dichotomies,
+            score=r.score,
         )
+
+    def arrange_order(self, d_hat: F64) -> I64:
+        return np.argsort(d_hat, kind="stable").astype(np.int64)
+
+    def next_round(
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+    ) -> RoundStart:
+        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts.
+
+        S_{i+1} is labeled by an interval [lo, hi] (or all 0), so every chunk is realizable and
+        its ERM (``interval_erm``: the first best right end, then the first best left end) is
+        [midpoint(largest zero left of the ones, smallest one), midpoint(largest one, smallest
+        zero right of them)], open-ended where a side has no zeros, empty without ones. With
+        D-hat sorted (s) and the ones at positions [P1, P2), the wrapped positions
+        f = pos - P1 and g = pos - P2 (mod 2^32) give all four per chunk from a column min and
+        max each (as ``Thresholds.next_round`` does with one).
+        """
+        if type(self).labelboost is not Intervals.labelboost:  # a subclass's own LabelBoost (audit variants)
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
+        s = np.sort(d_hat)
+        r = interval_em(x_lab, y_lab, distinct_of_sorted(s), rng)
+        n, L = s.size, T * lam
+        P1 = int(np.searchsorted(s, r.lo, side="left"))
+        P2 = int(np.searchsorted(s, r.hi, side="right")) if r.lo <= r.hi else P1  # empty: no ones
+        f = random_order(n, L, rng, shift=P1)  # S_{i+1} as (position - P1) mod 2^32
+        hat = rng.choice(L, size=m_S, replace=False)
+        hx = s.take((f[hat].astype(np.int64) + P1) % (1 << 32))
+        a, b = _chunk_intervals(s, f.reshape(lam, T), P1, P2)
+        return RoundStart(IntervalEnsemble(a, b), hx, r.labels(hx))
+
+
+def _chunk_intervals(s: F64, f: NDArray[np.uint32], P1: int, P2: int) -> tuple[F64, F64]:
+    """The ERM interval of each chunk (column) of f = (pos - P1) mod 2^32, the positions into
+    sorted ``s`` of S_{i+1}, whose points at positions [P1, P2) are labeled 1."""
+    n, T = s.size, f.shape[1]
+    a, b = np.full(T, np.inf), np.full(T, np.inf)
+    if P2 == P1:
+        return a, b  # no ones anywhere: the empty concept everywhere
+    W = 1 << 32
+    D = P2 - P1
+    g = np.subtract(f, np.uint32(D))  # (pos - P2) mod 2^32
+    fmin, fmax, gmin, gmax = f.min(axis=0), f.max(axis=0), g.min(axis=0), g.max(axis=0)
+    has_one = fmin < D  # ones: f in [0, D); zeros right: [D, n - P1); zeros left: [W - P1, W)
+    has_left = fmax >= W - P1 if P1 else np.zeros(T, dtype=bool)
+    has_right = gmin < n - P2  # zeros right: g in [0, n - P2); ones: g in [W - D, W)
+
+    def at(w: NDArray[np.uint32], shift: int) -> F64:
+        return s.take((w + np.uint32(shift % W)).astype(np.intp))
+
+    min_one, max_one = at(fmin, P1), at(gmax, P2)
+    left = np.where(has_left, midpoint_above(at(fmax, P1), min_one), -np.inf)
+    right = np.where(has_right, midpoint_below(max_one, at(gmin, P2)), np.inf)
+    a[has_one] = left[has_one]
+    b[has_one] = right[has_one]
+    return a, b
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The interval dichotomy LabelBoost chose: points in [lo, hi] are labeled 1 (lo > hi: none)."""
+
+    lo: float
+    hi: float
+    n_dichotomies: int
+    score: int
+
+    def labels(self, x: F64) -> I8:
+        return ((x >= self.lo) & (x <= self.hi)).astype(np.int8)
+
+
+def interval_em(x_lab: F64, y_lab: I8, values: F64, rng: np.random.Generator) -> Range:
+    """LabelBoost's exponential mechanism for intervals (paper, Appendix C.1, step 4), exactly,
+    in O(m log m) given ``values`` (the sorted distinct unlabeled points); always two rng draws.
+
+    With w_k = (#label 1) - (#label 0) at the k-th distinct point and W its prefix sums
+    (W_0 = 0), the range of ranks [i, j) scores N0 + W_j - W_i and the empty labeling N0.
+    Dropping the common N0: P[j] ∝ exp(W_j / 2) sum_{i<j} exp(-W_i / 2) (empty: ∝ 1), then
+    P[i | j] ∝ exp(-W_i / 2). W is constant on each group a of ``line`` (V_a there), so for j in
+    group a, P[j] ∝ exp(V_a / 2) P_a + (j - start_a), with P_a = sum_{b<a} size_b exp(-V_b / 2):
+    a constant plus a linear part. The first uniform picks the empty labeling or a group, then j
+    inside it by solving the quadratic cumulative weight; the second picks i's group, then i
+    uniformly inside it. Same law as the per-point inverse CDFs, in O(q) instead of O(l).
+    """
+    lr = LabeledRanks.of(x_lab, y_lab, values)
+    bounds = lr.bounds()
+    size = np.diff(bounds)  # group a: ranks start_a = bounds[a] + 1 .. bounds[a + 1]
+    V = np.concatenate([[0], np.cumsum(lr.ones - lr.zeros)]).astype(np.float64)  # W on group a
+    N0 = int(lr.zeros.sum())
+    n_dich = lr.ell * (lr.ell + 1) // 2 + 1
+    log_p = np.concatenate([[-np.inf], logcumsumexp(np.log(size[:-1]) - V[:-1] / 2.0)])  # log P_a
+    log_c = V / 2.0 + log_p  # log of the constant part, per right end of group a
+    S = max(float(log_c.max()), float(np.log(size.max())), 0.0)
+    c, e = np.exp(log_c - S), float(np.exp(-S))  # constant part and one unit of the linear part
+    weights = np.concatenate([[e], size * c + e * size * (size - 1) / 2.0])  # empty, groups
+    g, rest = inverse_cdf(weights, rng.random())
+    if g == 0:
+        rng.random()  # keep the number of draws fixed (replay)
+        return Range(np.inf, -np.inf, n_dich, N0)
+    a = g - 1
+    tau = _linear_step(rest, float(c[a]), e, int(size[a]))
+    j = int(bounds[a]) + 1 + tau  # the range ends before rank j
+    # i given j: groups b < a whole, then the tau ranks of group a below j
+    counts = np.concatenate([size[:a], [tau]]).astype(np.float64)
+    log_w = -V[: a + 1] / 2.0
+    unit = np.exp(log_w - log_w[counts > 0].max())
+    b, rest = inverse_cdf(counts * unit, rng.random())
+    i = int(bounds[b]) + 1 + uniform_step(rest, float(unit[b]), int(counts[b]))
+    return Range(lr.value(i), lr.value(j - 1), n_dich, N0 + int(V[a] - V[b]))
+
+
+def _linear_step(rest: float, c: float, e: float, size: int) -> int:
+    """The t in [0, size) with total(t) <= rest < total(t + 1), where total(t) = t c + e t (t - 1) / 2
+    is the weight of steps 0..t-1 when step t weighs c + t e."""
+
+    def total(t: int) -> float:
+        return t * c + e * t * (t - 1) / 2.0
+
+    B = c - e / 2.0  # total(t) = e/2 t^2 + B t
+    if e == 0.0:
+        t = rest / c if c > 0 else 0.0
+    else:
+        disc = math.sqrt(B * B + 2.0 * e * rest)
+        t = 2.0 * rest / (B + disc) if B > 0 else (disc - B) / e
+    k = min(max(int(t), 0), size - 1)
+    while k > 0 and total(k) > rest:  # float rounding: at most a step or two
+        k -= 1
+    while k + 1 < size and total(k + 1) <= rest:
+        k += 1
+    return k

@@ -3,8 +3,11 @@
 t = -inf gives the all-ones concept and t = +inf the all-zeros one. LabelBoost (paper,
 Appendix C.1) needs the *distinct* dichotomies on the distinct points: per (j, s) they are the
 suffixes of the points sorted by s * x_j (cut only between distinct values), and the same set
-often arises from several (j, s) (always the empty and full sets). Sets are deduplicated by a
-128-bit XOR hash in O(d l log l) overall.
+often arises from several (j, s) (always the empty and full sets). Repeated points need no
+deduplication: a cut between distinct values never separates two copies of a point, so sets of
+points (copies included) stand for sets of distinct points one to one. Two candidate sets can
+only be equal if they have the same size, so sets are compared only within each size, by a
+128-bit XOR hash: O(d n log n) overall (d argsorts), O(d^2 n) for the comparisons.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from engine.concepts.base import (
     ConceptClass,
     Ensemble,
     LabelBoostResult,
-    sample_log_weights,
+    RoundStart,
+    sample_by_score,
 )
-from engine.concepts.thresholds import cut_to_threshold, threshold_cuts
+from engine.concepts.random_order import random_order
+from engine.concepts.thresholds import cut_to_threshold, midpoint_above, threshold_cuts
 from engine.errors import CorruptState, InvalidInput
 
 U64 = NDArray[np.uint64]
@@ -62,12 +67,12 @@ def _splitmix64(x: U64) -> U64:
 
 
 def _point_keys(ell: int) -> tuple[U64, U64]:
-    """Two 64-bit keys per distinct point index, derived deterministically (no rng draws, so the
+    """Two 64-bit keys per point index, derived deterministically (no rng draws, so the
     mechanism's draw count stays fixed). A set's hash is the XOR of its members' keys, 128 bits in
-    all: two given distinct sets collide with probability 2^-128 (keys modeled as random), so
-    among N candidate sets some pair collides with probability <= N^2 / 2^129. The keys are
-    indexed by rank among the distinct points of a random subsample, which the adversary does
-    not see."""
+    all: two given distinct sets collide with probability 2^-128 (keys modeled as random); only
+    sets of equal size are compared, (n + 1) d (2d - 1) pairs among n points, so some pair
+    collides with probability <= (n + 1) d (2d - 1) / 2^128. The keys are indexed by position in
+    S-hat o D-hat, a random subsample the adversary does not see."""
     idx = np.arange(ell, dtype=np.uint64)
     return _splitmix64(idx * np.uint64(2)), _splitmix64(idx * np.uint64(2) + np.uint64(1))
 
@@ -187,64 +192,125 @@ class Stumps(ConceptClass):
         j, s, t = int(params["j"]), float(params["s"]), float(params["t"])
         return (s * self._rows(x)[:, j] >= t).astype(np.int8)
 
+    def next_round(
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+    ) -> RoundStart:
+        """``ConceptClass.next_round`` from the same draws, without sorting any chunk.
+
+        S_{i+1} is labeled by a stump, so every chunk is realizable and ``fit``'s ERM (the first
+        (j, s) with the fewest errors) is the first (j, s) that separates the chunk: s = +1 when
+        its largest x_j among zeros is below its smallest x_j among ones, s = -1 the other way,
+        with the midpoint threshold (all ones / all zeros: group 0, -inf / +inf). Four masked
+        column reductions per coordinate give every chunk's extremes at once.
+        """
+        if type(self).labelboost is not Stumps.labelboost:  # a subclass's own LabelBoost
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
+        lb = self.labelboost(x_lab, y_lab, d_hat, rng)
+        o = random_order(lb.labels_unlabeled.size, T * lam, rng)
+        sx, sy = self._rows(d_hat)[o], lb.labels_unlabeled[o]
+        hat = rng.choice(T * lam, size=m_S, replace=False)
+        ensemble = self._fit_realizable(sx.reshape(lam, T, self.d), sy.reshape(lam, T))
+        return RoundStart(ensemble, d_hat[o[hat]], sy[hat])
+
+    def _fit_realizable(self, x: F64, y: I8) -> StumpEnsemble:
+        """``fit`` for chunks (columns: x (lam, T, d), y (lam, T)) that some stump labels."""
+        one = (y == 1)[:, :, None]
+        max0 = np.where(one, -np.inf, x).max(axis=0)  # (T, d); -inf: no zeros
+        min0 = np.where(one, np.inf, x).min(axis=0)
+        max1 = np.where(one, x, -np.inf).max(axis=0)
+        min1 = np.where(one, x, np.inf).min(axis=0)
+        T, d = max0.shape
+        sep = np.empty((T, 2 * d), dtype=bool)  # group 2j + k separates the chunk
+        sep[:, 0::2] = max0 < min1
+        sep[:, 1::2] = max1 < min0
+        group = np.argmax(sep, axis=1).astype(np.int64)
+        r = np.arange(T)
+        j = group // 2
+        plus = group % 2 == 0
+        lo = np.where(plus, max0[r, j], -min0[r, j])  # largest zero and smallest one of s * x_j
+        hi = np.where(plus, min1[r, j], -max1[r, j])
+        t = midpoint_above(lo, hi)  # +inf without ones (hi = +inf); never both sides empty
+        t[np.isneginf(lo)] = -np.inf  # no zeros: cut 0
+        return StumpEnsemble.from_groups(self.d, group, t)
+
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
         """Exponential mechanism over the distinct stump dichotomies (paper, Appendix C.1, step 4).
 
-        Per coordinate, sort the l distinct points once; s = +1 labels the suffix at a valid cut
-        k as 1, s = -1 the prefix. Suffix/prefix hashes come from an XOR-accumulate, scores from
-        prefix sums of per-point label counts; candidates are deduplicated by hash and one is
-        drawn with P ∝ exp(score / 2). One rng draw.
+        Per coordinate, sort the n points once; s = +1 labels the suffix at a valid cut k as 1,
+        s = -1 the prefix. Candidates are laid out by set size m (row) and (j, s) (column 2j + k):
+        the suffix of size m sits at cut n - m, the prefix at cut m. Hashes come from an
+        XOR-accumulate, scores from prefix sums of label counts; within a row, a column whose
+        set equals an earlier valid column's is dropped, and one remaining candidate is drawn
+        with P ∝ exp(score / 2) (``sample_by_score``). One rng draw.
         """
-        n_lab = self._rows(x_lab).shape[0]
-        pts = np.concatenate([self._rows(x_lab), self._rows(x_unlab)]) + 0.0  # -0.0 -> 0.0
-        P, rank = np.unique(pts, axis=0, return_inverse=True)
-        rank = rank.reshape(-1)
-        ell, d = P.shape
-        r_lab = rank[:n_lab]
-        n1 = np.bincount(r_lab[y_lab == 1], minlength=ell)
-        n0 = np.bincount(r_lab[y_lab == 0], minlength=ell)
-        N1, N0 = int(n1.sum()), int(n0.sum())
+        xl, xu = self._rows(x_lab), self._rows(x_unlab)
+        n_lab = xl.shape[0]
+        pts = np.concatenate([xl, xu]) + 0.0  # -0.0 -> 0.0
+        n, d = pts.shape
+        order = np.argsort(pts, axis=0)  # (n, d): point ids by increasing x_j (ties: any order)
+        vs = np.take_along_axis(pts, order, axis=0)
+        valid = np.ones((n + 1, d), dtype=bool)  # cut k splits sorted positions < k / >= k
+        valid[1:n] = vs[1:] > vs[:-1]
+        del vs
+        k1, k2 = _point_keys(n)
+        lab = np.full(n, -1, dtype=np.int8)
+        lab[:n_lab] = y_lab
+        N1, N0 = int((y_lab == 1).sum()), int((y_lab == 0).sum())
 
-        order = np.argsort(P, axis=0, kind="stable")  # (ell, d): point ids by increasing x_j
-        vs = np.take_along_axis(P, order, axis=0)
-        valid = np.ones((ell + 1, d), dtype=bool)  # cut k splits sorted positions < k / >= k
-        valid[1:ell] = vs[1:] > vs[:-1]
-
-        k1, k2 = _point_keys(ell)
-        pre1 = np.zeros((ell + 1, d), dtype=np.uint64)
-        pre2 = np.zeros((ell + 1, d), dtype=np.uint64)
-        np.bitwise_xor.accumulate(k1[order], axis=0, out=pre1[1:])
-        np.bitwise_xor.accumulate(k2[order], axis=0, out=pre2[1:])
-        all1 = np.bitwise_xor.reduce(k1) if ell else np.uint64(0)
-        all2 = np.bitwise_xor.reduce(k2) if ell else np.uint64(0)
-        c1 = np.zeros((ell + 1, d), dtype=np.int64)
-        c0 = np.zeros((ell + 1, d), dtype=np.int64)
-        np.cumsum(n1[order], axis=0, out=c1[1:])
-        np.cumsum(n0[order], axis=0, out=c0[1:])
-
-        # candidates indexed (k_sign, cut, j); k_sign 0: suffix is positive, 1: prefix is positive
-        h1 = np.stack([pre1 ^ all1, pre1])
-        h2 = np.stack([pre2 ^ all2, pre2])
-        score = np.stack([c0 + (N1 - c1), c1 + (N0 - c0)])
-        cand = np.flatnonzero(np.broadcast_to(valid, h1.shape))
-        f1, f2 = h1.reshape(-1)[cand], h2.reshape(-1)[cand]
-        srt = np.lexsort((f2, f1))  # stable: the first candidate of each set represents it
-        first = np.ones(cand.size, dtype=bool)
-        first[1:] = (f1[srt][1:] != f1[srt][:-1]) | (f2[srt][1:] != f2[srt][:-1])
-        reps = cand[srt[first]]
-        rep_score = score.reshape(-1)[reps]
-
-        c = reps[sample_log_weights(rep_score.astype(np.float64) / 2.0, rng)]
-        k_sign, cut, j = np.unravel_index(c, h1.shape)
-        members = order[cut:, j] if k_sign == 0 else order[:cut, j]
-        lab_d = np.zeros(ell, dtype=np.int8)
-        lab_d[members] = 1
-        labels = lab_d[rank]
+        G = 2 * d  # candidates: (size m = 0..n, column 2j + k)
+        h1 = np.empty((n + 1, G), dtype=np.uint64)
+        h2 = np.empty((n + 1, G), dtype=np.uint64)
+        score = np.empty((n + 1, G), dtype=np.int64)
+        ok = np.empty((n + 1, G), dtype=bool)
+        pre = np.zeros(n + 1, dtype=np.uint64)
+        cnt = np.zeros(n + 1, dtype=np.int64)
+        for j in range(d):
+            o = order[:, j]
+            for col, keys in ((h1, k1), (h2, k2)):
+                np.bitwise_xor.accumulate(keys[o], out=pre[1:])
+                col[:, 2 * j] = pre[::-1] ^ pre[-1]  # suffix of size m: cut n - m
+                col[:, 2 * j + 1] = pre  # prefix of size m: cut m
+            np.cumsum(lab[o] == 1, out=cnt[1:])
+            c1 = cnt.copy()
+            np.cumsum(lab[o] == 0, out=cnt[1:])
+            c0 = cnt
+            score[:, 2 * j] = (c0 + (N1 - c1))[::-1]
+            score[:, 2 * j + 1] = c1 + (N0 - c0)
+            ok[:, 2 * j] = valid[::-1, j]
+            ok[:, 2 * j + 1] = valid[:, j]
+        keep = _first_of_each_set(h1, h2, ok)
+        c = sample_by_score(score, keep, rng)
+        m, col = divmod(c, G)
+        j, k_sign = divmod(col, 2)
+        members = order[n - m :, j] if k_sign == 0 else order[:m, j]
+        labels = np.zeros(n, dtype=np.int8)
+        labels[members] = 1
         return LabelBoostResult(
             labels_labeled=labels[:n_lab],
             labels_unlabeled=labels[n_lab:],
-            n_dichotomies=int(reps.size),
+            n_dichotomies=int(np.count_nonzero(keep)),
             score=int(score.reshape(-1)[c]),
         )
+
+
+def _first_of_each_set(h1: U64, h2: U64, ok: NDArray[np.bool_], pairwise_upto: int = 16) -> NDArray[np.bool_]:
+    """Per row, the valid columns whose (h1, h2) no earlier valid column of the row has: pairwise
+    comparisons for up to ``pairwise_upto`` columns, a per-row sort beyond."""
+    G = h1.shape[1]
+    keep = ok.copy()
+    if pairwise_upto >= G:
+        for b in range(1, G):
+            for a in range(b):
+                keep[:, b] &= ~(ok[:, a] & (h1[:, a] == h1[:, b]) & (h2[:, a] == h2[:, b]))
+        return keep
+    cols = np.broadcast_to(np.arange(G), h1.shape)
+    srt = np.lexsort((cols, h2, h1, ~ok), axis=1)  # valid first; equal sets by column
+    s1: U64 = np.take_along_axis(h1, srt, axis=1)
+    s2: U64 = np.take_along_axis(h2, srt, axis=1)
+    sok: NDArray[np.bool_] = np.take_along_axis(ok, srt, axis=1)
+    first = sok.copy()
+    first[:, 1:] &= ~(sok[:, :-1] & (s1[:, 1:] == s1[:, :-1]) & (s2[:, 1:] == s2[:, :-1]))
+    np.put_along_axis(keep, srt, first, axis=1)
+    return keep

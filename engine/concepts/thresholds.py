@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from engine.concepts.base import (
     F64,
@@ -14,10 +16,12 @@ from engine.concepts.base import (
     ConceptClass,
     Ensemble,
     LabelBoostResult,
-    distinct_sorted,
-    sample_log_weights,
+    RoundStart,
+    distinct_of_sorted,
     sort_chunks,
 )
+from engine.concepts.line import LabeledRanks, inverse_cdf, uniform_step
+from engine.concepts.random_order import random_order
 
 
 class ThresholdEnsemble(Ensemble):
@@ -112,20 +116,87 @@ class Thresholds(ConceptClass):
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
-        # O(l log l): sort the distinct points once, then prefix sums give every suffix's score.
-        values, rank = distinct_sorted(np.concatenate([x_lab, x_unlab]))
-        ell = values.size
-        r_lab = rank[: x_lab.size]
-        n1 = np.bincount(r_lab[y_lab == 1], minlength=ell)
-        n0 = np.bincount(r_lab[y_lab == 0], minlength=ell)
-        c0 = np.concatenate([[0], np.cumsum(n0)])  # zeros strictly left of cut k
-        c1 = np.concatenate([[0], np.cumsum(n1)])
-        score = c0 + (c1[-1] - c1)  # cut k = 0..l labels positions >= k as 1
-        k = sample_log_weights(score.astype(np.float64) / 2.0, rng)
-        labels = (rank >= k).astype(np.int8)
+        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), rng)
         return LabelBoostResult(
-            labels_labeled=labels[: x_lab.size],
-            labels_unlabeled=labels[x_lab.size :],
-            n_dichotomies=ell + 1,
-            score=int(score[k]),
+            labels_labeled=(x_lab >= cut.t).astype(np.int8),
+            labels_unlabeled=(x_unlab >= cut.t).astype(np.int8),
+            n_dichotomies=cut.n_dichotomies,
+            score=cut.score,
         )
+
+    def arrange_order(self, d_hat: F64) -> I64:
+        return np.argsort(d_hat, kind="stable").astype(np.int64)
+
+    def next_round(
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+    ) -> RoundStart:
+        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts.
+
+        S_{i+1} is labeled by a threshold t*, so every chunk is realizable and its ERM (the first
+        cut with the fewest errors, ``threshold_cuts``) is the one cut with none: the midpoint
+        between the chunk's largest point below t* and its smallest point at or above t*
+        (-inf / +inf when one side is empty). With D-hat sorted once (s) and S_{i+1} kept as
+        positions into s, those are the largest position < K and the smallest >= K of each
+        chunk, K = #{s < t*}. The order is drawn directly as f = pos - K (mod 2^32)
+        (``random_order(shift=K)``), so a min and a max over each chunk give both: no per-chunk
+        sort, no gather of D-hat, and no more than two sorts of n numbers in all.
+        """
+        if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
+        s = np.sort(d_hat)
+        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), rng)
+        n, L = s.size, T * lam
+        K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
+        f = random_order(n, L, rng, shift=K)  # S_{i+1} as (position - K) mod 2^32
+        hat = rng.choice(L, size=m_S, replace=False)
+        hx = s.take((f[hat].astype(np.int64) + K) % (1 << 32))
+        ensemble = ThresholdEnsemble(_chunk_thresholds(s, f.reshape(lam, T), K))
+        return RoundStart(ensemble, hx, (hx >= cut.t).astype(np.int8))
+
+
+def _chunk_thresholds(s: F64, f: NDArray[np.uint32], K: int) -> F64:
+    """The ERM threshold of each chunk (column) of f, the wrapped positions (pos - K) mod 2^32
+    into sorted ``s`` of S_{i+1}, whose points at positions >= K are labeled 1: ones have
+    f in [0, n - K), zeros f in [2^32 - K, 2^32), so the column min is the smallest one and the
+    column max the largest zero whenever the chunk has both (``Thresholds.next_round``)."""
+    n, T = s.size, f.shape[1]
+    if K in (0, n):  # every chunk is one-sided: cut 0 (all ones) or cut lam (all zeros)
+        return np.full(T, -np.inf if K == 0 else np.inf)
+    fmin, fmax = f.min(axis=0), f.max(axis=0)
+    k32 = np.uint32(K)
+    t = midpoint_above(s.take((fmax + k32).astype(np.intp)), s.take((fmin + k32).astype(np.intp)))
+    t[fmax < n - K] = -np.inf  # no zeros: the chunk's largest "zero" was a one
+    t[fmin >= n - K] = np.inf  # no ones
+    return t
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """The threshold dichotomy LabelBoost chose: points x >= t are labeled 1."""
+
+    t: float
+    n_dichotomies: int
+    score: int
+
+
+def threshold_em(x_lab: F64, y_lab: I8, values: F64, rng: np.random.Generator) -> Cut:
+    """LabelBoost's exponential mechanism for thresholds, exactly, in O(m log m) given ``values``
+    (the sorted distinct unlabeled points); one rng draw.
+
+    On the l distinct points of x_lab o values, cut k = 0..l labels the points of rank >= k as 1,
+    with score(k) = labeled zeros of rank < k + labeled ones of rank >= k, and P[k] ∝
+    exp(score(k) / 2). The score only changes where k passes a labeled point, so every cut of
+    group a (``line``) has the same score s_a: P[group a] ∝ size_a exp(s_a / 2), uniform within
+    the group, and one uniform u draws both by inverse CDF over the cuts (group a spans size_a
+    equal steps of width exp(s_a / 2)): the same map u -> k as a cumulative sum over all l + 1
+    cuts, in O(q) instead of O(l).
+    """
+    lr = LabeledRanks.of(x_lab, y_lab, values)
+    bounds = lr.bounds()
+    size = np.diff(bounds)  # >= 1
+    zeros_below = np.concatenate([[0], np.cumsum(lr.zeros)])  # labeled zeros left of group a
+    score = zeros_below + int(lr.ones.sum()) - np.concatenate([[0], np.cumsum(lr.ones)])
+    step = np.exp(score / 2.0 - score.max() / 2.0)  # one cut's weight in each group
+    a, rest = inverse_cdf(size * step, rng.random())
+    k = int(bounds[a]) + 1 + uniform_step(rest, float(step[a]), int(size[a]))
+    return Cut(t=lr.value(k), n_dichotomies=lr.ell + 1, score=int(score[a]))

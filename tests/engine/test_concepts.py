@@ -562,3 +562,159 @@ def test_finite_rejects_non_indices(bad: float) -> None:
 def test_bad_specs(spec: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
         from_spec(spec)
+
+
+# --- the round transition ------------------------------------------------------------------------
+
+
+def transition_case(kit: Kit, seed: int, n: int, n_lab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    x_unlab = kit.points(g, n) if seed % 3 else (kit.extreme or kit.points)(g, n)
+    if seed % 2 and kit.id != "finite":  # continuous points: no ties at all
+        x_unlab = x_unlab + g.random(x_unlab.shape)
+    x_lab = np.concatenate([kit.points(g, n_lab), x_unlab[:2]])  # labeled points repeated in D-hat
+    y_lab = g.integers(0, 2, x_lab.shape[0]).astype(np.int8)
+    if seed % 4 == 1:
+        y_lab[:] = seed % 8 == 1  # all one label: favours one-sided (all-ones / all-zeros) chunks
+    return x_lab, y_lab, x_unlab
+
+
+TRANSITION_SIZES = [(1, 1, 0), (3, 1, 2), (1, 5, 5), (40, 10, 30), (7, 13, 20), (7_000, 10, 1000)]
+
+
+@kits
+@pytest.mark.parametrize("T,lam,m_S", TRANSITION_SIZES)
+def test_next_round_equals_its_definition(kit: Kit, T: int, lam: int, m_S: int) -> None:
+    """Each class's ``next_round`` returns what ``ConceptClass.next_round`` (the definition:
+    LabelBoost, S_{i+1} from ``random_order``, one ERM per chunk, S-hat) returns from the same
+    draws, and leaves the stream in the same state."""
+    c = kit.concept()
+    for seed in range(6):
+        n = T * lam + (seed % 3) * 7 + (70_000 if T * lam > 1000 and seed < 2 else 0)  # > SMALL: packed orders
+        x_lab, y_lab, x_unlab = transition_case(kit, seed, n, n_lab=9)
+        g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
+        before = [a.copy() for a in (x_lab, y_lab, x_unlab)]
+        fast = c.next_round(x_lab, y_lab, x_unlab, T, lam, m_S, g1)
+        for a, b in zip(before, (x_lab, y_lab, x_unlab), strict=True):
+            np.testing.assert_array_equal(a, b)  # inputs untouched (the predictor's reservoir)
+        ref = ConceptClass.next_round(c, x_lab, y_lab, x_unlab, T, lam, m_S, g2)
+        assert g1.bit_generator.state == g2.bit_generator.state
+        assert fast.ensemble.size == T
+        a, b = fast.ensemble.to_arrays(), ref.ensemble.to_arrays()
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+        np.testing.assert_array_equal(fast.s_hat_x, ref.s_hat_x)
+        np.testing.assert_array_equal(fast.s_hat_y, ref.s_hat_y)
+        assert fast.s_hat_y.dtype == np.int8 and fast.s_hat_x.shape[0] == m_S
+
+
+def test_thresholds_labelboost_exact_with_large_groups() -> None:
+    """Few labeled points among many unlabeled ones: LabelBoost's cuts come in groups of equal
+    score (``threshold_em``) and one uniform places the cut inside its group. Quadrature (as
+    above) against the brute-force law over all 1 + l cuts."""
+    c = THRESHOLDS.concept()
+    g = np.random.default_rng(4)
+    x_unlab = np.concatenate([g.random(120), [0.25, 0.25, 0.75]])  # repeats count once
+    x_lab = np.array([0.25, 0.5, 0.5, 0.9])  # shares 0.25 with D-hat; 0.5 twice, labeled both ways
+    y_lab = np.array([1, 0, 1, 0], dtype=np.int8)
+    distinct, inv = THRESHOLDS.distinct(np.concatenate([x_lab, x_unlab]))
+    inv_lab = inv[: x_lab.size]
+    ell = distinct.size
+    score = np.array([agreements((np.arange(ell) >= k).astype(np.int8), inv_lab, y_lab) for k in range(ell + 1)])
+    p = np.exp(score / 2 - score.max() / 2)
+    p /= p.sum()
+    K = 10_000
+    cuts = np.zeros(ell + 1)
+    for i in range(K):
+        r = c.labelboost(x_lab, y_lab, x_unlab, FixedUniform((i + 0.5) / K))  # type: ignore[arg-type]
+        z = np.zeros(ell, dtype=np.int8)
+        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
+        k = ell - int(z.sum())
+        assert (z == (np.arange(ell) >= k)).all() and r.n_dichotomies == ell + 1
+        cuts[k] += 1
+    np.testing.assert_allclose(cuts / K, p, rtol=0, atol=2 / K + 1e-12)
+
+
+def test_intervals_labelboost_exact_with_large_groups() -> None:
+    """As the quadrature test above, with few labeled points among many unlabeled ones: right
+    ends inside a group of equal prefix score have weights constant + linear (``interval_em``)."""
+    c = INTERVALS.concept()
+    g = np.random.default_rng(8)
+    x_unlab = np.concatenate([g.random(60), [0.25, 0.25]])
+    x_lab = np.array([0.25, 0.4, 0.4, 0.7, 0.9])
+    y_lab = np.array([1, 1, 0, 1, 0], dtype=np.int8)
+    distinct, inv = INTERVALS.distinct(np.concatenate([x_lab, x_unlab]))
+    inv_lab = inv[: x_lab.size]
+    ell = distinct.size
+    ranges = [(-1, -1)] + [(i, j) for j in range(1, ell + 1) for i in range(j)]  # ranks [i, j)
+    ranks = np.arange(ell)
+    z_of = {r: ((ranks >= r[0]) & (ranks < r[1])).astype(np.int8) for r in ranges}  # (-1, -1): all 0
+    score = np.array([agreements(z_of[r], inv_lab, y_lab) for r in ranges])
+    p = np.exp(score / 2 - score.max() / 2)
+    p /= p.sum()
+    prob = dict(zip(ranges, p, strict=True))
+
+    def run(u1: float, u2: float) -> tuple[int, int]:
+        r = c.labelboost(x_lab, y_lab, x_unlab, Uniforms(u1, u2))  # type: ignore[arg-type]
+        z = np.zeros(ell, dtype=np.int8)
+        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
+        if not z.any():
+            return (-1, -1)
+        ones = np.flatnonzero(z)
+        assert ones[-1] - ones[0] + 1 == ones.size  # a contiguous range of ranks
+        assert r.n_dichotomies == len(ranges) and r.score == agreements(z, inv_lab, y_lab)
+        return (int(ones[0]), int(ones[-1]) + 1)
+
+    k1, k2 = 8_000, 1_000
+    ends = np.array([run((i + 0.5) / k1, 0.5)[1] for i in range(k1)])
+    for j in range(-1, ell + 1):
+        p_j = sum(pz for r, pz in prob.items() if r[1] == j)
+        assert abs(np.mean(ends == j) - p_j) <= 2 / k1 + 1e-12, j
+    for j in (1, 20, 40, ell):  # left ends given the right end
+        hits = np.flatnonzero(ends == j)
+        u1 = (hits[hits.size // 2] + 0.5) / k1
+        given = Counter(run(u1, (i + 0.5) / k2) for i in range(k2))
+        p_j = sum(pz for r, pz in prob.items() if r[1] == j)
+        for i in range(j):
+            assert abs(given[(i, j)] / k2 - prob[(i, j)] / p_j) <= 2 / k2 + 1e-12, (i, j)
+
+
+@pytest.mark.parametrize("kit", [THRESHOLDS, INTERVALS], ids=["thresholds", "intervals"])
+def test_next_round_runs_a_subclass_labelboost(kit: Kit) -> None:
+    """A subclass that replaces LabelBoost (the audit's ``majority-relabel`` variant) gets its own
+    LabelBoost in the transition, not the class's fast path."""
+    base = type(kit.concept())
+    calls = []
+
+    class AllZero(base):  # type: ignore[valid-type,misc]
+        def labelboost(self, x_lab: Any, y_lab: Any, x_unlab: Any, rng: Any) -> Any:
+            calls.append(1)
+            r = super().labelboost(x_lab, y_lab, x_unlab, rng)
+            return type(r)(r.labels_labeled * 0, r.labels_unlabeled * 0, r.n_dichotomies, 0)
+
+    x_lab, y_lab, x_unlab = transition_case(kit, 2, 400, n_lab=9)
+    start = AllZero().next_round(x_lab, y_lab, x_unlab, 20, 10, 30, np.random.default_rng(0))
+    assert calls and not start.s_hat_y.any()
+    assert np.isinf(next(iter(start.ensemble.to_arrays().values()))).all()  # all-zero chunks: +inf / empty
+
+
+def test_stumps_set_dedup_paths_agree() -> None:
+    """Both ways of keeping the first column of each set in a row (pairwise, per-row sort)."""
+    from engine.concepts.stumps import _first_of_each_set
+
+    g = np.random.default_rng(0)
+    rows, G = 500, 20
+    h1 = g.integers(0, 4, (rows, G)).astype(np.uint64)  # few values: many equal sets
+    h2 = (h1 * np.uint64(3)) ^ g.integers(0, 2, (rows, G)).astype(np.uint64)
+    ok = g.random((rows, G)) < 0.7
+    a = _first_of_each_set(h1, h2, ok, pairwise_upto=G)
+    b = _first_of_each_set(h1, h2, ok, pairwise_upto=0)
+    np.testing.assert_array_equal(a, b)
+    for r in range(rows):  # against the definition
+        seen = set()
+        for c in range(G):
+            key = (int(h1[r, c]), int(h2[r, c]))
+            assert a[r, c] == (bool(ok[r, c]) and key not in seen)
+            if ok[r, c]:
+                seen.add(key)

@@ -1,0 +1,79 @@
+"""The distinct points of S-hat o D-hat on the real line, as LabelBoost for thresholds and intervals
+sees them: only the (at most m_S) labeled ones change a dichotomy's score.
+
+With the l distinct points in increasing order and r_0 < ... < r_{q-1} the ranks of the q distinct
+labeled ones, the cuts (or range ends) k = 0..l fall into q + 1 *groups* of equal score: group a
+is (r_{a-1}, r_a] with r_{-1} = -1 and r_q = l. Sampling a group, then a cut inside it, costs
+O(q) instead of O(l), and needs D-hat only sorted (``np.sort``), never ranked point by point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+I8 = NDArray[np.int8]
+
+
+@dataclass(frozen=True, slots=True)
+class LabeledRanks:
+    values: F64
+    """The distinct unlabeled points, increasing."""
+    points: F64
+    """The q distinct labeled points, increasing."""
+    zeros: I64
+    """How many labeled points at each of ``points`` carry label 0 ..."""
+    ones: I64
+    """... and label 1."""
+    rank: I64
+    """Rank of each of ``points`` among all l distinct points."""
+    ell: int
+    """l, the number of distinct points of S-hat o D-hat."""
+    own: NDArray[np.bool_]
+    """Which of ``points`` are not also unlabeled points."""
+
+    @classmethod
+    def of(cls, x_lab: F64, y_lab: I8, values: F64) -> LabeledRanks:
+        """``values``: the sorted distinct points of D-hat (``base.distinct_of_sorted``)."""
+        points, inv = np.unique(x_lab, return_inverse=True)
+        inv = inv.reshape(-1)
+        zeros = np.bincount(inv[y_lab == 0], minlength=points.size)
+        ones = np.bincount(inv[y_lab == 1], minlength=points.size)
+        below = np.searchsorted(values, points, side="left")  # distinct unlabeled points below
+        shared = np.zeros(points.size, dtype=bool)
+        inside = below < values.size
+        shared[inside] = values[below[inside]] == points[inside]
+        own = ~shared
+        n_own = own.astype(np.int64)
+        rank = below + np.cumsum(n_own) - n_own
+        return cls(values, points, zeros, ones, rank, int(values.size + n_own.sum()), own)
+
+    def bounds(self) -> I64:
+        """[-1, r_0, ..., r_{q-1}, l]: group a is (bounds[a], bounds[a + 1]]."""
+        return np.concatenate([[-1], self.rank, [self.ell]]).astype(np.int64)
+
+    def value(self, k: int) -> float:
+        """The k-th smallest distinct point (0-based); +inf for k = l."""
+        own_rank = self.rank[self.own]
+        j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
+        if j < own_rank.size and own_rank[j] == k:
+            return float(self.points[self.own][j])
+        return float(self.values[k - j]) if k - j < self.values.size else np.inf
+
+
+def inverse_cdf(weights: F64, u: float) -> tuple[int, float]:
+    """For x = u * sum(weights) (u uniform in [0, 1)): the index i with C[i-1] <= x < C[i], C the
+    cumulative sums (clamped to the last index), and the residual x - C[i-1]."""
+    c = np.cumsum(weights)
+    x = u * float(c[-1])
+    i = min(int(np.searchsorted(c, x, side="right")), weights.size - 1)
+    return i, x - (float(c[i - 1]) if i else 0.0)
+
+
+def uniform_step(residual: float, step: float, size: int) -> int:
+    """The step of width ``step`` that ``residual`` falls in, clamped to [0, size)."""
+    return min(max(int(residual / step), 0), size - 1)

@@ -1,0 +1,113 @@
+"""engine.concepts.random_order: exact uniform orders and subsets (the transition's sampler)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from engine.concepts.random_order import packed_order, random_order, sorted_subset
+
+
+@pytest.mark.parametrize("n,k", [(0, 0), (1, 1), (7, 3), (200_000, 150_000),
+                                 (200_000, 1000)])
+def test_random_order_is_an_ordered_subset(n: int, k: int) -> None:
+    o = random_order(n, k, np.random.default_rng(n + k))
+    assert o.dtype == np.uint32 and o.shape == (k,)
+    assert np.unique(o).size == k and (o.size == 0 or int(o.max()) < n)
+
+
+@pytest.mark.parametrize("key_bits", [1, 2, 8, 32])
+def test_packed_order_is_a_permutation_with_any_number_of_ties(key_bits: int) -> None:
+    n = 5000
+    for seed in range(5):
+        o = packed_order(n, n, np.random.default_rng(seed), key_bits=key_bits)
+        np.testing.assert_array_equal(np.sort(o), np.arange(n))
+
+
+def test_packed_order_is_deterministic_given_the_stream() -> None:
+    a = packed_order(3000, 3000, np.random.default_rng(5), key_bits=3)
+    b = packed_order(3000, 3000, np.random.default_rng(5), key_bits=3)
+    np.testing.assert_array_equal(a, b)
+
+
+def _chi2_uniform(counts: Counter[tuple[int, ...]], outcomes: list[tuple[int, ...]], draws: int) -> float:
+    observed = np.array([counts[o] for o in outcomes])
+    assert observed.sum() == draws
+    return float(stats.chisquare(observed).pvalue)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("key_bits", [1, 2, 32])
+def test_packed_order_is_uniform(key_bits: int) -> None:
+    """All 5! = 120 orders of range(5), including when most keys tie (key_bits = 1: the order
+    is then mostly made by the tie-breaking step): chi-square at alpha = 1e-6."""
+    n, draws = 5, 60_000
+    g = np.random.default_rng(100 + key_bits)
+    counts = Counter(tuple(packed_order(n, n, g, key_bits=key_bits).tolist()) for _ in range(draws))
+    outcomes = list(itertools.permutations(range(n)))
+    assert set(counts) <= set(outcomes)
+    assert _chi2_uniform(counts, outcomes, draws) > 1e-6
+
+
+@pytest.mark.statistical
+def test_packed_order_prefix_is_a_uniform_ordered_subset() -> None:
+    n, k, draws = 7, 2, 42_000
+    g = np.random.default_rng(3)
+    counts = Counter(tuple(packed_order(n, k, g, key_bits=2).tolist()) for _ in range(draws))
+    outcomes = list(itertools.permutations(range(n), k))
+    assert len(outcomes) == math.perm(n, k)
+    assert _chi2_uniform(counts, outcomes, draws) > 1e-6
+
+
+@pytest.mark.parametrize("n,k", [(0, 0), (10, 0), (10, 10), (10, 7), (10, 3), (100_000, 99_000), (100_000, 60_000),
+                                 (100_000, 10_000), (100_000, 100)])
+def test_sorted_subset(n: int, k: int) -> None:
+    s = sorted_subset(n, k, np.random.default_rng(k))
+    assert s.dtype == np.int64 and s.shape == (k,)
+    assert (np.diff(s) > 0).all() and (k == 0 or (s[0] >= 0 and s[-1] < n))
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_sorted_subset_is_uniform(k: int) -> None:
+    """Each k-subset of range(5) (k = 4 goes through the complement)."""
+    n, draws = 5, 30_000
+    g = np.random.default_rng(k)
+    counts = Counter(tuple(sorted_subset(n, k, g).tolist()) for _ in range(draws))
+    outcomes = list(itertools.combinations(range(n), k))
+    assert _chi2_uniform(counts, outcomes, draws) > 1e-6
+
+
+def test_bad_sizes() -> None:
+    g = np.random.default_rng(0)
+    for n, k in [(3, 4), (3, -1)]:
+        with pytest.raises(ValueError):
+            random_order(n, k, g)
+        with pytest.raises(ValueError):
+            sorted_subset(n, k, g)
+
+
+@pytest.mark.parametrize("key_bits", [1, 3, 32])
+def test_shift_only_relabels(key_bits: int) -> None:
+    """``shift`` returns (o - shift) mod 2^32 for the same o, ties and all."""
+    n = 4000
+    ref = packed_order(n, n, np.random.default_rng(9), key_bits=key_bits)
+    for shift in (1, 1777, n - 1, n):
+        got = packed_order(n, n, np.random.default_rng(9), shift=shift, key_bits=key_bits)
+        np.testing.assert_array_equal((got.astype(np.int64) + shift) % 2**32, ref)
+    small = random_order(n, 50, np.random.default_rng(2))  # numpy's choice path
+    got = random_order(n, 50, np.random.default_rng(2), shift=77)
+    np.testing.assert_array_equal((got.astype(np.int64) + 77) % 2**32, small)
+
+
+def test_huge_ranges() -> None:
+    """Round lengths R far beyond 2^32 (D-hat a tiny subset of them): the reservoir's positions."""
+    s = sorted_subset(10**12, 1000, np.random.default_rng(0))
+    assert s.size == 1000 and (np.diff(s) > 0).all() and s[-1] > 2**32
+    with pytest.raises(ValueError):
+        random_order(2**32 + 1, 10, np.random.default_rng(0))
