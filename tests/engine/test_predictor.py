@@ -3,6 +3,7 @@ corrupt states and the sticky ERROR phase."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Any
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
+import engine.predictor
 from engine import codec
 from engine.concepts import Thresholds
 from engine.errors import CorruptState, EngineError, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
@@ -447,15 +449,17 @@ def test_restoring_a_state_in_phase_error(design: str) -> None:
 @each
 def test_a_transition_that_breaks_an_invariant_enters_phase_error(design: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fit returning one classifier too few: the commit's invariant check catches it."""
+    """A next round whose live state claims more reservoir points than it keeps: only the commit's
+    invariant check sees it, and the predictor enters phase error."""
     p = predictor(design)
     p.answer(QUERIES[:600])
-    real = Thresholds.fit
+    real = engine.predictor._start_round
 
-    def short_fit(self: Thresholds, x: Any, y: Any) -> Any:
-        return real(self, x[1:], y[1:])
+    def broken(*args: Any) -> Any:
+        rnd, points, live = real(*args)
+        return rnd, points, dataclasses.replace(live, filled=rnd.kept + 1)
 
-    monkeypatch.setattr(Thresholds, "fit", short_fit)
+    monkeypatch.setattr(engine.predictor, "_start_round", broken)
     with pytest.raises(InvalidState, match="entered phase error"):
         p.transition()
     monkeypatch.undo()
