@@ -42,9 +42,9 @@ async def test_retriable_errors_are_retried_and_reported() -> None:
 @pytest.mark.asyncio
 async def test_final_errors_and_bugs_are_raised_at_once() -> None:
     for exc in (CorruptCheckpoint("bad"), RecordTooLargeError(), ValueError("bug")):
-        calls = []
+        calls: list[int] = []
 
-        async def op(exc: BaseException = exc) -> None:
+        async def op(exc: BaseException = exc, calls: list[int] = calls) -> None:
             calls.append(1)
             raise exc
 
