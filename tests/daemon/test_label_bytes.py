@@ -6,8 +6,11 @@ by bytes. Regenerate them only together with a documented wire-format change."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon import wire
+from daemon.batch import LabelEncoder
 
 HALTED = "the predictor has failed (a round's halt budget was spent) and refuses every query"
 SCHEMA = "x must be a number or a non-empty list of numbers"
@@ -60,3 +63,31 @@ def test_label_records_keep_their_exact_bytes(
 ) -> None:
     assert wire.encode_label(*args, "msgpack") == packed
     assert wire.encode_label(*args, "json") == js
+
+
+@pytest.mark.parametrize(("args", "packed", "js"), KNOWN)
+def test_the_batch_encoder_writes_the_same_bytes(
+    args: tuple[str | int, int | None, str, int, str | None], packed: bytes, js: bytes
+) -> None:
+    enc = LabelEncoder()
+    assert enc.one(*args, "msgpack") == packed
+    assert enc.one(*args, "json") == js
+    qid, label, status, rnd, _ = args
+    if status == "ok":
+        assert label is not None
+        assert enc.answered([qid], [label], rnd) == [packed]
+        assert enc.answered([qid, qid], [label, label], rnd, [True, False]) == [js, packed]
+
+
+ids = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(min_size=1, max_size=256))
+
+
+@settings(max_examples=300, deadline=None)
+@given(qid=ids, label=st.sampled_from([0, 1, None]), status=st.sampled_from(["ok", "refused", "invalid"]),
+       rnd=st.integers(0, 2**40), reason=st.one_of(st.none(), st.text(max_size=300)))
+def test_batch_encoding_equals_the_reference_for_any_record(
+    qid: str | int, label: int | None, status: str, rnd: int, reason: str | None
+) -> None:
+    enc = LabelEncoder()
+    for ct in ("msgpack", "json"):
+        assert enc.one(qid, label, status, rnd, reason, ct) == wire.encode_label(qid, label, status, rnd, reason, ct)
