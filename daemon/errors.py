@@ -35,9 +35,14 @@ class CorruptCheckpoint(CheckpointError):
     retriable = False
 
 
-class InvalidStoredOffset(DaemonError):
-    """A partition's checkpoint was asked to store an offset that does not increase (a bug: the
-    commit order would let a checkpoint cover answers twice or skip some)."""
+class CommitOrderError(DaemonError):
+    """A checkpoint step was asked for out of order (a bug: ``daemon/checkpoint/checkpoint.py``
+    numbers the order)."""
+
+
+class InvalidStoredOffset(CommitOrderError):
+    """A partition's checkpoint was asked to store an offset that does not increase (it would
+    cover answers twice, or skip some)."""
 
 
 class Stopped(DaemonError):
