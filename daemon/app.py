@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from importlib.metadata import PackageNotFoundError, version
@@ -86,6 +87,10 @@ async def serve(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     svc = Service(cfg, models, metrics, bootstrap)
+    # Start-up (planning, imports) leaves millions of long-lived objects; without this every full
+    # garbage collection rescans them while the hot path allocates (measured: ~1 us a record).
+    gc.collect()
+    gc.freeze()
     health = HealthServer(metrics, svc.heartbeat.alive, svc.ready)
     port = await health.start(cfg.metrics.host, cfg.metrics.port)
     log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", cfg.metrics.host, port)

@@ -21,6 +21,8 @@ from typing import Annotated, Any
 
 import msgpack
 import msgspec
+import numpy as np
+from numpy.typing import NDArray
 
 from daemon import wire
 
@@ -56,6 +58,8 @@ class Batch:
     """Records the schema rejects, and why."""
     json_at: set[int] = field(default_factory=set)
     """Records in JSON (the others are msgpack)."""
+    xarr: NDArray[np.float64] | None = None
+    """Every record's coordinate, when each record passed the schema with exactly one."""
 
     def __len__(self) -> int:
         return len(self.records)
@@ -82,10 +86,52 @@ class Batch:
             groups,
             {i - start: r for i, r in self.rejected.items() if i >= start},
             {i - start for i in self.json_at if i >= start},
+            None if self.xarr is None else self.xarr[start:],
         )
 
 
 def decode(records: Sequence[Any], max_bytes: int) -> Batch:
+    """Decode and check the schema of a fetched batch (offset order)."""
+    return _decode_clean(records, max_bytes) or _decode_each(records, max_bytes)
+
+
+def _decode_clean(records: Sequence[Any], max_bytes: int) -> Batch | None:
+    """The common batch, in whole-list operations: msgpack records (no headers) that all pass the
+    schema with one finite coordinate. ``None`` for any other batch (decoded record by record)."""
+    if any(r.headers for r in records):
+        return None
+    values = [r.value for r in records]
+    if None in values or max(map(len, values)) > max_bytes:
+        return None
+    dec = _MSGPACK.decode
+    try:
+        qs = [dec(v) for v in values]
+    except _DECODE_ERRORS:
+        return None
+    xs = [q.x for q in qs]
+    try:
+        xarr = np.array(xs, dtype=np.float64)
+    except ValueError:
+        return None
+    if xarr.ndim != 1 or not np.isfinite(xarr).all():
+        return None
+    keys = [r.key for r in records]
+    first = keys[0]
+    if keys.count(first) == len(keys):
+        groups = {first: list(range(len(keys)))}
+    else:
+        groups = {}
+        for i, k in enumerate(keys):
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = []
+            g.append(i)
+    if any(wire.model_of(k) is None for k in groups):
+        return None
+    return Batch(records, [q.id for q in qs], xs, groups, xarr=xarr)
+
+
+def _decode_each(records: Sequence[Any], max_bytes: int) -> Batch:
     n = len(records)
     ids: list[Id | None] = [None] * n
     xs: list[Any] = [None] * n

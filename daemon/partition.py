@@ -48,7 +48,8 @@ from engine.errors import EngineError, InvalidInput
 from engine.phases import Phase
 from engine.serving import Refusal, Servable
 
-Out = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+Headers = list[tuple[str, bytes]]
+Out = tuple[bytes | None, bytes, Headers]
 """A record to produce: (key, value, headers)."""
 
 LOG_LOST_REASON = (
@@ -146,7 +147,9 @@ class Event:
 class Step:
     """What the I/O layer must do after one call into the processor."""
 
-    labels: list[Out] = field(default_factory=list)
+    labels: dict[bytes | None, tuple[list[bytes], list[Headers]]] = field(default_factory=dict)
+    """Label records per key (values, headers), in record order; keys are model ids, except for
+    invalid records whose key names no model."""
     dead_letters: list[Out] = field(default_factory=list)
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
     """Label records by (model, status)."""
@@ -165,6 +168,18 @@ class Step:
     def count(self, model: str, status: str, k: int = 1) -> None:
         self.counts[(model, status)] = self.counts.get((model, status), 0) + k
 
+    def add(self, key: bytes | None, values: list[bytes], headers: list[Headers]) -> None:
+        got = self.labels.get(key)
+        if got is None:
+            self.labels[key] = (values, headers)
+        else:
+            got[0].extend(values)
+            got[1].extend(headers)
+
+    def label_records(self) -> list[Out]:
+        """Every label record as (key, value, headers) (for tests and tools)."""
+        return [(k, v, h) for k, (vs, hs) in self.labels.items() for v, h in zip(vs, hs, strict=True)]
+
 
 _Answered = tuple[list[int], list[int], int, str | None]
 """Labels (-1: refused), refusal codes, the round, and the suspension reason if the engine failed."""
@@ -178,6 +193,8 @@ class _Plan:
     query: list[int]
     x: NDArray[np.float64]
     refused: list[int]
+    clean: bool
+    """Every record of the model's key is a query for its engine (none rejected, skipped or refused)."""
 
 
 class PartitionProcessor:
@@ -372,14 +389,19 @@ class PartitionProcessor:
             cap = p.m.engine.capacity if p.query and not p.m.broken else None
             if cap is not None and len(p.query) > cap:
                 cut = min(cut, p.query[cap])
-        slots: list[Out | None] = [None] * cut
+        slots: dict[int, tuple[bytes, Headers]] = {}  # label records of the groups not emitted whole
         for p in plans:
             self._respond(p, b, cut, slots, rejected, step)
-        for i in range(cut):
-            rej = rejected.get(i)
-            if rej is not None and i not in skipped:
-                self._reject(b, i, rej, slots, step)
-        step.labels.extend(s for s in slots if s is not None)
+        for i in sorted(rejected):
+            if i >= cut:
+                break
+            if i not in skipped:
+                self._reject(b, i, rejected[i], slots, step)
+        if slots:
+            recs = b.records
+            for i in sorted(slots):
+                v, h = slots[i]
+                step.add(recs[i].key, [v], [h])
         return cut
 
     def _plan(self, m: Served, b: Batch, idx: list[int], rejected: dict[int, wire.Rejected],
@@ -388,6 +410,7 @@ class PartitionProcessor:
         while k < len(idx) and b.offset(idx[k]) < m.offset:  # answered before its checkpoint
             skipped.add(idx[k])
             k += 1
+        group = len(idx)
         idx = idx[k:] if k else idx
         ok = [i for i in idx if i not in rejected] if rejected else idx
         x = self._stack(m, b, ok, rejected)
@@ -400,12 +423,14 @@ class PartitionProcessor:
             while j < len(ok) and b.offset(ok[j]) < s.from_offset:
                 j += 1
             ok, refused, x = ok[:j], ok[j:], x[:j]
-        return _Plan(m, ok, x, refused)
+        return _Plan(m, ok, x, refused, len(ok) == group)
 
     def _stack(self, m: Served, b: Batch, ok: list[int], rejected: dict[int, wire.Rejected]) -> NDArray[np.float64]:
         """The model's points as the engine's batch layout; a record of the wrong dimension is
         rejected (``dimension``) and left out."""
         d = m.point_dim
+        if d == 1 and b.xarr is not None:
+            return b.xarr if len(ok) == len(b) else b.xarr[ok]
         xs = [b.x[i] for i in ok]
         try:
             arr = np.array(xs, dtype=np.float64)
@@ -423,10 +448,9 @@ class PartitionProcessor:
                 rejected[i] = wire.Rejected("dimension", wire.msg_dimension(d), b.ids[i], m.id, b.content_type(i))
         return np.array(rows, dtype=np.float64).reshape((len(keep),) if d == 1 else (len(keep), d))
 
-    def _respond(self, p: _Plan, b: Batch, cut: int, slots: list[Out | None], rejected: dict[int, wire.Rejected],
-                 step: Step) -> None:
+    def _respond(self, p: _Plan, b: Batch, cut: int, slots: dict[int, tuple[bytes, Headers]],
+                 rejected: dict[int, wire.Rejected], step: Step) -> None:
         m = p.m
-        key = m.id.encode()
         take = bisect.bisect_left(p.query, cut)
         if take:
             q = p.query[:take]
@@ -435,28 +459,28 @@ class PartitionProcessor:
                 if m.phase is not Phase.HALTED and m.engine.phase is Phase.HALTED:
                     step.events.append(Event("halted", m.id, m.engine.round))
                 m.round, m.phase = m.engine.round, m.engine.phase
-            if failed is None and -1 not in labels and not any(i in rejected for i in q):
+            if p.clean and failed is None and -1 not in labels:  # the whole group, in order
                 ids = b.ids
+                ids_q = ids[q[0] : q[-1] + 1] if q[-1] - q[0] + 1 == len(q) else [ids[i] for i in q]
                 if b.json_at:
-                    vals = self.enc.answered([ids[i] for i in q], labels, rnd, [i in b.json_at for i in q])
-                    for i, v in zip(q, vals, strict=True):
-                        slots[i] = (key, v, _headers(b, i))
+                    js = [i in b.json_at for i in q]
+                    vals = self.enc.answered(ids_q, labels, rnd, js)
+                    hs = [_H_JSON if j else _H_MSGPACK for j in js]
                 else:
-                    h = _H_MSGPACK
-                    for i, v in zip(q, self.enc.answered([ids[i] for i in q], labels, rnd), strict=True):
-                        slots[i] = (key, v, h)
+                    vals, hs = self.enc.answered(ids_q, labels, rnd), [_H_MSGPACK] * len(q)
+                step.add(m.id.encode(), vals, hs)
                 step.count(m.id, "ok", len(q))
             else:
                 for j, i in enumerate(q):
                     if i in rejected:
                         continue
                     if labels[j] >= 0:
-                        slots[i] = (key, self.enc.one(_id(b, i), labels[j], "ok", rnd, None, b.content_type(i)),
+                        slots[i] = (self.enc.one(_id(b, i), labels[j], "ok", rnd, None, b.content_type(i)),
                                     _headers(b, i))
                         step.count(m.id, "ok")
                     else:
                         reason = failed or Refusal(refusals[j]).reason
-                        slots[i] = (key, self.enc.one(_id(b, i), None, "refused", rnd, reason, b.content_type(i)),
+                        slots[i] = (self.enc.one(_id(b, i), None, "refused", rnd, reason, b.content_type(i)),
                                     _headers(b, i))
                         step.count(m.id, "refused")
         s = m.suspension
@@ -464,8 +488,7 @@ class PartitionProcessor:
             if i >= cut:
                 break
             assert s is not None
-            slots[i] = (key, self.enc.one(_id(b, i), None, "refused", s.round, s.reason, b.content_type(i)),
-                        _headers(b, i))
+            slots[i] = (self.enc.one(_id(b, i), None, "refused", s.round, s.reason, b.content_type(i)), _headers(b, i))
             step.count(m.id, "refused")
 
     def _call(self, m: Served, x: NDArray[np.float64], q: list[int], b: Batch, rejected: dict[int, wire.Rejected],
@@ -517,12 +540,13 @@ class PartitionProcessor:
             rnd = a.round
         return labels, refusals, rnd, None
 
-    def _reject(self, b: Batch, i: int, rej: wire.Rejected, slots: list[Out | None], step: Step) -> None:
+    def _reject(self, b: Batch, i: int, rej: wire.Rejected, slots: dict[int, tuple[bytes, Headers]],
+                step: Step) -> None:
         r = b.records[i]
         m = self.models.get(rej.model or "")
         if rej.id is not None:
             rnd = m.round if m is not None else 0
-            slots[i] = (r.key, self.enc.one(rej.id, None, "invalid", rnd, rej.message, rej.content_type),
+            slots[i] = (self.enc.one(rej.id, None, "invalid", rnd, rej.message, rej.content_type),
                         wire.label_headers(rej.content_type))
             if rej.model is not None and rej.model in self.known:
                 step.count(rej.model, "invalid")

@@ -31,7 +31,7 @@ from daemon.config import Config
 from daemon.errors import BrokerError, DaemonError, Stopped
 from daemon.metrics import Heartbeat, Metrics
 from daemon.model import ModelRuntime
-from daemon.partition import Event, Out, PartitionProcessor, Served, Step
+from daemon.partition import Event, Headers, PartitionProcessor, Served, Step
 from daemon.retry import retrying, until_stopped
 from engine.errors import EngineError
 from engine.phases import Phase
@@ -343,20 +343,23 @@ class Service:
         (re-sent records are byte-identical, so duplicates are harmless). One batch per (topic,
         partition); keys are partitioned as Kafka's default (murmur2)."""
         t = self.cfg.topics
-        groups: dict[tuple[str, int], list[Out]] = {}
+        groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]] = {}
         for _, step in steps:
             if step.labels:
                 parts = await self._partitions(t.labels)
                 cache = self._label_part
-                for rec in step.labels:
-                    p = cache.get(rec[0])
+                for key, (values, headers) in step.labels.items():
+                    p = cache.get(key)
                     if p is None:
-                        p = cache[rec[0]] = self._partition_of(rec[0], parts)
-                    groups.setdefault((t.labels, p), []).append(rec)
+                        p = self._partition_of(key, parts)
+                        if len(cache) < 10_000:  # invalid records may carry any key: bound the cache
+                            cache[key] = p
+                    groups.setdefault((t.labels, p), []).append((key, values, headers))
             if step.dead_letters:
                 parts = await self._partitions(t.dead_letters)
-                for rec in step.dead_letters:  # keys chosen by clients: not cached
-                    groups.setdefault((t.dead_letters, self._partition_of(rec[0], parts)), []).append(rec)
+                for key, value, hdrs in step.dead_letters:
+                    groups.setdefault((t.dead_letters, self._partition_of(key, parts)), []).append(
+                        (key, [value], [hdrs]))
         if groups:
             await retrying(lambda: self._send_batches(groups), self.stop, what="produce",
                            max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._broker_error)
@@ -371,16 +374,19 @@ class Service:
     def _partition_of(self, key: bytes | None, parts: list[int]) -> int:
         return int(self._partitioner(key, parts, parts)) if key is not None else parts[0]
 
-    async def _send_batches(self, groups: dict[tuple[str, int], list[Out]]) -> None:
+    async def _send_batches(
+        self, groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]]
+    ) -> None:
         futs = []
-        for (topic, p), recs in groups.items():
+        for (topic, p), segments in groups.items():
             b = self.producer.create_batch()
-            for key, value, headers in recs:
-                if b.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                    futs.append(await self.producer.send_batch(b, topic, partition=p))
-                    b = self.producer.create_batch()
-                    if b.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                        raise BrokerError("a record is larger than the producer's batch size", retriable=False)
+            for key, values, headers in segments:
+                for value, h in zip(values, headers, strict=True):
+                    if b.append(key=key, value=value, timestamp=None, headers=h) is None:
+                        futs.append(await self.producer.send_batch(b, topic, partition=p))
+                        b = self.producer.create_batch()
+                        if b.append(key=key, value=value, timestamp=None, headers=h) is None:
+                            raise BrokerError("a record is larger than the producer's batch size", retriable=False)
             if b.record_count():
                 futs.append(await self.producer.send_batch(b, topic, partition=p))
         await asyncio.gather(*futs)

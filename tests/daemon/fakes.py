@@ -50,7 +50,7 @@ def decode(recs: list[Rec], max_bytes: int = 65_536) -> batch.Batch:
 
 def labels_of(step: Step) -> list[dict[str, Any]]:
     out = []
-    for _key, value, headers in step.labels:
+    for _key, value, headers in step.label_records():
         js = dict(headers).get("content-type") == b"application/json"
         out.append(json.loads(value) if js else msgpack.unpackb(value))
     return out

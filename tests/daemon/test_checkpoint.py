@@ -79,7 +79,7 @@ def test_commit_runs_its_steps_in_order(tmp_path: Path) -> None:
 
     asyncio.run(ck.commit(proc, commit_offset))  # at assignment: before anything is answered
     step = feed(proc, queries("a", list(np.linspace(0, 1, 5)), 0) + queries("b", list(np.linspace(0, 1, 5)), 5))
-    assert len(step.labels) == 10
+    assert len(step.label_records()) == 10
     with pytest.raises(CommitOrderError, match="not acknowledged"):  # 1: acks first
         asyncio.run(ck.commit(proc, commit_offset))
     ck.store_offset(proc.next_offset, step.answered)  # the labels were acknowledged

@@ -25,7 +25,7 @@ def test_every_query_gets_one_label_in_order_and_the_offset_advances() -> None:
     labs = labels_of(step)
     assert [(d["id"], d["status"], d["round"]) for d in labs] == [(0, "ok", 1), (1, "ok", 1), (2, "ok", 1)]
     assert step.counts == {("m", "ok"): 3} and step.answered == 3
-    assert all(k == b"m" for k, _, _ in step.labels)
+    assert list(step.labels) == [b"m"]
     assert p.next_offset == 3 and p.models["m"].offset == 3 and p.last_fp is not None
     assert eng.calls == [3]  # one engine call per model and batch
 
@@ -36,12 +36,12 @@ def test_records_below_the_next_offset_are_dropped_and_a_model_ahead_skips_to_it
     assert p.next_offset == 5
     recs = [r for i in range(0, 12) for r in queries("a" if i % 2 else "b", [0.6], i)]
     step = feed(p, recs)
-    got = [(d["id"]) for d in labels_of(step)]
+    got = sorted(d["id"] for d in labels_of(step))
     # offsets 0-4 were processed by every model; b's records below 8 were answered before its checkpoint
     assert got == [5, 7, 8, 9, 10, 11]
     assert a.total == 4 and b.total == 2  # a: 5,7,9,11; b: 8,10
     step = feed(p, queries("a", [0.1, 0.1], 10))  # a re-delivery: nothing twice
-    assert step.labels == [] and a.total == 4
+    assert step.labels == {} and a.total == 4
 
 
 def test_park_during_a_transition_then_resume() -> None:
@@ -52,7 +52,7 @@ def test_park_during_a_transition_then_resume() -> None:
     assert step.pause and step.transitions == ["m"] and p.status is Status.TRANSITIONING
     assert p.next_offset == 4
     later = feed(p, queries("m", [0.9] * 3, 6))  # arrives while paused: parked, not answered
-    assert later.labels == [] and not later.transitions
+    assert later.labels == {} and not later.transitions
     eng.transition()
     events = p.transition_done({})
     assert [e.kind for e in events] == ["round"] and p.status is Status.ACTIVE
@@ -74,13 +74,13 @@ def test_the_cut_with_two_models_on_one_partition_is_at_the_first_round_end() ->
         recs += queries("a" if i % 2 == 0 else "b", [0.8], i)
     step = feed(p, recs)
     # a's 4th query is at offset 6: everything before it is answered (both models), nothing after
-    assert [d["id"] for d in labels_of(step)] == [0, 1, 2, 3, 4, 5]
+    assert sorted(d["id"] for d in labels_of(step)) == [0, 1, 2, 3, 4, 5]
     assert step.transitions == ["a"] and step.pause and p.next_offset == 6
     assert b.total == 3  # b's queries after the cut wait for a's transition: order per partition holds
     a.transition()
     p.transition_done({})
     step = p.resume()
-    assert [d["id"] for d in labels_of(step)] == [6, 7, 8, 9] and step.resume
+    assert sorted(d["id"] for d in labels_of(step)) == [6, 7, 8, 9] and step.resume
 
 
 def test_a_log_replaced_below_the_next_offset_is_detected_from_the_high_watermark_alone() -> None:
@@ -92,7 +92,7 @@ def test_a_log_replaced_below_the_next_offset_is_detected_from_the_high_watermar
     assert [e.kind for e in step.events] == ["log_replaced", "suspended"]
     assert p.models["lag"].suspension is not None and p.models["good"].suspension is None
     recs = queries("good", [0.9, 0.1], 0) + queries("lag", [0.9], 2)
-    labs = labels_of(feed(p, recs))
+    labs = sorted(labels_of(feed(p, recs)), key=lambda d: d["id"])
     assert [(d["id"], d["status"]) for d in labs] == [(0, "ok"), (1, "ok"), (2, "refused")]
     assert labs[2]["reason"] == LOG_LOST_REASON and lagging.calls == []
 
@@ -107,7 +107,7 @@ def test_a_log_replaced_above_the_next_offset_is_detected_by_fingerprint() -> No
     p = proc_of(served("m", FakeEngine(), offset=4, last_fp=fp, verified=False))
     other = queries("m", [0.7] * 6, 0, id0=100)  # another log, already longer than 4
     step = feed(p, other[3:])
-    assert step.log_reset and step.seek == 0 and step.labels == []
+    assert step.log_reset and step.seek == 0 and step.labels == {}
     assert p.models["m"].suspension is not None  # restored from a periodic checkpoint: cannot replay
     labs = labels_of(feed(p, other))
     assert {d["status"] for d in labs} == {"refused"} and len(labs) == 6
@@ -172,7 +172,7 @@ def test_wrong_partition_unknown_model_and_malformed_records_get_invalid_labels_
     assert labs[1]["reason"] == wire.MSG_UNKNOWN_MODEL
     assert labs["d"]["reason"] == wire.msg_dimension(1) and labs["nf"]["reason"] == wire.MSG_NON_FINITE
     assert labs["big"]["reason"] == wire.msg_oversized(100) and labs[5]["status"] == "ok"
-    assert len(step.labels) == 6  # the undecodable record has no id: a dead letter only
+    assert len(step.label_records()) == 6  # the undecodable record has no id: a dead letter only
     codes = sorted(dict(h)["everlast-error"].decode() for _, _, h in step.dead_letters)
     assert codes == ["dimension", "non_finite", "oversized", "undecodable", "unknown_model", "wrong_partition"]
     assert step.invalid == {c: 1 for c in codes}
@@ -191,14 +191,15 @@ def test_points_outside_the_models_domain_are_invalid_and_the_rest_answered() ->
 def test_json_queries_get_json_labels() -> None:
     p = proc_of(served("m", FakeEngine()))
     step = feed(p, queries("m", [0.9], 0) + queries("m", [0.1], 1, json_=True))
-    assert [dict(h)["content-type"] for _, _, h in step.labels] == [b"application/msgpack", b"application/json"]
-    assert step.labels[1][1] == b'{"id":1,"label":0,"status":"ok","round":1}'
+    recs = step.label_records()
+    assert [h for _, _, h in recs] == [[], [("content-type", b"application/json")]]
+    assert recs[1][1] == b'{"id":1,"label":0,"status":"ok","round":1}'
 
 
 def test_a_revoked_partition_does_nothing() -> None:
     p = proc_of(served("m", FakeEngine()))
     p.revoke()
-    assert feed(p, queries("m", [0.9], 0)).labels == [] and p.status is Status.REVOKED
+    assert feed(p, queries("m", [0.9], 0)).labels == {} and p.status is Status.REVOKED
 
 
 def test_a_partition_without_models_rejects_and_advances_from_the_committed_offset() -> None:
