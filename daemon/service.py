@@ -28,7 +28,7 @@ from daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore, key_fro
 from daemon.checkpoint.checkpoint import PartitionCheckpoint
 from daemon.checkpoint.model_state import ModelCheckpointer
 from daemon.config import Config
-from daemon.errors import BrokerError, DaemonError, Stopped
+from daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
 from daemon.metrics import Heartbeat, Metrics
 from daemon.model import ModelRuntime
 from daemon.partition import Event, Headers, PartitionProcessor, Served, Step
@@ -75,7 +75,7 @@ class Service:
         self.ready_flag = False
         self.broker_ok = False
         self.checkpoint_ok = True
-        self._last_probe = 0.0
+        self._ends: dict[int, int] = {}
         self.failed: BaseException | None = None
 
     @property
@@ -137,6 +137,7 @@ class Service:
         inner: BlobStore
         if ck.store == "dir":
             inner = DirStore(ck.dir)
+            inner.secure_root()
         else:
             from daemon.checkpoint.kafka_store import KafkaStore
 
@@ -181,11 +182,13 @@ class Service:
             clients.push_async_callback(_quietly, self._consumer.stop)
             self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
             self._broker(True)
+            monitor = asyncio.create_task(self._monitor(stop))
             try:
                 await self._loop(stop)
             except Stopped:
                 pass
             finally:
+                monitor.cancel()
                 await self._shutdown()
             if self.failed is not None:
                 raise self.failed
@@ -196,11 +199,13 @@ class Service:
             self.heartbeat.beat()
             if self.failed is not None:
                 return
-            await self._probe_broker()
             await self._finish_transitions()
             try:
                 fetched = await until_stopped(self.consumer.getmany(timeout_ms=100, max_records=c.max_records), stop)
-            except KafkaError as exc:
+            except Exception as exc:  # the retry policy of the error's type (daemon.retry)
+                err = as_daemon_error(exc)
+                if err is None or not err.retriable:
+                    raise
                 self._broker(False)
                 log.warning("fetch failed (%s); retrying", type(exc).__name__)
                 with contextlib.suppress(TimeoutError):
@@ -240,6 +245,8 @@ class Service:
             pass
         except BaseException as exc:
             log.error("partition assignment failed (%s): stopping", type(exc).__name__)
+            if isinstance(exc, CheckpointError):
+                self.metrics.checkpoint_failures.inc()
             self.failed = exc
             raise
 
@@ -401,6 +408,7 @@ class Service:
         if step.log_reset:
             self.metrics.log_resets.inc()
             ck.reset()
+            self._ends.pop(part, None)
         if proc.next_offset > ck.offset:
             ck.store_offset(proc.next_offset, step.answered)
         if step.seek is not None:
@@ -525,20 +533,41 @@ class Service:
         if self.cfg.metrics.expose_halts_used:
             g.halts_used.labels(model=m.id).set(info.tops)
 
-    async def _probe_broker(self, every_s: float = 5.0) -> None:
-        """A metadata round trip every few seconds: the health signal while no traffic flows (aiokafka
-        retries quietly, so an idle consumer alone would never notice the broker is gone)."""
-        now = time.monotonic()
-        if now - self._last_probe < every_s or self._producer is None:
-            return
-        self._last_probe = now
+    async def _monitor(self, stop: asyncio.Event, every_s: float = 5.0) -> None:
+        """Beside the run loop, so that it reports while the loop waits (for a transition, the
+        checkpoint store or the broker): is the broker there, and how far behind is each partition."""
+        while not stop.is_set():
+            with contextlib.suppress(Stopped):
+                await self._probe_broker(every_s)
+                await self._refresh_ends(every_s)
+            self._update_lag()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+
+    async def _probe_broker(self, timeout_s: float) -> None:
+        """A metadata round trip: the health signal while no traffic flows (aiokafka retries
+        quietly, so an idle consumer alone would never notice the broker is gone)."""
         try:
-            ok = await until_stopped(asyncio.wait_for(self.producer.client.force_metadata_update(), every_s), self.stop)
+            ok = await until_stopped(asyncio.wait_for(self.producer.client.force_metadata_update(), timeout_s),
+                                     self.stop)
         except (TimeoutError, KafkaError):
             ok = False
         if not ok:
             log.warning("the broker does not answer; retrying")
         self._broker(bool(ok))
+
+    async def _refresh_ends(self, timeout_s: float) -> None:
+        """The partitions' log-end offsets, for the lag gauge only: a paused partition, or a loop
+        that waits, gets no fetch responses, and its lag would freeze. (Tansu answers with a lower
+        bound, the start of its last batch; never used to judge the log itself.)"""
+        tps = [self._tp(p) for p in self.procs]
+        if not tps:
+            return
+        try:
+            ends = await until_stopped(asyncio.wait_for(self.consumer.end_offsets(tps), timeout_s), self.stop)
+        except (TimeoutError, KafkaError):
+            return
+        self._ends = {tp.partition: int(o) for tp, o in ends.items()}
 
     def _broker(self, up: bool) -> None:
         self.broker_ok = up
@@ -549,10 +578,9 @@ class Service:
         self.heartbeat.beat()  # waiting for the broker is not a stall
 
     def _update_lag(self) -> None:
-        for part, proc in self.procs.items():
-            hw = self.consumer.highwater(self._tp(part))
-            if hw is not None:
-                self.metrics.lag.labels(partition=str(part)).set(max(0, hw - proc.next_offset))
+        for part, proc in list(self.procs.items()):
+            hw = max(self.consumer.highwater(self._tp(part)) or 0, self._ends.get(part, 0))
+            self.metrics.lag.labels(partition=str(part)).set(max(0, hw - proc.next_offset))
 
 
 async def _quietly(stop: Any) -> None:
