@@ -43,14 +43,19 @@ async def retrying(
     max_backoff_s: float = 30.0,
     first_backoff_s: float = 0.1,
     on_error: Callable[[DaemonError], None] | None = None,
+    interruptible: bool = True,
 ) -> T:
     """Run ``op()`` until it succeeds. A retriable error (``DaemonError.retriable``, Kafka client
     errors mapped by ``as_daemon_error``) is reported to ``on_error``, logged, and retried after a
-    backoff; any other error is raised as is. Raises ``Stopped`` as soon as ``stop`` is set."""
+    backoff; any other error is raised as is. Raises ``Stopped`` as soon as ``stop`` is set, also
+    during an attempt unless ``interruptible`` is False (for an attempt that must not be abandoned
+    half-done, e.g. a checkpoint whose file writes run in threads; it must bound itself)."""
     backoff = first_backoff_s
     while True:
+        if stop.is_set():
+            raise Stopped("shutdown requested")
         try:
-            return await until_stopped(op(), stop)
+            return await (until_stopped(op(), stop) if interruptible else op())
         except Stopped:
             raise
         except Exception as exc:

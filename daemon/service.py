@@ -475,8 +475,9 @@ class Service:
         proc, ck = self.procs[part], self.ckpts[part]
         tp = self._tp(part)
 
-        async def commit_offset(offset: int) -> None:
-            await self.consumer.commit({tp: offset})
+        async def commit_offset(offset: int) -> None:  # informational: never wait long for it
+            if self.broker_ok:
+                await asyncio.wait_for(self.consumer.commit({tp: offset}), 5.0)
 
         async def once() -> None:
             t0 = time.perf_counter()
@@ -484,7 +485,8 @@ class Service:
             self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
 
         await retrying(once, stop or self.stop, what=f"checkpoint of partition {part}",
-                       max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._checkpoint_error)
+                       max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._checkpoint_error,
+                       interruptible=False)
         self.checkpoint_ok = True
 
     async def _maybe_checkpoint(self) -> None:
@@ -583,7 +585,15 @@ class Service:
             self.metrics.lag.labels(partition=str(part)).set(max(0, hw - proc.next_offset))
 
 
-async def _quietly(stop: Any) -> None:
-    with contextlib.suppress(Exception):
-        await stop()
+async def _quietly(stop: Any, timeout_s: float = 10.0) -> None:
+    """Stop a Kafka client without waiting long for a broker that is gone (at exit, what it still
+    holds is either acknowledged already or replayed from the checkpoint)."""
+    try:
+        await asyncio.wait_for(stop(), timeout_s)
+    except asyncio.CancelledError:  # aiokafka's stop() may re-raise the cancellation of its own tasks
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:
+        pass
 
