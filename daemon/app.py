@@ -118,7 +118,7 @@ async def serve(
         if cfg.metrics.exit_linger_s > 0 and not stop.is_set():
             log.error("stopping after %s; /metrics stays up until it is scraped once more (at most %.0fs)",
                       type(exc).__name__, cfg.metrics.exit_linger_s)
-            await health.linger(cfg.metrics.exit_linger_s, stop)
+            await health.linger(cfg.metrics.exit_linger_s, stop, svc.scrapes_at_failure)
         raise
     finally:
         await health.stop()

@@ -120,10 +120,11 @@ class HealthServer:
         self.server = await asyncio.start_server(self._handle, host, port)
         return int(self.server.sockets[0].getsockname()[1])
 
-    async def linger(self, timeout_s: float, stop: asyncio.Event) -> None:
-        """After a failure: keep serving until one more scrape of /metrics has read the final
-        counters (e.g. a checkpoint failure), ``timeout_s`` has passed, or ``stop`` is set."""
-        seen = self.metrics.scrapes
+    async def linger(self, timeout_s: float, stop: asyncio.Event, seen: int | None = None) -> None:
+        """After a failure: keep serving until a scrape of /metrics after the failure (``seen``:
+        the scrape count when it happened, default now) has read the final counters, ``timeout_s``
+        has passed, or ``stop`` is set."""
+        seen = self.metrics.scrapes if seen is None else seen
         deadline = time.monotonic() + timeout_s
         while self.metrics.scrapes == seen and time.monotonic() < deadline and not stop.is_set():
             with contextlib.suppress(TimeoutError):

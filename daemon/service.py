@@ -77,6 +77,7 @@ class Service:
         self.checkpoint_ok = True
         self._ends: dict[int, int] = {}
         self.failed: BaseException | None = None
+        self.scrapes_at_failure: int | None = None
 
     @property
     def owned(self) -> set[int]:
@@ -224,6 +225,11 @@ class Service:
         async with self.lock:
             await self._hand_over(sorted(self.procs))
 
+    def _fail(self, exc: BaseException) -> None:
+        """Stop the daemon with ``exc``; a scrape after this point has read the final counters."""
+        self.failed = exc
+        self.scrapes_at_failure = self.metrics.scrapes
+
     def ready(self) -> bool:
         return (self.ready_flag and self.failed is None and self.broker_ok and self.checkpoint_ok
                 and all(p.log_checked for p in self.procs.values()))
@@ -247,7 +253,7 @@ class Service:
             log.error("partition assignment failed (%s): stopping", type(exc).__name__)
             if isinstance(exc, CheckpointError):
                 self.metrics.checkpoint_failures.inc()
-            self.failed = exc
+            self._fail(exc)
             raise
 
     async def _assign(self, partitions: list[int]) -> None:
@@ -456,7 +462,7 @@ class Service:
             exc = task.exception()
             if exc is not None:
                 log.error("partition %d: a round transition failed (%s): stopping", part, type(exc).__name__)
-                self.failed = exc
+                self._fail(exc)
                 return
             async with self.lock:
                 proc, ck = self.procs.get(part), self.ckpts.get(part)
