@@ -207,3 +207,9 @@ def test_a_partition_without_models_rejects_and_advances_from_the_committed_offs
     assert p.next_offset == 40
     step = feed(p, queries("m", [0.9], 40))
     assert labels_of(step)[0]["reason"] == wire.MSG_WRONG_PARTITION and p.next_offset == 41
+
+
+def test_the_fake_engine_is_a_servable() -> None:
+    from engine.serving import Servable
+
+    assert isinstance(FakeEngine(), Servable)  # the fake keeps to the protocol the daemon serves
