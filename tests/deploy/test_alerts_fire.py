@@ -34,7 +34,6 @@ from tests.daemon.kafka_helpers import collect_ids, create_topics, produce, quer
 from tests.daemon.test_rebalance import one_model_per_partition
 from tests.deploy.helpers import ALERTS, PROMETHEUS_HOW, alert_exprs, require_tool
 
-pytestmark = [pytest.mark.broker, pytest.mark.asyncio]
 
 EXPRS = alert_exprs()
 SCALED = {"EverlastTransitionSlow": ("> 300", "> 0")}
@@ -134,6 +133,8 @@ def home(model: str, partitions: int = 4) -> int:
     return int(DefaultPartitioner()(model.encode(), parts, parts))
 
 
+@pytest.mark.broker
+@pytest.mark.asyncio
 async def test_privacy_and_data_alerts_fire(broker: EmbeddedBroker, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """GuaranteeWeak, the four halt and refusal alerts, the three dead-letter alerts, a transition,
@@ -197,6 +198,8 @@ async def test_privacy_and_data_alerts_fire(broker: EmbeddedBroker, tmp_path: Pa
     await watchdog(scenario(), 400)
 
 
+@pytest.mark.broker
+@pytest.mark.asyncio
 async def test_availability_alerts_fire(tmp_path: Path) -> None:
     """BrokerDown, LogReset (the broker comes back empty), ModelsUnserved (another member of the
     consumer group holds partitions), DaemonDown, DaemonAbsent."""
