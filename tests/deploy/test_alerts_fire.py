@@ -34,7 +34,6 @@ from tests.daemon.kafka_helpers import collect_ids, create_topics, produce, quer
 from tests.daemon.test_rebalance import one_model_per_partition
 from tests.deploy.helpers import ALERTS, PROMETHEUS_HOW, alert_exprs, require_tool
 
-
 EXPRS = alert_exprs()
 SCALED = {"EverlastTransitionSlow": ("> 300", "> 0")}
 """Thresholds a test cannot reach in reasonable time, replaced (old, new) in the expression."""
