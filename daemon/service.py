@@ -432,6 +432,8 @@ class Service:
             g.invalid.labels(reason=reason).inc(k)
             g.dead_letters.labels(reason=reason).inc(k)
         self._log_events(part, step.events)
+        if any(e.kind == "suspended" for e in step.events):
+            ck.mark_dirty(urgent=True)
         if step.counts or step.events:
             for m in proc.models.values():
                 self._publish(m)

@@ -68,9 +68,12 @@ class PartitionCheckpoint:
         self.since += answered
         self.dirty = True
 
-    def mark_dirty(self) -> None:
-        """The state changed without new offsets (a round transition)."""
+    def mark_dirty(self, urgent: bool = False) -> None:
+        """The state changed without new offsets (a round transition); ``urgent``: make ``due``
+        true now (a suspension is saved at once, not at the next cadence)."""
         self.dirty = True
+        if urgent:
+            self.since = max(self.since, self.every_queries)
 
     def reset(self) -> None:
         """The log was replaced: offsets start over at 0."""

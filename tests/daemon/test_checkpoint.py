@@ -68,6 +68,11 @@ def test_due_by_queries_or_time_and_only_when_something_changed() -> None:
     assert not ck.due()
     ck.store_offset(5, answered=2)
     assert ck.due()
+    ck.since, ck.dirty = 0, False
+    ck.mark_dirty()
+    assert not ck.due()
+    ck.mark_dirty(urgent=True)  # a suspension is saved at once
+    assert ck.due()
 
 
 def test_commit_runs_its_steps_in_order(tmp_path: Path) -> None:
