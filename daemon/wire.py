@@ -30,6 +30,8 @@ import msgpack
 
 ContentType = Literal["msgpack", "json"]
 JSON_CT = b"application/json"
+MSGPACK_CT = b"application/msgpack"
+"""Accepted on queries (anything but JSON is msgpack); label records in msgpack carry no header."""
 MAX_ID_CHARS = 256
 MAX_CLIENT_CHARS = 256
 INT64 = (-(2**63), 2**63 - 1)
