@@ -102,6 +102,9 @@ class MetricsConfig(_Strict):
     expose_halts_used: bool = Field(
         False, description="export the round's top count: it moves with single queries' outcomes (not query-private)"
     )
+    exit_linger_s: float = Field(
+        30.0, ge=0, description="after a fatal error, keep /metrics up until one scrape has read it (at most this long)"
+    )
 
 
 class LogConfig(_Strict):

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from daemon.wire import CODES
 
 PREFIX = "everlast"
 
@@ -82,13 +84,29 @@ class Metrics:
             f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write", registry=r
         )
         self.checkpoint_failures = Counter(
-            f"{PREFIX}_checkpoint_failures_total", "Checkpoint writes that failed", registry=r
+            f"{PREFIX}_checkpoint_failures_total", "Checkpoint writes (or reads) that failed", registry=r
         )
         self.broker_up = Gauge(f"{PREFIX}_broker_up", "1 while the broker answers", registry=r)
         self.log_resets = Counter(
             f"{PREFIX}_log_resets_total", "Partitions whose log went backwards (broker lost data)", registry=r
         )
         self.models_active = Gauge(f"{PREFIX}_models_active", "Models served by this replica", registry=r)
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        self.scrapes = 0
+        """/metrics requests served (the exit path waits for one after a failure)."""
+
+    def declare(self, models: Iterable[str]) -> None:
+        """Create every labelled series at zero, so that ``rate()`` and ``increase()`` see the first
+        refusal, dead letter or transition instead of a series that appears with it."""
+        for m in models:
+            for status in ("ok", "refused", "invalid"):
+                self.queries.labels(model=m, status=status)
+            self.rounds_completed.labels(model=m)
+            self.transition_seconds.labels(model=m)
+            self.halted.labels(model=m).set(0)
+        for code in CODES:
+            self.invalid.labels(reason=code)
+            self.dead_letters.labels(reason=code)
 
 
 class HealthServer:
@@ -101,6 +119,16 @@ class HealthServer:
     async def start(self, host: str, port: int) -> int:
         self.server = await asyncio.start_server(self._handle, host, port)
         return int(self.server.sockets[0].getsockname()[1])
+
+    async def linger(self, timeout_s: float, stop: asyncio.Event, seen: int | None = None) -> None:
+        """After a failure: keep serving until a scrape of /metrics after the failure (``seen``:
+        the scrape count when it happened, default now) has read the final counters, ``timeout_s``
+        has passed, or ``stop`` is set."""
+        seen = self.metrics.scrapes if seen is None else seen
+        deadline = time.monotonic() + timeout_s
+        while self.metrics.scrapes == seen and time.monotonic() < deadline and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.2)
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -117,6 +145,7 @@ class HealthServer:
             path = parts[1].split("?")[0] if len(parts) >= 2 else ""
             if path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+                self.metrics.scrapes += 1
             elif path == "/healthz":
                 ok = self.live()
                 status, ctype, body = (

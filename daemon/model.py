@@ -1,26 +1,23 @@
-"""One served model: its configuration, schedule and guarantee, and (while this replica owns its
-partition) the live predictor with its checkpointer."""
+"""One configured model: its configuration, schedule and guarantee (planned at start), and how
+to bring it up on its partition (restored from its checkpoint, or created). While served, its
+state lives in a ``daemon.partition.Served`` owned by the partition's processor."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
-from numpy.typing import NDArray
 
 from daemon.checkpoint.blobs import BlobStore
 from daemon.checkpoint.model_state import ModelCheckpointer
 from daemon.config import ModelConfig
 from daemon.data import load_training
 from daemon.errors import CheckpointError, ConfigError
+from daemon.partition import Served, Suspension
 from daemon.privacy import Guarantee, plan_model
 from engine.concepts import ConceptClass, from_spec
 from engine.errors import EngineError
 from engine.predictor import Predictor
 from engine.schedule import Schedule
-from engine.serving import Servable
 
 
 @dataclass
@@ -30,22 +27,6 @@ class ModelRuntime:
     schedule: Schedule
     guarantee: Guarantee
     n_train: int
-    predictor: Servable | None = None
-    checkpointer: ModelCheckpointer | None = None
-    offset: int = 0
-    """Next input offset this model has not processed (on its home partition)."""
-    since_checkpoint: int = 0
-    last_checkpoint: float = field(default_factory=time.monotonic)
-    transitioning: bool = False
-    unverified_restore: bool = False
-    """Restored from a periodic checkpoint and not yet seen the log at that offset (answers may have
-    been published beyond the checkpoint; only a replay from an intact log reproduces them)."""
-    last_fp: str | None = None
-    """Fingerprint of the last record processed on the home partition (saved with the checkpoint)."""
-    partitions: int | None = None
-    """Partition count of the queries topic this model was placed with (saved with the checkpoint)."""
-    suspended: str | None = None
-    """Why the model refuses (set when its state can no longer be proven consistent)."""
 
     @property
     def id(self) -> str:
@@ -66,53 +47,43 @@ class ModelRuntime:
             )
         return cls(cfg, concept, schedule, guarantee, n)
 
-    async def activate(self, store: BlobStore, start_offset: int, partitions: int | None = None) -> bool:
-        """Restore from the checkpoint store, or create the predictor and checkpoint it *before*
-        answering anything (so a crash never re-draws the initial randomness). Returns True if
-        restored."""
-        self.checkpointer = ModelCheckpointer(store, self.id)
-        self.partitions = partitions
-        restored = await self.checkpointer.load()
+    def meta(self, partitions: int | None) -> dict[str, Any]:
+        """Fields saved with every checkpoint of this model."""
+        return {"n_train": self.n_train, "partitions": partitions}
+
+    async def activate(
+        self, store: BlobStore, start_offset: int, partitions: int | None = None
+    ) -> tuple[Served, ModelCheckpointer, bool]:
+        """Restore from the checkpoint store, or create the predictor (its first checkpoint is
+        written by the partition's ``PartitionCheckpoint`` before it answers anything, so a crash
+        never re-draws the initial randomness). Returns (served, checkpointer, restored)."""
+        ck = ModelCheckpointer(store, self.id)
+        restored = await ck.load()
         if restored is not None:
-            self.predictor = restored.predictor
-            self.offset = next(iter(restored.offsets.values()), start_offset)
-            self.unverified_restore = not restored.meta.get("handover", False)
-            self.last_fp = restored.meta.get("last_fp")
-            self.suspended = restored.meta.get("suspended")  # survives restarts until an operator acts
-            parts = restored.meta.get("partitions")
+            meta = restored.meta
+            parts = meta.get("partitions")
             if parts is not None and partitions is not None and int(parts) != partitions:
                 raise CheckpointError(
                     f"model {self.id}: the queries topic had {parts} partitions when this checkpoint was written "
                     f"and has {partitions} now; the model's queries would land on another partition. Restore the "
                     "partition count (docs/OPERATIONS.md, 'Partitions')."
                 )
-            return True
+            p = restored.predictor
+            served = Served(
+                self.id,
+                p,
+                next(iter(restored.offsets.values()), start_offset),
+                last_fp=meta.get("last_fp"),
+                verified=bool(meta.get("handover", False)),
+                suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
+            )
+            return served, ck, True
         x, y = load_training(self.cfg.data)
         try:
-            self.predictor = Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
+            p = Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
         except EngineError as exc:
             raise ConfigError(f"model {self.id}: {exc}") from None
-        self.offset = start_offset
-        return False
-
-    def deactivate(self) -> None:
-        self.predictor = None
-        self.checkpointer = None
-
-    async def checkpoint(self, partition: int, handover: bool = False) -> None:
-        """``handover``: written at a clean stop or a partition hand-over, when no answer has been
-        published beyond it; a restore from it is exact even if the broker has lost the log."""
-        assert self.predictor is not None and self.checkpointer is not None
-        meta = {"n_train": self.n_train, "handover": handover, "last_fp": self.last_fp,
-                "suspended": self.suspended, "partitions": self.partitions}
-        await self.checkpointer.save(self.predictor, {partition: self.offset}, meta)
-        self.since_checkpoint = 0
-        self.last_checkpoint = time.monotonic()
-
-    def stack(self, xs: list[tuple[float, ...]]) -> NDArray[np.float64]:
-        """Per-record coordinate tuples as the engine's batch layout (one conversion per batch)."""
-        arr = np.asarray(xs, dtype=np.float64).reshape(len(xs), self.concept.point_dim)
-        return arr[:, 0] if self.concept.point_dim == 1 else arr
+        return Served(self.id, p, start_offset), ck, False
 
     def info(self) -> dict[str, Any]:
         return {"model": self.id, "concept": self.concept.name, "n_train": self.n_train, **self.guarantee.to_json()}

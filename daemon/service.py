@@ -1,70 +1,42 @@
-"""The run loop: fetch -> decode and validate -> answer through the engine -> produce label records
--> checkpoint -> commit.
+"""The run loop's I/O: fetch -> ``PartitionProcessor.feed`` -> produce (retried) -> store the
+acknowledged offset -> checkpoint when due. Every decision about records is the processor's
+(``daemon/partition.py``), the commit order the checkpoint's (``daemon/checkpoint/checkpoint.py``);
+this module only talks to the broker, the checkpoint store and the metrics.
 
 Ownership: a model lives on the partition its key hashes to (murmur2, Kafka's default
-partitioner); the replica that owns the partition serves the model. On assignment the model is
-restored from the checkpoint store (or created and checkpointed before it answers anything) and
-the partition is sought to the checkpoint's offset; records a model already answered before the
-checkpoint are skipped for that model, so every query is answered by exactly one state.
-
-Round ends: the engine answers a round's R_i-th query, then needs a transition. The partition's
-remaining records are parked, the partition is paused, and the transition runs in a worker thread
-while other partitions keep flowing; when it is done the parked records are processed and the
-partition resumed. In-flight work is bounded by ``consumer.max_records`` per partition.
+partitioner); the replica that owns the partition serves the model. On assignment each model is
+restored from the checkpoint store (or created), checkpointed before it answers anything, and the
+partition is sought to where its processor starts. A round transition runs in a worker thread
+while other partitions keep flowing; the processor parks its partition's records meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
-from daemon import wire
+from daemon import batch as codec
 from daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore, key_from_env
+from daemon.checkpoint.checkpoint import PartitionCheckpoint
+from daemon.checkpoint.model_state import ModelCheckpointer
 from daemon.config import Config
+from daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
 from daemon.metrics import Heartbeat, Metrics
 from daemon.model import ModelRuntime
+from daemon.partition import Event, Headers, PartitionProcessor, Served, Step
+from daemon.retry import retrying, until_stopped
+from engine.errors import EngineError
 from engine.phases import Phase
 
 log = logging.getLogger("everlast.daemon")
-
-REFUSED_REASON = "the predictor has failed (a round's halt budget was spent) and refuses every query"
-EXHAUSTED_REASON = "the schedule has ended; the predictor refuses every query"
-
-
-def fingerprint(r: Any) -> str:
-    """Identity of a log record (timestamp, key, value): detects a log replaced under the same offsets."""
-    h = hashlib.sha256()
-    h.update(str(r.timestamp).encode())
-    for part in (r.key, r.value):
-        h.update(b"\x00" if part is None else len(part).to_bytes(8, "big") + part)
-    return h.hexdigest()[:32]
-
-
-@dataclass
-class Outbox:
-    records: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]] = field(default_factory=list)
-
-    def add(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-        self.records.append((topic, key, value, headers))
-
-
-@dataclass
-class _Item:
-    kind: str  # "q" | "rej" | "skip"
-    query: wire.Query | None = None
-    rejected: wire.Rejected | None = None
-    label: int | None = None
-    round: int = 0
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -88,21 +60,49 @@ class Service:
         self.lock = asyncio.Lock()
         self.home: dict[str, int] = {}
         self.n_partitions: int | None = None
-        self.owned: set[int] = set()
-        self.next_offset: dict[int, int] = {}
-        self.last_fp: dict[int, str | None] = {}
-        self.dirty: set[int] = set()
-        self.parked: dict[int, list[Any]] = {}
-        self.transitions: dict[int, asyncio.Task[None]] = {}
+        self.procs: dict[int, PartitionProcessor] = {}
+        self.ckpts: dict[int, PartitionCheckpoint] = {}
+        self.transitions: dict[int, asyncio.Task[dict[str, BaseException]]] = {}
+        self.encoder = codec.LabelEncoder()
         self._partitioner = DefaultPartitioner()
-        self.consumer: AIOKafkaConsumer | None = None
-        self.producer: AIOKafkaProducer | None = None
-        self.store: BlobStore | None = None
+        self._parts: dict[str, list[int]] = {}
+        self._label_part: dict[bytes | None, int] = {}
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._store: BlobStore | None = None
         self.kafka_store: Any = None
+        self.stop = asyncio.Event()
         self.ready_flag = False
         self.broker_ok = False
-        self._last_probe = 0.0
+        self.checkpoint_ok = True
+        self._ends: dict[int, int] = {}
         self.failed: BaseException | None = None
+        self.scrapes_at_failure: int | None = None
+
+    @property
+    def owned(self) -> set[int]:
+        return set(self.procs)
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("the service is not running")
+        return self._producer
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("the service is not running")
+        return self._consumer
+
+    @property
+    def store(self) -> BlobStore:
+        if self._store is None:
+            raise RuntimeError("the service is not running")
+        return self._store
+
+    def _tp(self, part: int) -> TopicPartition:
+        return TopicPartition(self.cfg.topics.queries, part)
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -138,10 +138,10 @@ class Service:
         inner: BlobStore
         if ck.store == "dir":
             inner = DirStore(ck.dir)
+            inner.secure_root()
         else:
             from daemon.checkpoint.kafka_store import KafkaStore
 
-            assert self.producer is not None
             self.kafka_store = KafkaStore(
                 self.producer,
                 lambda: AIOKafkaConsumer(**self._kw(), enable_auto_commit=False, fetch_max_wait_ms=50),
@@ -155,97 +155,91 @@ class Service:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
+        self.stop = stop
         c = self.cfg.consumer
         await self._ensure_topics()
-        self.producer = AIOKafkaProducer(
-            **self._kw(),
-            acks="all",
-            linger_ms=2,
-            enable_idempotence=False,
-            max_request_size=max(1_048_576, self.cfg.checkpoint.max_chunk_bytes + 65_536),
-        )
-        await self.producer.start()
-        self.store = self._make_store()
-        self.consumer = AIOKafkaConsumer(
-            **self._kw(),
-            group_id=c.group_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=c.fetch_max_wait_ms,
-            session_timeout_ms=c.session_timeout_ms,
-            heartbeat_interval_ms=c.heartbeat_interval_ms,
-            max_poll_interval_ms=max(300_000, c.session_timeout_ms),
-        )
-        await self.consumer.start()
-        self.consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
-        self._broker(True)
-        try:
-            while not stop.is_set():
-                self.heartbeat.beat()
-                if self.failed is not None:
-                    raise self.failed
-                await self._probe_broker()
-                await self._resume_finished()
-                try:
-                    batch = await self.consumer.getmany(timeout_ms=100, max_records=c.max_records)
-                except KafkaError as exc:
-                    self._broker(False)
-                    log.warning("fetch failed (%s); retrying", type(exc).__name__)
-                    await asyncio.sleep(0.5)
-                    continue
-                async with self.lock:
-                    if batch:
-                        t0 = time.perf_counter()
-                        out = Outbox()
-                        for tp, recs in batch.items():
-                            if tp.partition not in self.owned:
-                                continue  # revoked meanwhile: the new owner replays from its checkpoint
-                            if tp.partition in self.parked:  # never drop: queue behind the parked records
-                                self.parked[tp.partition].extend(recs)
-                            else:
-                                self._process(tp.partition, recs, out)
-                        await self._send(out, stop)
-                        self.metrics.batch_seconds.observe(time.perf_counter() - t0)
-                    self._update_lag()
-                    await self._maybe_checkpoint(force=False)
+        async with contextlib.AsyncExitStack() as clients:
+            self._producer = AIOKafkaProducer(
+                **self._kw(),
+                acks="all",
+                linger_ms=2,
+                enable_idempotence=False,
+                max_request_size=max(1_048_576, self.cfg.checkpoint.max_chunk_bytes + 65_536),
+            )
+            await self._producer.start()
+            clients.push_async_callback(_quietly, self._producer.stop)
+            self._store = self._make_store()
+            self._consumer = AIOKafkaConsumer(
+                **self._kw(),
+                group_id=c.group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=c.fetch_max_wait_ms,
+                session_timeout_ms=c.session_timeout_ms,
+                heartbeat_interval_ms=c.heartbeat_interval_ms,
+                max_poll_interval_ms=max(300_000, c.session_timeout_ms),
+            )
+            await self._consumer.start()
+            clients.push_async_callback(_quietly, self._consumer.stop)
+            self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
+            self._broker(True)
+            monitor = asyncio.create_task(self._monitor(stop))
+            try:
+                await self._loop(stop)
+            except Stopped:
+                pass
+            finally:
+                monitor.cancel()
+                await self._shutdown()
             if self.failed is not None:
                 raise self.failed
-        finally:
-            await self._shutdown()
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        c = self.cfg.consumer
+        while not stop.is_set():
+            self.heartbeat.beat()
+            if self.failed is not None:
+                return
+            await self._finish_transitions()
+            try:
+                fetched = await until_stopped(self.consumer.getmany(timeout_ms=100, max_records=c.max_records), stop)
+            except Exception as exc:  # the retry policy of the error's type (daemon.retry)
+                err = as_daemon_error(exc)
+                if err is None or not err.retriable:
+                    raise
+                self._broker(False)
+                log.warning("fetch failed (%s); retrying", type(exc).__name__)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
+                continue
+            async with self.lock:
+                await self._handle(fetched)
+                self._update_lag()
+                await self._maybe_checkpoint()
 
     async def _shutdown(self) -> None:
-        """Finish transitions (bounded), checkpoint and commit what was answered, leave the group."""
+        """Finish transitions (bounded), checkpoint what was answered and acknowledged, leave."""
         pending = [t for t in self.transitions.values() if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=self.cfg.shutdown_timeout_s)
         async with self.lock:
-            try:
-                for part in sorted(self.owned):
-                    if part not in self.transitions:
-                        await self._checkpoint_partition(part, handover=True)
-            except Exception:
-                log.exception("final checkpoint failed; a restart replays from the previous one")
-        if self.consumer is not None:
-            with contextlib.suppress(Exception):
-                await self.consumer.stop()
-        if self.producer is not None:
-            with contextlib.suppress(Exception):
-                await self.producer.stop()
+            await self._hand_over(sorted(self.procs))
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop the daemon with ``exc``; a scrape after this point has read the final counters."""
+        self.failed = exc
+        self.scrapes_at_failure = self.metrics.scrapes
 
     def ready(self) -> bool:
-        return self.ready_flag and self.failed is None and self.broker_ok
+        return (self.ready_flag and self.failed is None and self.broker_ok and self.checkpoint_ok
+                and all(p.log_checked for p in self.procs.values()))
 
     # -- partitions ----------------------------------------------------------------------------
 
     def _homes(self) -> None:
-        assert self.consumer is not None
         parts = sorted(self.consumer.partitions_for_topic(self.cfg.topics.queries) or [])
-        part = DefaultPartitioner()
-        self.home = {m: part(m.encode(), parts, parts) for m in self.models}
+        self.home = {m: self._partitioner(m.encode(), parts, parts) for m in self.models}
         self.n_partitions = len(parts)
-
-    def _models_on(self, partition: int) -> list[ModelRuntime]:
-        return [self.models[m] for m, p in self.home.items() if p == partition]
 
     async def assign(self, partitions: list[int]) -> None:
         """Restore (or create) the models homed on the assigned partitions and seek there. A failure
@@ -253,43 +247,52 @@ class Service:
         and leave the partition silently unserved."""
         try:
             await self._assign(partitions)
+        except Stopped:
+            pass
         except BaseException as exc:
             log.error("partition assignment failed (%s): stopping", type(exc).__name__)
-            self.failed = exc
+            if isinstance(exc, CheckpointError):
+                self.metrics.checkpoint_failures.inc()
+            self._fail(exc)
             raise
 
     async def _assign(self, partitions: list[int]) -> None:
-        assert self.consumer is not None and self.store is not None
         async with self.lock:
             self._homes()
+            self._label_part.clear()
+            self._parts.clear()
             if self.kafka_store is not None:
                 await self.kafka_store.refresh()
             for part in partitions:
-                tp = TopicPartition(self.cfg.topics.queries, part)
-                committed = await self.consumer.committed(tp)
+                if part in self.procs:
+                    continue
+                committed = await self.consumer.committed(self._tp(part))
                 start = int(committed) if committed is not None else 0
-                offsets = []
-                for m in self._models_on(part):
-                    restored = await m.activate(self.store, start, self.n_partitions)
-                    if not restored:
-                        await self._checkpoint_model(m, part)  # before answering anything
-                    log.info(
-                        "model %s %s at offset %d on partition %d",
-                        m.id,
-                        "restored" if restored else "created",
-                        m.offset,
-                        part,
-                    )
-                    offsets.append(m.offset)
-                    if m.last_fp is not None:
-                        self.last_fp[part] = m.last_fp
-                    self._publish_model(m)
-                nxt = min(offsets) if offsets else start
-                # re-read the last processed record too: its fingerprint proves the log is the same
-                self.consumer.seek(tp, nxt - 1 if nxt > 0 and self.last_fp.get(part) else nxt)
-                self.next_offset[part] = nxt
-                self.owned.add(part)
-            self.metrics.models_active.set(sum(1 for m in self.models.values() if m.predictor is not None))
+                served: list[Served] = []
+                cks: dict[str, ModelCheckpointer] = {}
+                for mr in (self.models[m] for m, p in self.home.items() if p == part):
+                    s, ck, restored = await mr.activate(self.store, start, self.n_partitions)
+                    served.append(s)
+                    cks[s.id] = ck
+                    state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
+                        " (suspended)" if s.suspension is not None else "")
+                    log.info("model %s %s at offset %d on partition %d, round %d%s", s.id,
+                             "restored" if restored else "created", s.offset, part, s.round, state)
+                proc = PartitionProcessor(part, served, self.models.keys(), start, self.encoder)
+                ck_part = PartitionCheckpoint(
+                    part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,
+                    every_seconds=self.cfg.checkpoint.every_seconds,
+                    meta={m: self.models[m].meta(self.n_partitions) for m in cks},
+                )
+                self.procs[part], self.ckpts[part] = proc, ck_part
+                if served:
+                    # before answering anything: a created model's first checkpoint (a crash must never
+                    # re-draw its randomness), and a restored one gives up its one-time hand-over claim
+                    await self._commit(part)
+                self.consumer.seek(self._tp(part), proc.start_position)
+                for s in served:
+                    self._publish(s)
+            self._models_active()
             self.ready_flag = True
 
     async def revoke(self, partitions: list[int]) -> None:
@@ -297,330 +300,241 @@ class Service:
         if waits:
             await asyncio.wait(waits, timeout=self.cfg.shutdown_timeout_s)
         async with self.lock:
+            await self._hand_over([p for p in partitions if p in self.procs])
+            self._models_active()
+
+    async def _hand_over(self, partitions: list[int]) -> None:
+        """Checkpoint (as a hand-over) and drop each partition; a checkpoint that cannot be taken
+        leaves the previous one, from which the next owner replays."""
+        give_up = asyncio.Event()
+        timer = asyncio.get_running_loop().call_later(self.cfg.shutdown_timeout_s, give_up.set)
+        try:
             for part in partitions:
-                if part not in self.owned:
-                    continue
-                try:
-                    await self._checkpoint_partition(part, handover=True)
-                except Exception:  # the next owner replays from the previous checkpoint
-                    log.exception("partition %d: checkpoint at hand-over failed", part)
-                for m in self._models_on(part):
-                    m.deactivate()
-                self.owned.discard(part)
-                self.parked.pop(part, None)
+                proc, ck = self.procs[part], self.ckpts[part]
+                task = self.transitions.pop(part, None)
+                if task is not None and task.done() and task.exception() is None:
+                    self._log_events(proc.partition, proc.transition_done(task.result()))
+                why = ck.blocked(proc)
+                if why is not None:
+                    log.warning("partition %d: no checkpoint at hand-over (%s); the next owner replays from "
+                                "the previous one", part, why)
+                else:
+                    try:
+                        await self._commit(part, handover=True, stop=give_up)
+                    except Exception as exc:
+                        log.error("partition %d: checkpoint at hand-over failed (%s); the next owner replays "
+                                  "from the previous one", part, type(exc).__name__)
+                proc.revoke()
+                del self.procs[part], self.ckpts[part]
                 with contextlib.suppress(KeyError):
                     self.metrics.lag.remove(str(part))  # a gauge of a partition we no longer own would go stale
-                self.transitions.pop(part, None)
-            self.metrics.models_active.set(sum(1 for m in self.models.values() if m.predictor is not None))
+        finally:
+            timer.cancel()
 
-    # -- processing ----------------------------------------------------------------------------
+    def _models_active(self) -> None:
+        self.metrics.models_active.set(sum(len(p.models) for p in self.procs.values()))
 
-    def _process(self, part: int, recs: list[Any], out: Outbox) -> None:
-        """Answer the records of one partition in order, up to the first one that must wait for a
-        round transition; park the rest."""
-        recs = self._drop_seen(part, recs)
-        if not recs:
-            return
-        items: list[_Item] = []
-        by_model: dict[str, list[int]] = {}
+    # -- records -------------------------------------------------------------------------------
+
+    async def _handle(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        t0 = time.perf_counter()
+        steps: list[tuple[int, Step]] = []
         max_bytes = self.cfg.consumer.max_record_bytes
-        for r in recs:
-            dec = wire.decode_query(r.key, r.value, r.headers, max_bytes=max_bytes)
-            if isinstance(dec, wire.Query):
-                m = self.models.get(dec.model)
-                if m is None:
-                    dec = wire.Rejected(
-                        "unknown_model", "no model with this id is served", dec.id, dec.model, dec.content_type
-                    )
-                elif self.home.get(m.id) != part:
-                    dec = wire.Rejected(
-                        "wrong_partition",
-                        "record is not on its model's partition (produce with the "
-                        "murmur2 partitioner, keyed by model id)",
-                        dec.id,
-                        dec.model,
-                        dec.content_type,
-                    )
-                elif r.offset < m.offset:
-                    items.append(_Item("skip"))  # answered before the checkpoint this state comes from
-                    continue
-                elif len(dec.x) != m.concept.point_dim:
-                    dec = wire.Rejected(
-                        "dimension",
-                        f"x must have {m.concept.point_dim} coordinate(s)",
-                        dec.id,
-                        dec.model,
-                        dec.content_type,
-                    )
-            if isinstance(dec, wire.Query) and self.models[dec.model].suspended:
-                items.append(_Item("q", query=dec, label=-1))
-                continue
-            if isinstance(dec, wire.Query):
-                by_model.setdefault(dec.model, []).append(len(items))
-                items.append(_Item("q", query=dec))
-            else:
-                items.append(_Item("rej", rejected=dec))
-        cut = len(items)
-        for mid, idx in by_model.items():
-            p = self.models[mid].predictor
-            assert p is not None
-            cap = p.capacity
-            allowed = len(idx) if cap is None else cap
-            if len(idx) > allowed:
-                cut = min(cut, idx[allowed])
-        for mid, idx in by_model.items():
-            take = [i for i in idx if i < cut]
-            if not take:
-                continue
-            m = self.models[mid]
-            assert m.predictor is not None
-            qs = [items[i].query for i in take]
-            ans = m.predictor.answer(m.stack([q.x for q in qs if q is not None]))
-            assert ans.consumed == len(take)
-            for i, lab in zip(take, ans.labels.tolist(), strict=True):
-                items[i].label = int(lab)
-                items[i].round = ans.round
-            m.since_checkpoint += len(take)
-        counts: dict[tuple[str, str], int] = {}
-        for i in range(cut):
-            self._emit(items[i], recs[i], out, counts)
-        for (model, status), k in counts.items():
-            self.metrics.queries.labels(model=model, status=status).inc(k)
-        self.next_offset[part] = recs[cut].offset if cut < len(recs) else recs[-1].offset + 1
-        if cut > 0:
-            self.last_fp[part] = fingerprint(recs[cut - 1])
-        for m in self._models_on(part):
-            if m.predictor is not None:
-                m.offset = max(m.offset, self.next_offset[part])
-                m.unverified_restore = False  # the log reached back to its checkpoint: replays are exact
-                m.last_fp = self.last_fp.get(part)
-                self._publish_model(m)
-        self.dirty.add(part)
-        if cut < len(recs):
-            self.parked[part] = recs[cut:]
-            assert self.consumer is not None
-            self.consumer.pause(TopicPartition(self.cfg.topics.queries, part))
-            due = [
-                m
-                for m in self._models_on(part)
-                if m.predictor is not None and m.predictor.phase is Phase.TRANSITION_DUE
-            ]
-            self.transitions[part] = asyncio.create_task(self._transition(part, due))
+        for part, proc in self.procs.items():
+            tp = self._tp(part)
+            recs = fetched.get(tp)
+            step = proc.feed(codec.decode(recs, max_bytes) if recs else None, self.consumer.highwater(tp))
+            steps.append((part, step))
+        await self._send(steps)
+        for part, step in steps:
+            self._apply(part, step)
+        if fetched:
+            self.metrics.batch_seconds.observe(time.perf_counter() - t0)
 
-    def _drop_seen(self, part: int, recs: list[Any]) -> list[Any]:
-        """Records below the processed offset are normally duplicates (a fetch delivered twice, or the
-        one-record overlap re-read after a restore to verify the log) and are dropped. They are a
-        *new* log only on positive evidence: the broker's high watermark is below what we processed,
-        or the record at the last processed offset has another fingerprint. Then every model on the
-        partition is rebased to the log's start (or suspended, if its state may lag published
-        answers) and the partition is re-read from offset 0."""
-        nxt = self.next_offset.get(part, 0)
-        if not recs or recs[0].offset >= nxt:
-            return recs
-        assert self.consumer is not None
-        tp = TopicPartition(self.cfg.topics.queries, part)
-        hw = self.consumer.highwater(tp)
-        last = [r for r in recs if r.offset == nxt - 1]
-        replaced = (hw is not None and hw < nxt) or (
-            bool(last) and self.last_fp.get(part) is not None and fingerprint(last[0]) != self.last_fp[part]
-        )
-        if not replaced:
-            return [r for r in recs if r.offset >= nxt]
-        log.error(
-            "partition %d: the log was replaced (high watermark %s, processed up to %d): the broker lost "
-            "data; re-reading it from the start",
-            part,
-            hw,
-            nxt,
-        )
-        self.metrics.log_resets.inc()
-        for m in self._models_on(part):
-            m.offset = 0
-            if m.unverified_restore:
-                # Restored from a periodic checkpoint, and the log that would replay up to the answers
-                # already published is gone: continuing could reuse randomness and overspend the
-                # round's halt budget. Refuse until an operator acts (docs/OPERATIONS.md).
-                m.suspended = (
-                    "the broker lost this model's queries after its last checkpoint; it refuses "
-                    "until an operator restores a checkpoint (see docs/OPERATIONS.md)"
-                )
-                log.error("model %s suspended: cannot prove its state covers every published answer", m.id)
-        self.next_offset[part] = 0
-        self.last_fp[part] = None
-        self.consumer.seek(tp, 0)
-        return []
-
-    def _emit(self, it: _Item, r: Any, out: Outbox, counts: dict[tuple[str, str], int]) -> None:
+    async def _send(self, steps: list[tuple[int, Step]]) -> None:
+        """Produce every record and wait for the broker's acks, retrying while the broker is away
+        (re-sent records are byte-identical, so duplicates are harmless). One batch per (topic,
+        partition); keys are partitioned as Kafka's default (murmur2)."""
         t = self.cfg.topics
-        if it.kind == "skip":
-            return
-        if it.kind == "q":
-            q = it.query
-            assert q is not None and it.label is not None
-            key = q.model.encode()
-            if it.label >= 0:
-                status, label, reason = "ok", it.label, None
-            else:
-                mr = self.models[q.model]
-                p = mr.predictor
-                status, label = "refused", None
-                reason = mr.suspended or (
-                    EXHAUSTED_REASON if p is not None and p.phase is Phase.EXHAUSTED else REFUSED_REASON
-                )
-            out.add(
-                t.labels,
-                key,
-                wire.encode_label(q.id, label, status, it.round, reason, q.content_type),
-                wire.label_headers(q.content_type),
-            )
-            counts[(q.model, status)] = counts.get((q.model, status), 0) + 1
-            return
-        rej = it.rejected
-        assert rej is not None
-        self.metrics.invalid.labels(reason=rej.code).inc()
-        if rej.id is not None:
-            m = self.models.get(rej.model or "")
-            rnd = m.predictor.round if m is not None and m.predictor is not None else 0
-            out.add(
-                t.labels,
-                r.key,
-                wire.encode_label(rej.id, None, "invalid", rnd, rej.message, rej.content_type),
-                wire.label_headers(rej.content_type),
-            )
-            if m is not None:
-                counts[(m.id, "invalid")] = counts.get((m.id, "invalid"), 0) + 1
-        out.add(
-            t.dead_letters,
-            r.key,
-            r.value if r.value is not None else b"",
-            wire.dead_letter_headers(rej.code, rej.message, r.topic, r.partition, r.offset),
-        )
-        self.metrics.dead_letters.labels(reason=rej.code).inc()
+        groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]] = {}
+        for _, step in steps:
+            if step.labels:
+                parts = await self._partitions(t.labels)
+                cache = self._label_part
+                for key, (values, headers) in step.labels.items():
+                    p = cache.get(key)
+                    if p is None:
+                        p = self._partition_of(key, parts)
+                        if len(cache) < 10_000:  # invalid records may carry any key: bound the cache
+                            cache[key] = p
+                    groups.setdefault((t.labels, p), []).append((key, values, headers))
+            if step.dead_letters:
+                parts = await self._partitions(t.dead_letters)
+                for key, value, hdrs in step.dead_letters:
+                    groups.setdefault((t.dead_letters, self._partition_of(key, parts)), []).append(
+                        (key, [value], [hdrs]))
+        if groups:
+            await retrying(lambda: self._send_batches(groups), self.stop, what="produce",
+                           max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._broker_error)
+            self._broker(True)
 
-    async def _send(self, out: Outbox, stop: asyncio.Event) -> None:
-        """Produce every record and wait for the broker's acks; retry with backoff while the broker
-        is away (re-sent records are byte-identical, so duplicates are harmless). Records go out as
-        one batch per (topic, partition), keyed partitioning as Kafka's default (murmur2)."""
-        assert self.producer is not None
-        if not out.records:
-            return
-        backoff = 0.1
-        while True:
-            try:
-                await self._send_batches(out)
-                self._broker(True)
-                return
-            except KafkaError as exc:
-                self._broker(False)
-                if stop.is_set():
-                    raise
-                log.warning("produce failed (%s); retrying in %.1fs", type(exc).__name__, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.cfg.broker.max_backoff_s)
+    async def _partitions(self, topic: str) -> list[int]:
+        parts = self._parts.get(topic)
+        if parts is None:
+            parts = self._parts[topic] = sorted(await self.producer.partitions_for(topic))
+        return parts
 
-    async def _send_batches(self, out: Outbox) -> None:
-        assert self.producer is not None
-        groups: dict[tuple[str, int], list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]]] = {}
-        for topic, key, value, headers in out.records:
-            parts = sorted(await self.producer.partitions_for(topic))
-            p = self._partitioner(key, parts, parts) if key is not None else parts[0]
-            groups.setdefault((topic, p), []).append((key, value, headers))
+    def _partition_of(self, key: bytes | None, parts: list[int]) -> int:
+        return int(self._partitioner(key, parts, parts)) if key is not None else parts[0]
+
+    async def _send_batches(
+        self, groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]]
+    ) -> None:
         futs = []
-        for (topic, p), recs in groups.items():
-            batch = self.producer.create_batch()
-            for key, value, headers in recs:
-                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                    futs.append(await self.producer.send_batch(batch, topic, partition=p))
-                    batch = self.producer.create_batch()
-                    if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                        raise KafkaError("a label record is larger than the producer's batch size")
-            if batch.record_count():
-                futs.append(await self.producer.send_batch(batch, topic, partition=p))
+        for (topic, p), segments in groups.items():
+            b = self.producer.create_batch()
+            for key, values, headers in segments:
+                for value, h in zip(values, headers, strict=True):
+                    if b.append(key=key, value=value, timestamp=None, headers=h) is None:
+                        futs.append(await self.producer.send_batch(b, topic, partition=p))
+                        b = self.producer.create_batch()
+                        if b.append(key=key, value=value, timestamp=None, headers=h) is None:
+                            raise BrokerError("a record is larger than the producer's batch size", retriable=False)
+            if b.record_count():
+                futs.append(await self.producer.send_batch(b, topic, partition=p))
         await asyncio.gather(*futs)
 
-    async def _transition(self, part: int, models: list[ModelRuntime]) -> None:
-        try:
-            for m in models:
-                assert m.predictor is not None
-                m.transitioning = True
-                t0 = time.perf_counter()
-                await asyncio.to_thread(m.predictor.transition)
-                m.transitioning = False
-                self.metrics.transition_seconds.labels(model=m.id).observe(time.perf_counter() - t0)
-                self.metrics.rounds_completed.labels(model=m.id).inc()
-                log.info("model %s entered round %d (%s)", m.id, m.predictor.round, m.predictor.phase.value)
-            async with self.lock:
-                if part in self.owned:
-                    await self._checkpoint_partition(part)
-        except BaseException as exc:  # a failed transition is a bug: stop, restart replays it
-            self.failed = exc
-            raise
+    def _apply(self, part: int, step: Step) -> None:
+        """After the step's records are acknowledged: store the offset, act on the consumer,
+        count, log."""
+        proc, ck = self.procs.get(part), self.ckpts.get(part)
+        if proc is None or ck is None:
+            return
+        tp = self._tp(part)
+        if step.log_reset:
+            self.metrics.log_resets.inc()
+            ck.reset()
+            self._ends.pop(part, None)
+        if proc.next_offset > ck.offset:
+            ck.store_offset(proc.next_offset, step.answered)
+        if step.seek is not None:
+            self.consumer.seek(tp, step.seek)
+        if step.pause:
+            self.consumer.pause(tp)
+        if step.resume:
+            self.consumer.resume(tp)
+        if step.transitions:
+            self.transitions[part] = asyncio.create_task(self._transition(proc, step.transitions))
+        g = self.metrics
+        for (model, status), k in step.counts.items():
+            g.queries.labels(model=model, status=status).inc(k)
+        for reason, k in step.invalid.items():
+            g.invalid.labels(reason=reason).inc(k)
+            g.dead_letters.labels(reason=reason).inc(k)
+        self._log_events(part, step.events)
+        if any(e.kind == "suspended" for e in step.events):
+            ck.mark_dirty(urgent=True)
+        if step.counts or step.events:
+            for m in proc.models.values():
+                self._publish(m)
 
-    async def _resume_finished(self) -> None:
+    # -- transitions ---------------------------------------------------------------------------
+
+    async def _transition(self, proc: PartitionProcessor, ids: list[str]) -> dict[str, BaseException]:
+        """Run the transitions in a worker thread; an ``EngineError`` suspends its model (returned),
+        anything else stops the daemon (a restart replays)."""
+        failures: dict[str, BaseException] = {}
+        for mid in ids:
+            m = proc.models[mid]
+            t0 = time.perf_counter()
+            try:
+                await asyncio.to_thread(m.engine.transition)
+            except EngineError as exc:
+                failures[mid] = exc
+                continue
+            self.metrics.transition_seconds.labels(model=mid).observe(time.perf_counter() - t0)
+            self.metrics.rounds_completed.labels(model=mid).inc()
+        return failures
+
+    async def _finish_transitions(self) -> None:
         for part, task in list(self.transitions.items()):
             if not task.done():
                 continue
             del self.transitions[part]
-            if task.exception() is not None or part not in self.owned:
-                continue
+            exc = task.exception()
+            if exc is not None:
+                log.error("partition %d: a round transition failed (%s): stopping", part, type(exc).__name__)
+                self._fail(exc)
+                return
             async with self.lock:
-                recs = self.parked.pop(part, [])
-                out = Outbox()
-                if recs:
-                    self._process(part, recs, out)
-                await self._send(out, asyncio.Event())
-                if part not in self.parked:
-                    assert self.consumer is not None
-                    self.consumer.resume(TopicPartition(self.cfg.topics.queries, part))
+                proc, ck = self.procs.get(part), self.ckpts.get(part)
+                if proc is None or ck is None:
+                    continue  # revoked meanwhile: the new owner replays from its checkpoint
+                self._log_events(part, proc.transition_done(task.result()))
+                ck.mark_dirty()
+                await self._commit(part)  # the new round, before it answers anything
+                step = proc.resume()
+                await self._send([(part, step)])
+                self._apply(part, step)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    async def _checkpoint_model(self, m: ModelRuntime, part: int, handover: bool = False) -> None:
-        t0 = time.perf_counter()
-        try:
-            await m.checkpoint(part, handover=handover)
-        except Exception:
-            self.metrics.checkpoint_failures.inc()
-            raise
-        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
+    async def _commit(self, part: int, handover: bool = False, stop: asyncio.Event | None = None) -> None:
+        proc, ck = self.procs[part], self.ckpts[part]
+        tp = self._tp(part)
 
-    async def _checkpoint_partition(self, part: int, handover: bool = False) -> None:
-        for m in self._models_on(part):
-            if m.predictor is not None and not m.transitioning:
-                await self._checkpoint_model(m, part, handover)
-        self.dirty.discard(part)
-        assert self.consumer is not None
-        with contextlib.suppress(KafkaError):  # commits are informational; restarts use checkpoints
-            await self.consumer.commit({TopicPartition(self.cfg.topics.queries, part): self.next_offset[part]})
+        async def commit_offset(offset: int) -> None:  # informational: never wait long for it
+            if self.broker_ok:
+                await asyncio.wait_for(self.consumer.commit({tp: offset}), 5.0)
 
-    async def _maybe_checkpoint(self, force: bool) -> None:
-        ck = self.cfg.checkpoint
-        now = time.monotonic()
-        for part in sorted(self.owned):
+        async def once() -> None:
+            t0 = time.perf_counter()
+            await ck.commit(proc, commit_offset, handover=handover)
+            self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
+
+        await retrying(once, stop or self.stop, what=f"checkpoint of partition {part}",
+                       max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._checkpoint_error,
+                       interruptible=False)
+        self.checkpoint_ok = True
+
+    async def _maybe_checkpoint(self) -> None:
+        for part in sorted(self.procs):
             if part in self.transitions:
                 continue
-            ms = [m for m in self._models_on(part) if m.predictor is not None]
-            if part not in self.dirty and not any(m.since_checkpoint for m in ms):
-                continue
-            due = (
-                force
-                or any(m.since_checkpoint >= ck.every_queries for m in ms)
-                or any(now - m.last_checkpoint >= ck.every_seconds for m in ms)
-                or not ms
-            )
-            if due:
-                await self._checkpoint_partition(part)
+            ck = self.ckpts[part]
+            if ck.due() and ck.blocked(self.procs[part]) is None:
+                await self._commit(part)
 
-    # -- metrics -------------------------------------------------------------------------------
+    def _checkpoint_error(self, err: DaemonError) -> None:
+        self.metrics.checkpoint_failures.inc()
+        self.checkpoint_ok = False
+        self.heartbeat.beat()  # waiting for the store is not a stall
 
-    def _publish_model(self, m: ModelRuntime) -> None:
-        p = m.predictor
-        if p is None:
-            return
+    # -- signals -------------------------------------------------------------------------------
+
+    def _log_events(self, part: int, events: list[Event]) -> None:
+        for e in events:
+            if e.kind == "halted":
+                log.error("model %s halted in round %d: its halt budget is spent; it refuses every query from "
+                          "now on (docs/OPERATIONS.md, 'A model halted')", e.model, e.round)
+            elif e.kind == "exhausted":
+                log.warning("model %s: the schedule has ended (round %d); it refuses every query", e.model, e.round)
+            elif e.kind == "suspended":
+                log.error("model %s suspended (%s): it refuses every query until an operator acts "
+                          "(docs/OPERATIONS.md)", e.model, e.detail)
+            elif e.kind == "log_replaced":
+                log.error("partition %d: the log was replaced (%s): the broker lost data; re-reading it from "
+                          "the start", part, e.detail)
+            elif e.kind == "round":
+                log.info("model %s entered round %d (%s)", e.model, e.round, e.detail)
+
+    def _publish(self, m: Served) -> None:
         g = self.metrics
-        g.round.labels(model=m.id).set(p.round)
-        g.halted.labels(model=m.id).set(1 if p.phase is Phase.HALTED else 0)
-        info = p.round_info()
+        g.round.labels(model=m.id).set(m.round)
+        g.halted.labels(model=m.id).set(1 if m.phase is Phase.HALTED else 0)
+        if m.broken:
+            return
+        info = m.engine.round_info()
         if info is None:
             return
         g.round_answered.labels(model=m.id).set(info.answered)
@@ -629,29 +543,65 @@ class Service:
         if self.cfg.metrics.expose_halts_used:
             g.halts_used.labels(model=m.id).set(info.tops)
 
-    async def _probe_broker(self, every_s: float = 5.0) -> None:
-        """A metadata round trip every few seconds: the health signal while no traffic flows (aiokafka
-        retries quietly, so an idle consumer alone would never notice the broker is gone)."""
-        now = time.monotonic()
-        if now - self._last_probe < every_s or self.producer is None:
-            return
-        self._last_probe = now
+    async def _monitor(self, stop: asyncio.Event, every_s: float = 5.0) -> None:
+        """Beside the run loop, so that it reports while the loop waits (for a transition, the
+        checkpoint store or the broker): is the broker there, and how far behind is each partition."""
+        while not stop.is_set():
+            with contextlib.suppress(Stopped):
+                await self._probe_broker(every_s)
+                await self._refresh_ends(every_s)
+            self._update_lag()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+
+    async def _probe_broker(self, timeout_s: float) -> None:
+        """A metadata round trip: the health signal while no traffic flows (aiokafka retries
+        quietly, so an idle consumer alone would never notice the broker is gone)."""
         try:
-            ok = await asyncio.wait_for(self.producer.client.force_metadata_update(), timeout=every_s)
+            ok = await until_stopped(asyncio.wait_for(self.producer.client.force_metadata_update(), timeout_s),
+                                     self.stop)
         except (TimeoutError, KafkaError):
             ok = False
         if not ok:
             log.warning("the broker does not answer; retrying")
         self._broker(bool(ok))
 
+    async def _refresh_ends(self, timeout_s: float) -> None:
+        """The partitions' log-end offsets, for the lag gauge only: a paused partition, or a loop
+        that waits, gets no fetch responses, and its lag would freeze. (Tansu answers with a lower
+        bound, the start of its last batch; never used to judge the log itself.)"""
+        tps = [self._tp(p) for p in self.procs]
+        if not tps:
+            return
+        try:
+            ends = await until_stopped(asyncio.wait_for(self.consumer.end_offsets(tps), timeout_s), self.stop)
+        except (TimeoutError, KafkaError):
+            return
+        self._ends = {tp.partition: int(o) for tp, o in ends.items()}
+
     def _broker(self, up: bool) -> None:
         self.broker_ok = up
         self.metrics.broker_up.set(1 if up else 0)
 
+    def _broker_error(self, err: DaemonError) -> None:
+        self._broker(False)
+        self.heartbeat.beat()  # waiting for the broker is not a stall
+
     def _update_lag(self) -> None:
-        if self.consumer is None:
-            return
-        for part in self.owned:
-            hw = self.consumer.highwater(TopicPartition(self.cfg.topics.queries, part))
-            if hw is not None:
-                self.metrics.lag.labels(partition=str(part)).set(max(0, hw - self.next_offset.get(part, 0)))
+        for part, proc in list(self.procs.items()):
+            hw = max(self.consumer.highwater(self._tp(part)) or 0, self._ends.get(part, 0))
+            self.metrics.lag.labels(partition=str(part)).set(max(0, hw - proc.next_offset))
+
+
+async def _quietly(stop: Any, timeout_s: float = 10.0) -> None:
+    """Stop a Kafka client without waiting long for a broker that is gone (at exit, what it still
+    holds is either acknowledged already or replayed from the checkpoint)."""
+    try:
+        await asyncio.wait_for(stop(), timeout_s)
+    except asyncio.CancelledError:  # aiokafka's stop() may re-raise the cancellation of its own tasks
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+    except Exception:
+        pass
+

@@ -4,12 +4,18 @@ Query record: key = model id (UTF-8); value = msgpack map
     {"id": str | int, "x": float | [float, ...], "client": optional str}
 or the same as JSON when the record carries the header ``content-type: application/json``.
 
-Label record (labels topic, same key, same content type as the query):
+Label record (labels topic, same key, same format as the query: JSON with the header
+``content-type: application/json``, msgpack without a header, as for queries):
     {"id", "label": 0 | 1 | null, "status": "ok" | "refused" | "invalid", "round": int,
      "reason": str (only when status is not "ok")}
 
 Encoding is deterministic (fixed key order, no timestamps), so a replay after a crash produces
-byte-identical records. Rejection reasons name the field and the rule, never a value.
+byte-identical records. Rejection reasons name a field of this schema and the rule, never a value
+and never a name the client chose (an unknown field is reported as such, not by its name).
+
+``decode_query`` is the reference decoder: exact reasons, one record at a time. The daemon's hot
+path (``daemon.batch``) decodes whole batches against the same schema and falls back to it for
+any record it does not accept, so both always agree.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import msgpack
 ContentType = Literal["msgpack", "json"]
 JSON_CT = b"application/json"
 MSGPACK_CT = b"application/msgpack"
+"""Accepted on queries (anything but JSON is msgpack); label records in msgpack carry no header."""
 MAX_ID_CHARS = 256
 MAX_CLIENT_CHARS = 256
 INT64 = (-(2**63), 2**63 - 1)
@@ -42,11 +49,36 @@ class Query:
     content_type: ContentType
 
 
+CODES = ("undecodable", "schema", "oversized", "unknown_model", "dimension", "non_finite", "domain",
+         "wrong_partition")
+"""Every rejection code (the ``reason`` label of the invalid-record and dead-letter metrics)."""
+
+MSG_NO_VALUE = "record has no value"
+MSG_NOT_MAP = "value must be a map"
+MSG_ID = "id must be a string (<= 256 chars) or a 64-bit integer"
+MSG_KEY = "record key must be the model id (UTF-8)"
+MSG_UNKNOWN_FIELDS = "unknown fields: the schema has only id, x and client"
+MSG_CLIENT = "client must be a string of at most 256 characters"
+MSG_X = "x must be a number or a non-empty list of numbers"
+MSG_NON_FINITE = "x has a NaN or infinite coordinate"
+MSG_UNKNOWN_MODEL = "no model with this id is served"
+MSG_WRONG_PARTITION = ("record is not on its model's partition (produce with the murmur2 partitioner, keyed by "
+                       "model id)")
+MSG_DOMAIN = "x is outside the model's domain"
+
+
+def msg_dimension(d: int) -> str:
+    return f"x must have {d} coordinate(s)"
+
+
+def msg_oversized(max_bytes: int) -> str:
+    return f"record value exceeds {max_bytes} bytes"
+
+
 @dataclass(frozen=True, slots=True)
 class Rejected:
     code: str
-    """Machine-readable reason: undecodable, schema, oversized, unknown_model, dimension, non_finite,
-    domain, wrong_partition."""
+    """Machine-readable reason, one of ``CODES``."""
     message: str
     id: str | int | None
     model: str | None
@@ -60,8 +92,35 @@ def content_type(headers: Headers | None) -> ContentType:
     return "msgpack"
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError("non-finite JSON constant")
+def model_of(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _loads(value: bytes, ct: ContentType) -> Any:
+    """The value as Python objects (JSON's NaN and Infinity are read as floats: a query whose x
+    holds one is ``non_finite`` and keeps its id). Raises ValueError if it is not valid."""
+    try:
+        if ct == "json":
+            return json.loads(value)
+        return msgpack.unpackb(value, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
+        raise ValueError(f"value is not valid {ct}") from None
+
+
+def recover_id(value: bytes, ct: ContentType) -> str | int | None:
+    """The query id of a record rejected before its schema was checked (oversized), if it has a
+    valid one: so that it still gets an ``invalid`` label."""
+    try:
+        obj = _loads(value, ct)
+    except ValueError:
+        return None
+    qid = obj.get("id") if isinstance(obj, dict) else None
+    return qid if _valid_id(qid) else None
 
 
 def decode_query(
@@ -69,48 +128,33 @@ def decode_query(
 ) -> Query | Rejected:
     """Decode and check the schema of one query record (dimension is checked by the model)."""
     ct = content_type(headers)
-    model = None
-    if key is not None:
-        try:
-            model = key.decode("utf-8")
-        except UnicodeDecodeError:
-            model = None
+    model = model_of(key)
     if value is None:
-        return Rejected("schema", "record has no value", None, model, ct)
+        return Rejected("schema", MSG_NO_VALUE, None, model, ct)
     if len(value) > max_bytes:
-        return Rejected("oversized", f"record value exceeds {max_bytes} bytes", None, model, ct)
+        return Rejected("oversized", msg_oversized(max_bytes), recover_id(value, ct), model, ct)
     try:
-        if ct == "json":
-            obj = json.loads(value, parse_constant=_reject_constant)
-        else:
-            obj = msgpack.unpackb(value, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
-        return Rejected("undecodable", f"value is not valid {ct}", None, model, ct)
+        obj = _loads(value, ct)
+    except ValueError as exc:
+        return Rejected("undecodable", str(exc), None, model, ct)
     if not isinstance(obj, dict):
-        return Rejected("schema", "value must be a map", None, model, ct)
+        return Rejected("schema", MSG_NOT_MAP, None, model, ct)
     qid = obj.get("id")
     if not _valid_id(qid):
-        return Rejected("schema", "id must be a string (<= 256 chars) or a 64-bit integer", None, model, ct)
+        return Rejected("schema", MSG_ID, None, model, ct)
     assert isinstance(qid, str | int)
     if model is None:
-        return Rejected("schema", "record key must be the model id (UTF-8)", qid, None, ct)
-    extra = set(obj) - {"id", "x", "client"}
-    if extra:
-        return Rejected("schema", f"unknown fields: {', '.join(sorted(map(str, extra)))[:200]}", qid, model, ct)
+        return Rejected("schema", MSG_KEY, qid, None, ct)
+    if not set(obj) <= {"id", "x", "client"}:
+        return Rejected("schema", MSG_UNKNOWN_FIELDS, qid, model, ct)
     client = obj.get("client")
     if client is not None and not (isinstance(client, str) and len(client) <= MAX_CLIENT_CHARS):
-        return Rejected("schema", "client must be a string of at most 256 characters", qid, model, ct)
+        return Rejected("schema", MSG_CLIENT, qid, model, ct)
     x, err = _coords(obj.get("x"))
     if x is None:
-        return Rejected(
-            "non_finite" if err == "non_finite" else "schema",
-            "x has a NaN or infinite coordinate"
-            if err == "non_finite"
-            else "x must be a number or a non-empty list of numbers",
-            qid,
-            model,
-            ct,
-        )
+        if err == "non_finite":
+            return Rejected("non_finite", MSG_NON_FINITE, qid, model, ct)
+        return Rejected("schema", MSG_X, qid, model, ct)
     return Query(model, qid, x, client, ct)
 
 
@@ -154,7 +198,10 @@ def encode_label(
 
 
 def label_headers(ct: ContentType) -> list[tuple[str, bytes]]:
-    return [("content-type", JSON_CT if ct == "json" else MSGPACK_CT)]
+    """JSON labels say so; msgpack, the default, carries no header (a header per record costs the
+    broker and the client about as much as the rest of the record: measured 560k vs 330k records/s
+    on the embedded broker)."""
+    return [("content-type", JSON_CT)] if ct == "json" else []
 
 
 def dead_letter_headers(code: str, message: str, topic: str, partition: int, offset: int) -> list[tuple[str, bytes]]:

@@ -22,10 +22,23 @@ class BlobStore(Protocol):
 
 
 class DirStore:
-    """``<root>/<model>/<name>``; directories 0700, files 0600; every write is atomic and durable."""
+    """``<root>/<model>/<name>``; directories 0700 (the root too), files 0600; every write is
+    atomic and durable."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    def secure_root(self) -> None:
+        """Create the root directory with mode 0700, or make an existing one 0700: checkpoints hold
+        secrets (training data, random-stream state). Raises ``CheckpointError`` if it cannot."""
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if self.root.stat().st_mode & 0o077:
+                os.chmod(self.root, 0o700)
+        except OSError as exc:
+            raise CheckpointError(
+                f"checkpoint directory {self.root}: cannot make it private (mode 0700): {exc.strerror}"
+            ) from None
 
     def _dir(self, model: str) -> Path:
         d = self.root / model
@@ -36,9 +49,9 @@ class DirStore:
         await asyncio.to_thread(self._put, model, name, data)
 
     def _put(self, model: str, name: str, data: bytes) -> None:
-        d = self._dir(model)
-        tmp = d / f".{name}.tmp-{os.getpid()}"
         try:
+            d = self._dir(model)
+            tmp = d / f".{name}.tmp-{os.getpid()}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 view = memoryview(data)
@@ -67,14 +80,20 @@ class DirStore:
 
     async def names(self, model: str) -> list[str]:
         d = self.root / model
-        if not d.is_dir():
-            return []
-        return sorted(p.name for p in d.iterdir() if not p.name.startswith("."))
+        try:
+            if not d.is_dir():
+                return []
+            return sorted(p.name for p in d.iterdir() if not p.name.startswith("."))
+        except OSError as exc:
+            raise CheckpointError(f"cannot list checkpoint {model}: {exc.strerror}") from None
 
     async def delete(self, model: str, names: Iterable[str]) -> None:
         for n in names:
-            with contextlib.suppress(FileNotFoundError):
-                (self.root / model / n).unlink()
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / model / n).unlink()
+            except OSError as exc:
+                raise CheckpointError(f"cannot delete checkpoint {model}/{n}: {exc.strerror}") from None
 
 
 class EncryptedStore:

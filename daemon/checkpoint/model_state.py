@@ -5,9 +5,10 @@ Blobs (all msgpack via ``engine.codec``):
   ``res-K-START``    {"start", "end", "points"}: D-hat points appended since the previous save
   ``live``           {"live" (engine live state without reservoir points), "offsets", "round",
                       "round_digest", "meta"}: written at every save, last (it commits the rest)
-A save writes the round blob (if new), the reservoir chunk (if any), then ``live``; older rounds
-are deleted only after the new ``live`` is durable, so a crash at any point leaves a consistent
-checkpoint.
+A write puts the round blob (if new), the reservoir chunk (if any), then ``live``; older rounds
+are pruned only after the new ``live`` is durable, so a crash at any point leaves a consistent
+checkpoint. The order across a partition's models is ``PartitionCheckpoint``'s
+(``daemon/checkpoint/checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from daemon.checkpoint.blobs import BlobStore
-from daemon.errors import CorruptCheckpoint
+from daemon.errors import CheckpointError, CorruptCheckpoint
 from engine import codec
 from engine.errors import CorruptState
 from engine.serving import Servable, restore
@@ -39,9 +40,17 @@ class ModelCheckpointer:
     _round_written: int | None = None
     _round_digest: str = ""
     _res_written: int = 0
+    _live: dict[str, Any] | None = None
     saves: int = field(default=0)
 
     async def save(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any] | None = None) -> None:
+        """``write`` then ``prune`` (a partition's ``PartitionCheckpoint`` runs them as separate steps)."""
+        await self.write(p, offsets, meta)
+        await self.prune()
+
+    async def write(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any] | None = None) -> None:
+        """The round blob if the round is new, the reservoir chunk since the last write, then
+        ``live`` (which makes them this model's checkpoint)."""
         k = p.round
         if self._round_written != k:
             blob = codec.pack(p.round_part())
@@ -62,7 +71,21 @@ class ModelCheckpointer:
             "meta": meta or {},
         }
         await self.store.put(self.model, "live", codec.pack(live))
+        self._live = live
         self.saves += 1
+
+    async def write_meta(self, meta: dict[str, Any]) -> None:
+        """Update the meta of ``live`` around the engine state last written or loaded (for a
+        model whose engine failed: its state is not read again; the last good one stays)."""
+        if self._live is None:
+            raise CheckpointError(f"model {self.model}: no checkpoint to annotate")
+        self._live = {**self._live, "meta": {**self._live.get("meta", {}), **meta}}
+        await self.store.put(self.model, "live", codec.pack(self._live))
+        self.saves += 1
+
+    async def prune(self) -> None:
+        """Delete the blobs of earlier rounds (after ``live`` names the current one)."""
+        k = self._round_written
         stale = [n for n in await self.store.names(self.model) if _round_of(n) not in (None, k)]
         if stale:
             await self.store.delete(self.model, stale)
@@ -86,6 +109,7 @@ class ModelCheckpointer:
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptCheckpoint(f"checkpoint of model {self.model} is malformed ({type(exc).__name__})") from None
         self._round_written, self._round_digest, self._res_written = k, live["round_digest"], filled
+        self._live = live
         offsets = {int(tp): int(o) for tp, o in live["offsets"].items()}
         return Restored(p, offsets, dict(live.get("meta", {})))
 

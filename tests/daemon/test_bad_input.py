@@ -11,6 +11,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from daemon import wire
 from daemon.app import serve
 from daemon.broker import EmbeddedBroker
 from daemon.config import load
@@ -27,15 +28,15 @@ def bad_records(model: bytes) -> list[tuple[bytes | None, bytes | None, list[tup
     return [
         (model, b"\xc1\xc1", [], "undecodable", False),
         (model, b'{"id": 1, "x": ', JSON, "undecodable", False),
-        (model, b'{"id": 2, "x": NaN}', JSON, "undecodable", False),
+        (model, b'{"id": 2, "x": NaN}', JSON, "non_finite", True),
         (model, p({"x": 0.5}), [], "schema", False),
         (model, p({"id": True, "x": 0.5}), [], "schema", False),
         (model, p({"id": "s1", "x": "0.5"}), [], "schema", True),
         (model, p({"id": "s2", "x": [0.1, 0.2]}), [], "dimension", True),
         (model, p({"id": "s3", "x": math.nan}), [], "non_finite", True),
         (model, p({"id": "s4", "x": math.inf}), [], "non_finite", True),
-        (model, p({"id": "s5", "x": 0.5, "client": "c" * 70_000}), [], "oversized", False),
-        (model, p({"id": "s6", "x": 0.5, "extra": 1}), [], "schema", True),
+        (model, p({"id": "s5", "x": 0.5, "client": "c" * 70_000}), [], "oversized", True),
+        (model, p({"id": "s6", "x": 0.5, "secret-field-name": 1}), [], "schema", True),
         (b"no-such-model", p({"id": "s7", "x": 0.5}), [], "unknown_model", True),
         (model, None, [], "schema", False),
         (model, p([1, 2, 3]), [], "schema", False),
@@ -68,8 +69,10 @@ async def test_malformed_records_are_dead_lettered_and_the_rest_is_answered(
     assert all(by_id[f"ok-{i}"]["status"] == "ok" for i in range(len(bad)))
     assert by_id["json-ok"]["status"] == "ok" and by_id["json-ok"]["label"] == 1
     invalid = {lab["id"]: lab for lab in labels if lab["status"] == "invalid"}
-    assert set(invalid) == {f"s{i}" for i in (1, 2, 3, 4, 6, 7)}
+    assert set(invalid) == {2} | {f"s{i}" for i in (1, 2, 3, 4, 5, 6, 7)}  # every record whose id can be recovered
     assert all(lab["label"] is None and lab["reason"] for lab in invalid.values())
+    assert invalid[2]["reason"] == wire.MSG_NON_FINITE and invalid["s5"]["reason"].startswith("record value exceeds")
+    assert "secret" not in invalid["s6"]["reason"]  # reasons name schema fields, never the client's
     by_source: dict[bytes, tuple[bytes | None, tuple[tuple[str, bytes], ...]]] = {}
     for r in dead:
         src = dict(r.headers)["everlast-source"]
@@ -77,4 +80,4 @@ async def test_malformed_records_are_dead_lettered_and_the_rest_is_answered(
     reasons = sorted(dict(h)["everlast-error"].decode() for _, h in by_source.values())
     assert reasons == sorted(b[3] for b in bad)
     for _, h in by_source.values():  # the reason never quotes the record's content
-        assert b"0.5" not in dict(h)["everlast-reason"]
+        assert b"0.5" not in dict(h)["everlast-reason"] and b"secret" not in dict(h)["everlast-reason"]

@@ -75,3 +75,24 @@ async def _restart_scenario(tmp_path: Path) -> None:
         assert st["exit_code"] == 0
     finally:
         b.stop()
+
+
+async def test_sigterm_while_the_broker_is_down_stops_the_daemon(tmp_path: Path) -> None:
+    """Retries wait for the broker, but never past a shutdown request (bounded by a watchdog)."""
+    b = EmbeddedBroker().start()
+    try:
+        cfg, topics = write_config(tmp_path, b.bootstrap, ["m"])
+        await create_topics(b.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+        async with running(cfg) as st:
+            await produce(b.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 3_000)))
+            await collect_ids(b.bootstrap, topics["labels"], set(range(3_000)))
+            b.stop()
+            port = int(st["metrics_port"])  # type: ignore[call-overload]
+            for _ in range(150):  # the daemon noticed
+                if (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 503:
+                    break
+                await asyncio.sleep(0.1)
+        # leaving `running` set the stop event and awaited the daemon (it raises if that stalls)
+        assert st["exit_code"] == 0
+    finally:
+        b.stop()

@@ -125,9 +125,19 @@ async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker,
         await produce(broker.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 500)))
         await collect(broker.bootstrap, topics["labels"], until=500)
     monkeypatch.setenv("EVERLAST_CHECKPOINT_KEY", os.urandom(32).hex())  # the wrong key
+    from daemon.app import serve
+    from daemon.config import load
+
+    # it stops by itself, but only once a scrape has read the failure (bounded by exit_linger_s)
+    status: dict[str, object] = {}
+    task = asyncio.create_task(serve(load(cfg_path), asyncio.Event(), status, handle_signals=False))
+    for _ in range(600):
+        svc = status.get("service")
+        if svc is not None and svc.failed is not None:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.05)
+    assert not task.done()
+    text = (await asyncio.to_thread(scrape, int(status["metrics_port"])))[1]  # type: ignore[call-overload]
+    assert metric(text, "everlast_checkpoint_failures_total") == 1
     with pytest.raises(CorruptCheckpoint):
-        async with running(cfg_path) as st:
-            for _ in range(300):
-                if st["service"].failed is not None:  # type: ignore[attr-defined]
-                    break
-                await asyncio.sleep(0.05)
+        await asyncio.wait_for(task, 60)

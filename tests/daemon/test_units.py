@@ -82,14 +82,6 @@ def test_decode_query(value: bytes, ct: str, code: str | None) -> None:
         assert isinstance(got, wire.Rejected) and got.code == code
 
 
-def test_label_encoding_is_deterministic() -> None:
-    a = wire.encode_label("q1", 1, "ok", 3, None, "msgpack")
-    assert a == wire.encode_label("q1", 1, "ok", 3, None, "msgpack")
-    assert msgpack.unpackb(a) == {"id": "q1", "label": 1, "status": "ok", "round": 3}
-    assert json.loads(wire.encode_label(7, None, "refused", 2, "why", "json")) == {
-        "id": 7, "label": None, "status": "refused", "round": 2, "reason": "why"}
-
-
 def test_dir_store_writes_atomically_with_mode_0600(tmp_path: Path) -> None:
     store = DirStore(tmp_path / "ck")
     asyncio.run(store.put("m", "live", b"x" * 10))
@@ -176,3 +168,61 @@ def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:
     cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\nschedule = "{sched}"\n'))
     with pytest.raises(ConfigError, match="certifies no training-set guarantee"):
         ModelRuntime.prepare(cfg.models[0])
+
+
+def test_client_errors_are_rate_limited_and_say_how_many_were_dropped() -> None:
+    now = [0.0]
+    f = logs.RateLimit(every_s=10.0, clock=lambda: now[0])
+
+    def rec(name: str, level: int, msg: str = "Unable connect to node %s") -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, msg, ("111",), None)
+
+    assert f.filter(rec("aiokafka.conn", logging.ERROR))
+    assert not any(f.filter(rec("aiokafka.conn", logging.ERROR)) for _ in range(900))
+    assert f.filter(rec("everlast.daemon", logging.ERROR))  # the daemon's own errors always pass
+    assert f.filter(rec("everlast.daemon", logging.INFO))
+    now[0] = 11.0
+    r = rec("aiokafka.conn", logging.ERROR)
+    assert f.filter(r) and r.getMessage() == "Unable connect to node 111 (900 similar messages suppressed)"
+
+
+def test_the_checkpoint_root_is_made_private(tmp_path: Path) -> None:
+    root = tmp_path / "ck"
+    root.mkdir(mode=0o755)
+    os.chmod(root, 0o755)
+    DirStore(root).secure_root()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    DirStore(tmp_path / "new" / "ck").secure_root()
+    assert stat.S_IMODE((tmp_path / "new" / "ck").stat().st_mode) == 0o700
+
+
+def test_start_up_warns_about_unencrypted_checkpoints_and_exposed_halts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from daemon.app import warn_operator
+
+    monkeypatch.delenv("EVERLAST_CHECKPOINT_KEY", raising=False)
+    cfg = load(write(tmp_path, "[metrics]\nexpose_halts_used = true\n"))
+    with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
+        warn_operator(cfg)
+    text = caplog.text
+    assert "NOT encrypted" in text and "expose_halts_used is on" in text
+    caplog.clear()
+    monkeypatch.setenv("EVERLAST_CHECKPOINT_KEY", os.urandom(32).hex())
+    with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
+        warn_operator(load(write(tmp_path, "")))
+    assert caplog.text == ""
+
+
+def test_labelled_series_exist_at_zero_and_process_metrics_are_exported() -> None:
+    from prometheus_client import generate_latest
+
+    from daemon.metrics import Metrics
+
+    m = Metrics()
+    m.declare(["m"])
+    text = generate_latest(m.registry).decode()
+    assert 'everlast_queries_total{model="m",status="refused"} 0.0' in text
+    for code in wire.CODES:
+        assert f'everlast_dead_letters_total{{reason="{code}"}} 0.0' in text
+    assert "process_cpu_seconds_total" in text and "process_resident_memory_bytes" in text

@@ -1,0 +1,215 @@
+"""Every decision of the partition processor, without a broker (milliseconds each): skipping below a
+checkpoint, parking during a transition, the cut at a round's end with two models on one partition,
+a replaced log (by high watermark and by fingerprint), suspension, the wrong partition, malformed
+records, and that every record with an id gets exactly one label record."""
+
+from __future__ import annotations
+
+import msgpack
+
+from daemon import wire
+from daemon.partition import LOG_LOST_REASON, PartitionProcessor, Status, fingerprint
+from engine.serving import Refusal
+from tests.daemon.fakes import FakeEngine, Rec, decode, feed, labels_of, queries, served
+
+
+def proc_of(*models: object, known: tuple[str, ...] = (), start: int = 0) -> PartitionProcessor:
+    ms = list(models)
+    return PartitionProcessor(0, ms, {m.id for m in ms} | set(known), start)  # type: ignore[attr-defined]
+
+
+def test_every_query_gets_one_label_in_order_and_the_offset_advances() -> None:
+    eng = FakeEngine(R=1000)
+    p = proc_of(served("m", eng))
+    step = feed(p, queries("m", [0.2, 0.7, 0.9], 0))
+    labs = labels_of(step)
+    assert [(d["id"], d["status"], d["round"]) for d in labs] == [(0, "ok", 1), (1, "ok", 1), (2, "ok", 1)]
+    assert step.counts == {("m", "ok"): 3} and step.answered == 3
+    assert list(step.labels) == [b"m"]
+    assert p.next_offset == 3 and p.models["m"].offset == 3 and p.last_fp is not None
+    assert eng.calls == [3]  # one engine call per model and batch
+
+
+def test_records_below_the_next_offset_are_dropped_and_a_model_ahead_skips_to_its_checkpoint() -> None:
+    a, b = FakeEngine(R=1000), FakeEngine(R=1000)
+    p = proc_of(served("a", a, offset=5), served("b", b, offset=8))
+    assert p.next_offset == 5
+    recs = [r for i in range(0, 12) for r in queries("a" if i % 2 else "b", [0.6], i)]
+    step = feed(p, recs)
+    got = sorted(d["id"] for d in labels_of(step))
+    # offsets 0-4 were processed by every model; b's records below 8 were answered before its checkpoint
+    assert got == [5, 7, 8, 9, 10, 11]
+    assert a.total == 4 and b.total == 2  # a: 5,7,9,11; b: 8,10
+    step = feed(p, queries("a", [0.1, 0.1], 10))  # a re-delivery: nothing twice
+    assert step.labels == {} and a.total == 4
+
+
+def test_park_during_a_transition_then_resume() -> None:
+    eng = FakeEngine(R=4)
+    p = proc_of(served("m", eng))
+    step = feed(p, queries("m", [0.9] * 6, 0))
+    assert [d["id"] for d in labels_of(step)] == [0, 1, 2, 3]
+    assert step.pause and step.transitions == ["m"] and p.status is Status.TRANSITIONING
+    assert p.next_offset == 4
+    later = feed(p, queries("m", [0.9] * 3, 6))  # arrives while paused: parked, not answered
+    assert later.labels == {} and not later.transitions
+    eng.transition()
+    events = p.transition_done({})
+    assert [e.kind for e in events] == ["round"] and p.status is Status.ACTIVE
+    step = p.resume()
+    labs = labels_of(step)
+    assert [(d["id"], d["round"]) for d in labs] == [(4, 2), (5, 2), (6, 2), (7, 2)]
+    assert step.transitions == ["m"] and not step.resume  # the round of 4 ended again inside the parked records
+    eng.transition()
+    p.transition_done({})
+    step = p.resume()
+    assert [(d["id"], d["round"]) for d in labels_of(step)] == [(8, 3)] and step.resume
+
+
+def test_the_cut_with_two_models_on_one_partition_is_at_the_first_round_end() -> None:
+    a, b = FakeEngine(R=3), FakeEngine(R=100)
+    p = proc_of(served("a", a), served("b", b))
+    recs = []
+    for i in range(10):  # a b a b ...
+        recs += queries("a" if i % 2 == 0 else "b", [0.8], i)
+    step = feed(p, recs)
+    # a's 4th query is at offset 6: everything before it is answered (both models), nothing after
+    assert sorted(d["id"] for d in labels_of(step)) == [0, 1, 2, 3, 4, 5]
+    assert step.transitions == ["a"] and step.pause and p.next_offset == 6
+    assert b.total == 3  # b's queries after the cut wait for a's transition: order per partition holds
+    a.transition()
+    p.transition_done({})
+    step = p.resume()
+    assert sorted(d["id"] for d in labels_of(step)) == [6, 7, 8, 9] and step.resume
+
+
+def test_a_log_replaced_below_the_next_offset_is_detected_from_the_high_watermark_alone() -> None:
+    good, lagging = FakeEngine(R=1000), FakeEngine(R=1000)
+    # "good" was restored from a hand-over checkpoint (verified); "lagging" from a periodic one
+    p = proc_of(served("good", good, offset=2002), served("lag", lagging, offset=2002, verified=False))
+    step = p.feed(None, 10)  # the first fetch response: no record at 2001, high watermark 10
+    assert step.log_reset and step.seek == 0 and p.next_offset == 0
+    assert [e.kind for e in step.events] == ["log_replaced", "suspended"]
+    assert p.models["lag"].suspension is not None and p.models["good"].suspension is None
+    recs = queries("good", [0.9, 0.1], 0) + queries("lag", [0.9], 2)
+    labs = sorted(labels_of(feed(p, recs)), key=lambda d: d["id"])
+    assert [(d["id"], d["status"]) for d in labs] == [(0, "ok"), (1, "ok"), (2, "refused")]
+    assert labs[2]["reason"] == LOG_LOST_REASON and lagging.calls == []
+
+
+def test_a_log_replaced_above_the_next_offset_is_detected_by_fingerprint() -> None:
+    old = queries("m", [0.5] * 4, 0)
+    fp = fingerprint(old[3])
+    p = proc_of(served("m", FakeEngine(), offset=4, last_fp=fp))
+    assert p.start_position == 3  # re-read the last processed record to prove the log is the same
+    same = feed(p, old[3:] + queries("m", [0.9], 4))
+    assert not same.log_reset and [d["id"] for d in labels_of(same)] == [4]
+    p = proc_of(served("m", FakeEngine(), offset=4, last_fp=fp, verified=False))
+    other = queries("m", [0.7] * 6, 0, id0=100)  # another log, already longer than 4
+    step = feed(p, other[3:])
+    assert step.log_reset and step.seek == 0 and step.labels == {}
+    assert p.models["m"].suspension is not None  # restored from a periodic checkpoint: cannot replay
+    labs = labels_of(feed(p, other))
+    assert {d["status"] for d in labs} == {"refused"} and len(labs) == 6
+
+
+def test_an_engine_error_suspends_the_model_and_every_query_gets_a_refusal_naming_it() -> None:
+    eng = FakeEngine()
+    p = proc_of(served("m", eng))
+    feed(p, queries("m", [0.9], 0))
+    eng.fail = True
+    step = feed(p, queries("m", [0.9, 0.1], 1))
+    labs = labels_of(step)
+    assert [(d["id"], d["status"]) for d in labs] == [(1, "refused"), (2, "refused")]
+    assert "engine failed (InvalidState)" in labs[0]["reason"] and labs[0]["round"] == 1
+    assert [e.kind for e in step.events] == ["suspended"]
+    s = p.models["m"].suspension
+    assert s is not None and s.engine_failed and s.from_offset == 1 and p.models["m"].broken
+    calls = len(eng.calls)
+    eng.fail = False
+    labs = labels_of(feed(p, queries("m", [0.9], 3)))  # never asked again
+    assert labs[0]["status"] == "refused" and len(eng.calls) == calls
+    assert s.to_meta()["suspended"] == labs[0]["reason"]
+
+
+def test_a_failed_transition_suspends_the_model() -> None:
+    eng = FakeEngine(R=2)
+    p = proc_of(served("m", eng))
+    step = feed(p, queries("m", [0.9] * 3, 0))
+    assert step.transitions == ["m"]
+    events = p.transition_done({"m": RuntimeError("boom")})
+    assert [e.kind for e in events] == ["suspended"]
+    labs = labels_of(p.resume())
+    assert labs[0]["id"] == 2 and labs[0]["status"] == "refused" and "RuntimeError" in labs[0]["reason"]
+
+
+def test_refusals_carry_the_engines_reason_and_a_halt_is_reported_once() -> None:
+    eng = FakeEngine(R=100, halt_after=2)
+    p = proc_of(served("m", eng))
+    step = feed(p, queries("m", [0.9] * 4, 0))
+    labs = labels_of(step)
+    assert [d["status"] for d in labs] == ["ok", "ok", "refused", "refused"]
+    assert labs[2]["reason"] == Refusal.HALTED.reason and labs[2]["label"] is None
+    assert [e.kind for e in step.events] == ["halted"] and step.counts == {("m", "ok"): 2, ("m", "refused"): 2}
+    step = feed(p, queries("m", [0.9], 4))
+    assert step.events == [] and labels_of(step)[0]["status"] == "refused"
+
+
+def test_wrong_partition_unknown_model_and_malformed_records_get_invalid_labels_and_dead_letters() -> None:
+    p = proc_of(served("m", FakeEngine()), known=("elsewhere",))
+    recs = [
+        *queries("elsewhere", [0.5], 0),
+        *queries("nobody", [0.5], 1),
+        Rec(2, b"m", msgpack.packb({"id": "d", "x": [0.1, 0.2]})),
+        Rec(3, b"m", b"\xc1"),
+        Rec(4, b"m", msgpack.packb({"id": "nf", "x": float("nan")})),
+        *queries("m", [0.9], 5),
+        Rec(6, b"m", msgpack.packb({"id": "big", "x": 0.5, "client": "c" * 200})),
+    ]
+    step = p.feed(decode(recs, max_bytes=100), 7)
+    labs = {d["id"]: d for d in labels_of(step)}
+    assert labs[0]["status"] == "invalid" and labs[0]["reason"] == wire.MSG_WRONG_PARTITION
+    assert labs[1]["reason"] == wire.MSG_UNKNOWN_MODEL
+    assert labs["d"]["reason"] == wire.msg_dimension(1) and labs["nf"]["reason"] == wire.MSG_NON_FINITE
+    assert labs["big"]["reason"] == wire.msg_oversized(100) and labs[5]["status"] == "ok"
+    assert len(step.label_records()) == 6  # the undecodable record has no id: a dead letter only
+    codes = sorted(dict(h)["everlast-error"].decode() for _, _, h in step.dead_letters)
+    assert codes == ["dimension", "non_finite", "oversized", "undecodable", "unknown_model", "wrong_partition"]
+    assert step.invalid == {c: 1 for c in codes}
+    assert step.counts == {("elsewhere", "invalid"): 1, ("m", "invalid"): 3, ("m", "ok"): 1}  # never "nobody"
+    assert p.next_offset == 7
+
+
+def test_points_outside_the_models_domain_are_invalid_and_the_rest_answered() -> None:
+    eng = FakeEngine()
+    p = proc_of(served("m", eng))
+    labs = labels_of(feed(p, queries("m", [0.9, -1.0, 0.2], 0)))
+    assert [(d["id"], d["status"]) for d in labs] == [(0, "ok"), (1, "invalid"), (2, "ok")]
+    assert labs[1]["reason"] == wire.MSG_DOMAIN and eng.total == 2
+
+
+def test_json_queries_get_json_labels() -> None:
+    p = proc_of(served("m", FakeEngine()))
+    step = feed(p, queries("m", [0.9], 0) + queries("m", [0.1], 1, json_=True))
+    recs = step.label_records()
+    assert [h for _, _, h in recs] == [[], [("content-type", b"application/json")]]
+    assert recs[1][1] == b'{"id":1,"label":0,"status":"ok","round":1}'
+
+
+def test_a_revoked_partition_does_nothing() -> None:
+    p = proc_of(served("m", FakeEngine()))
+    p.revoke()
+    assert feed(p, queries("m", [0.9], 0)).labels == {} and p.status is Status.REVOKED
+
+
+def test_a_partition_without_models_rejects_and_advances_from_the_committed_offset() -> None:
+    p = proc_of(known=("m",), start=40)
+    assert p.next_offset == 40
+    step = feed(p, queries("m", [0.9], 40))
+    assert labels_of(step)[0]["reason"] == wire.MSG_WRONG_PARTITION and p.next_offset == 41
+
+
+def test_the_fake_engine_is_a_servable() -> None:
+    from engine.serving import Servable
+
+    assert isinstance(FakeEngine(), Servable)  # the fake keeps to the protocol the daemon serves

@@ -1,0 +1,252 @@
+"""Every alert rule can fire: each test produces a rule's real condition against a real daemon on
+the real broker, with Debian's Prometheus scraping it, and waits for the rule's expression (from
+deploy/prometheus/alerts.yml, verbatim) to return a series. The ``for:`` durations are not waited
+out (promtool's unit tests cover them); one threshold is scaled, and says so: EverlastTransitionSlow
+(a transition of over 5 minutes) is checked with the daemon's real transition histogram against
+0 seconds.
+
+Waits are bounded polls with generous limits, never timings; a scenario that stalls prints every
+task's stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+
+from daemon.broker import EmbeddedBroker, free_port
+from tests.daemon.kafka_helpers import collect_ids, create_topics, produce, query_records, running, write_config
+from tests.daemon.test_rebalance import one_model_per_partition
+from tests.deploy.helpers import ALERTS, PROMETHEUS_HOW, alert_exprs, require_tool
+
+EXPRS = alert_exprs()
+SCALED = {"EverlastTransitionSlow": ("> 300", "> 0")}
+"""Thresholds a test cannot reach in reasonable time, replaced (old, new) in the expression."""
+
+
+def expr_of(alert: str) -> str:
+    e = EXPRS[alert]
+    if alert in SCALED:
+        old, new = SCALED[alert]
+        assert old in e, f"{alert}: the scaled threshold {old!r} is no longer in the rule"
+        e = e.replace(old, new)
+    return e
+
+
+class Prometheus:
+    """Debian's Prometheus scraping the targets listed in a file (1 s interval), with the rules."""
+
+    def __init__(self, root: Path) -> None:
+        self.exe = require_tool("prometheus", PROMETHEUS_HOW)
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.targets = root / "targets.json"
+        self.targets.write_text("[]")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        cfg = root / "prometheus.yml"
+        cfg.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(ALERTS)],
+            "scrape_configs": [{"job_name": "everlast", "file_sd_configs": [
+                {"files": [str(self.targets)], "refresh_interval": "1s"}]}],
+        }))
+        self.log = (root / "prometheus.log").open("wb")
+        self.proc = subprocess.Popen(
+            [self.exe, f"--config.file={cfg}", f"--storage.tsdb.path={root / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            cwd=root, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def scrape(self, *ports: int) -> None:
+        self.targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports]}] if ports else []))
+
+    def _query(self, expr: str) -> list[Any]:
+        q = urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(f"{self.base}/api/v1/query?{q}", timeout=5) as r:
+            return json.loads(r.read())["data"]["result"]  # type: ignore[no-any-return]
+
+    async def becomes_true(self, alert: str, timeout: float = 90.0, while_waiting: Callable[[], Awaitable[None]]
+                           | None = None) -> list[Any]:
+        """Poll the alert's expression until it returns a series (bounded)."""
+        expr = expr_of(alert)
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            if while_waiting is not None:
+                await while_waiting()
+            try:
+                last = await asyncio.to_thread(self._query, expr)
+            except OSError as exc:  # not listening yet
+                last = exc
+            if isinstance(last, list) and last:
+                return last
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"{alert}: `{expr}` did not become true in {timeout:.0f}s; last: {last!r}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@asynccontextmanager
+async def prometheus(root: Path) -> AsyncIterator[Prometheus]:
+    p = Prometheus(root)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+async def watchdog(aw: Awaitable[None], seconds: float) -> None:
+    try:
+        await asyncio.wait_for(aw, seconds)
+    except TimeoutError:
+        for t in asyncio.all_tasks():
+            t.print_stack(limit=8)
+        raise
+
+
+def home(model: str, partitions: int = 4) -> int:
+    parts = list(range(partitions))
+    return int(DefaultPartitioner()(model.encode(), parts, parts))
+
+
+@pytest.mark.broker
+@pytest.mark.asyncio
+async def test_privacy_and_data_alerts_fire(broker: EmbeddedBroker, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """GuaranteeWeak, the four halt and refusal alerts, the three dead-letter alerts, a transition,
+    and a failing checkpoint store that stalls the daemon while queries keep coming (CheckpointFailures,
+    ConsumerLagGrowing)."""
+    monkeypatch.setenv("EVERLAST_METRICS__EXPOSE_HALTS_USED", "true")
+    m, m2 = one_model_per_partition()[:2]
+    cfg, topics = write_config(tmp_path, broker.bootstrap, [m, m2])
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    q = topics["queries"]
+
+    async def scenario() -> None:
+        async with running(cfg) as st, prometheus(tmp_path / "prom") as prom:
+            prom.scrape(int(st["metrics_port"]))  # type: ignore[call-overload]
+            fired = await prom.becomes_true("EverlastGuaranteeWeak")
+            assert {s["metric"]["model"] for s in fired} == {m, m2}
+
+            # malformed records (10% of the traffic), and one on a partition its model does not live on
+            bad = [(m.encode(), b"\xc1", [])] * 200
+            await produce(broker.bootstrap, q, query_records(m2, np.linspace(0.1, 0.9, 1_800)) + bad)
+            p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+            await p.start()
+            try:
+                await p.send_and_wait(q, msgpack.packb({"id": "wp", "x": 0.5}), key=m.encode(),
+                                      partition=(home(m) + 1) % 4)
+            finally:
+                await p.stop()
+            for alert in ("EverlastDeadLetters", "EverlastDeadLetterRateHigh", "EverlastWrongPartitioner"):
+                await prom.becomes_true(alert)
+
+            # queries on the decision boundary spend the round's halt budget; the model halts and refuses
+            await produce(broker.bootstrap, q, query_records(m, np.full(2_500, 0.5), start_id=100_000))
+            await collect_ids(broker.bootstrap, topics["labels"], set(range(100_000, 102_500)))
+            for alert in ("EverlastHaltBudgetHot", "EverlastHaltBudgetCritical", "EverlastModelHalted",
+                          "EverlastRefusingQueries"):
+                fired = await prom.becomes_true(alert)
+                assert {s["metric"]["model"] for s in fired} == {m}, alert
+
+            # m2 completes its round (R = 20,000): a real transition feeds the histogram
+            await produce(broker.bootstrap, q, query_records(m2, np.random.default_rng(1).random(18_500),
+                                                             start_id=200_000))
+            await prom.becomes_true("EverlastTransitionSlow")
+
+            # the checkpoint store fails (m2's directory is gone, a file in its place) while queries
+            # keep coming: checkpoints are retried, the daemon stops consuming, the lag grows
+            ck = tmp_path / "ck" / m2
+            shutil.move(ck, tmp_path / "ck-moved")
+            ck.write_bytes(b"")
+            sent = [300_000]
+
+            async def keep_producing() -> None:
+                await produce(broker.bootstrap, q, query_records(m2, np.full(300, 0.3), start_id=sent[0]))
+                sent[0] += 300
+
+            await prom.becomes_true("EverlastCheckpointFailures", while_waiting=keep_producing)
+            await prom.becomes_true("EverlastConsumerLagGrowing", while_waiting=keep_producing)
+            ck.unlink()
+            shutil.move(tmp_path / "ck-moved", ck)
+        assert st["exit_code"] == 0
+
+    await watchdog(scenario(), 400)
+
+
+@pytest.mark.broker
+@pytest.mark.asyncio
+async def test_availability_alerts_fire(tmp_path: Path) -> None:
+    """BrokerDown, LogReset (the broker comes back empty), ModelsUnserved (another member of the
+    consumer group holds partitions), DaemonDown, DaemonAbsent."""
+    b = EmbeddedBroker().start()
+    models = one_model_per_partition()
+    cfg, topics = write_config(tmp_path, b.bootstrap, models)
+    names = [topics["queries"], topics["labels"], topics["dead_letters"]]
+    group = next(ln.split('"')[1] for ln in cfg.read_text().splitlines() if ln.startswith("group_id"))
+
+    async def scenario() -> None:
+        await create_topics(b.bootstrap, names)
+        async with prometheus(tmp_path / "prom") as prom:
+            async with running(cfg) as st:
+                prom.scrape(int(st["metrics_port"]))  # type: ignore[call-overload]
+                await produce(b.bootstrap, topics["queries"], query_records(models[0], np.linspace(0, 1, 500)))
+                await collect_ids(b.bootstrap, topics["labels"], set(range(500)))
+
+                b.stop()
+                await prom.becomes_true("EverlastBrokerDown")
+                b.start()  # the same address, an empty log
+                await create_topics(b.bootstrap, names)
+                await produce(b.bootstrap, topics["queries"],
+                              query_records(models[0], np.linspace(0, 1, 10), start_id=1_000))
+                await prom.becomes_true("EverlastLogReset")
+                await collect_ids(b.bootstrap, topics["labels"], set(range(1_000, 1_010)))
+
+                other = AIOKafkaConsumer(topics["queries"], bootstrap_servers=b.bootstrap, group_id=group,
+                                         enable_auto_commit=False, session_timeout_ms=2000,
+                                         heartbeat_interval_ms=200)
+                await other.start()
+                try:
+                    async def poll_other() -> None:
+                        await other.getmany(timeout_ms=100)
+
+                    await prom.becomes_true("EverlastModelsUnserved", while_waiting=poll_other)
+                finally:
+                    await other.stop()
+            await prom.becomes_true("EverlastDaemonDown")
+            prom.scrape()
+            await prom.becomes_true("EverlastDaemonAbsent")
+
+    try:
+        await watchdog(scenario(), 400)
+    finally:
+        b.stop()
+
+
+def test_every_alert_rule_has_a_firing_test() -> None:
+    here = Path(__file__).read_text()
+    missing = [a for a in EXPRS if f'"{a}"' not in here]
+    assert missing == [], f"alert rules without a firing test: {missing}"
