@@ -128,7 +128,7 @@ costs nothing on the training side), and the view's law is exactly ``probe.edge_
 def edge_round() -> RoundSpec:
     """The target-charged round of the band-edge attack (``flip``): eps0 = 0.15, hard cap c = 3, the
     halting test at c0 = c without noise (eps_h = 2^20); T = 1000, lambda = 1, R = 2000 queries (what a round
-    without a cap answers), lo = 300. Lemma TC claims 5.01 for its round (delta 1e-6); charging only
+    without a cap answers), lo = 300. Lemma TC claims 4.18 for its round (delta 1e-6); charging only
     c steps would claim 0.45."""
     return RoundSpec(T=EDGE_T, lam=1, R=2 * EDGE_T, c=EDGE_C, eps_bt=EDGE_EPS0, delta_bt=None, alpha=0.2,
                      m_S=EDGE_T // 10, m_D=EDGE_T, gamma=gap(EDGE_K0, EDGE_T), beta=0.05,

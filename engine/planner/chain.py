@@ -571,8 +571,8 @@ def _room(delta: float, d_in: float) -> float:
 
 def _refuse_in_round(step: Step, delta: float) -> Step:
     """Q0 whose own delta already reaches the target: the query chain cannot be certified at delta."""
-    note = (f"the halting test's hard-cap charge (1 + e^eps_h) delta_h = {step.delta:.3g} is not below the "
-            f"target delta = {delta:.3g} (a larger c - c0, or certify at a larger delta)")
+    note = (f"the halting test's hard-cap charge (Lemma Cap: (1 + e^eps_h) delta_h = {step.delta:.3g}) is not "
+            f"below the target delta = {delta:.3g} (widen c - c0, raise eps_h, or certify at a larger delta)")
     return Step.make("queries", step.name, step.lemma, math.inf, step.delta, dict(step.inputs), step.round,
                      valid=False, note=note)
 

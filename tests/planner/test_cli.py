@@ -98,7 +98,7 @@ def test_retired_values_and_flags_are_refused_with_the_reason(args: list[str], r
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--design", "paper", "--halting", "noisy"], "--design paper runs halting"),
-    (["--halting", "noisy", "--restarts", "per-top"], "unknown design"),
+    (["--halting", "noisy", "--restarts", "per-top"], "no design runs halting"),
     (["--halting", "sometimes"], "not one of noisy, paper"),
     (["--concept", "finite"], "--vc-dim"),
 ])

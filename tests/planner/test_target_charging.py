@@ -76,7 +76,7 @@ def test_round_certificate_rederived(eps0: float, m: int, c: int, R: int, Delta:
     assert math.isfinite(r.E) and r.K <= R
     tail = 0.0 if r.K >= R else float(stats.binom.cdf(c - 1, r.K, r.q))
     assert tail <= r.delta_tail
-    assert _rr_delta(eps0, r.K, r.E) + (1 + math.exp(r.E)) * tail <= Delta * (1 + 1e-9)
+    assert _rr_delta(eps0, r.K, r.E) + tail <= Delta * (1 + 1e-9)  # Lemma TC: delta_K + delta_tail
     assert r.q <= (1 - math.exp(-eps0 * m)) / (1 + math.exp(eps0)) * (1 + 1e-12)
 
 
