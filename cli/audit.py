@@ -113,7 +113,8 @@ def _fmt(x: Any) -> str:
 
 
 def _print_human(out: dict[str, Any]) -> None:
-    click.echo(f"audit: {out['game']} game, design {out['design']}, variant {out['variant']}, {out['trials']} "
+    what = f"design {out['design']}" if "design" in out else f"mechanism {out.get('mechanism', 'generic-bbl')}"
+    click.echo(f"audit: {out['game']} game, {what}, variant {out['variant']}, {out['trials']} "
                f"games ({out['trials_per_world']} per world), confidence {out['confidence']:.2f}")
     click.echo(f"{'attack':>9} {'claimed':>10} {'kind':>12} {'lower bound':>12} {'FPR':>7} {'FNR':>7}  verdict")
     for r in out["attacks"]:

@@ -67,7 +67,7 @@ class Targets:
     vc_dim: int | None = None
     """VC dimension for the finite class (required there); overrides the class's otherwise."""
     accounting: Accounting = "tight"
-    halts: HaltBudget = "paper"
+    halts: HaltBudget = "split-votes"
     k: float = 2.0
     """Safety factor of the split-votes halt budget."""
     rounds: int = 12

@@ -75,7 +75,9 @@ def test_nulls_where_impossible_and_runs_where_small(result: dict[str, Any]) -> 
         ns = m[name]["n_required"]
         assert len(set(ns)) == 1 and ns[0] is not None
         assert m[name]["computed_or_run"] == ["computed"] * 7
-        assert m[name]["query_privacy_proven"] is True  # the default design (issue 8)
+    # the default design with the realistic halt budget is proven query-private; with the paper's
+    # c = 64 alpha R its rounds exceed what the engine counts (R > 2^62): planned, not runnable
+    assert m["everlast_split_votes"]["query_privacy_proven"] is True
 
 
 def test_everlast_numbers_are_honest(result: dict[str, Any]) -> None:

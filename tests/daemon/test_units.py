@@ -160,11 +160,20 @@ def test_training_data_formats(tmp_path: Path) -> None:
 
 
 def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:
+    """The paper's design on a band too narrow for Theorem B's gap condition: no training-set epsilon
+    at all (a target-charged round always certifies one: K = R steps)."""
+    import json
+
     from daemon.model import ModelRuntime
 
     data, sched = write_model_files(tmp_path, "m", round_={**{"T": 200, "lam": 20, "R": 20_000, "c": 5_000},
                                                           "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,
                                                           "m_S": 400, "m_D": 10_000})
+    doc = json.loads(sched.read_text())
+    doc.update({"design": "paper", "halting": "paper", "restarts": "per-top"})
+    for r in doc["rounds"]:
+        r.update({"halt_eps": None, "halt_threshold": None})
+    sched.write_text(json.dumps(doc))
     cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\nschedule = "{sched}"\n'))
     with pytest.raises(ConfigError, match="certifies no training-set guarantee"):
         ModelRuntime.prepare(cfg.models[0])

@@ -11,6 +11,7 @@ import pytest
 
 from adversary_sim.iid import make_task
 from engine.concepts import from_spec
+from engine.design import PAPER
 from engine.errors import InvalidInput
 from engine.schedule import RoundSpec, Schedule
 from peers import evaluate, registry, sample_complexity
@@ -82,7 +83,7 @@ def test_everlast_adapter_runs_through_run_peer() -> None:
     spec = RoundSpec(T=50, lam=10, R=600, c=1000, eps_bt=0.5, delta_bt=1e-6, alpha=0.1, m_S=50, m_D=500)
     t = task()
     peer = registry.build("everlast", "thresholds", 800, EPS, DELTA, ALPHA, seed=1, task=t,
-                          schedule=Schedule((spec,), repeat_last=True, halting="paper", restarts="per-top"))
+                          schedule=Schedule((spec,), repeat_last=True, design=PAPER))
     r = evaluate.run_peer(peer, t, 2000, seed=2)
     assert r["queries"] == 2000 and r["answered"] + r["refused"] == 2000
     assert math.isnan(peer.privacy.epsilon)  # certified by the planner, not by the adapter
