@@ -1,0 +1,37 @@
+"""The other benchmarks' quick forms run and print one JSON object (CI keeps them from rotting).
+No timing is asserted: only that each runs and that its numbers are finite and positive."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _run(module: str) -> Any:
+    out = subprocess.run([sys.executable, "-m", module, "--quick"], capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout)
+
+
+def test_bench_learner_quick() -> None:
+    data = _run("bench.learner")
+    rows = data["rows"] if isinstance(data, dict) and "rows" in data else data
+    assert rows
+    flat = json.dumps(rows)
+    assert "NaN" not in flat and "Infinity" not in flat
+
+
+def test_bench_compare_quick() -> None:
+    data = _run("bench.compare")
+    assert isinstance(data, dict) and data.get("methods")
+    for m in data["methods"]:
+        ns = [x for x in m.get("n_required", []) if x is not None]
+        assert all(isinstance(x, int | float) and math.isfinite(x) and x > 0 for x in ns)
