@@ -43,7 +43,7 @@ MAX_COUNT = 1 << 60
 threshold stays inside int64."""
 MAX_QUERIES = 1 << 62
 """The largest R (queries per round) the engine counts."""
-QUERY_BLOCK = 8192
+QUERY_BLOCK = 32768
 """Draws per canonical block of a per-query stream (engine.noise)."""
 THRESHOLD_BLOCK = 1024
 """Draws per canonical block of a per-restart stream (the paper's threshold noise)."""

@@ -58,7 +58,7 @@ class IntervalEnsemble(Ensemble):
     def votes(self, x: Array) -> I64:
         inside_or_right = np.searchsorted(self.a, x, side="right")
         right = np.searchsorted(self.b, x, side="left")
-        return (inside_or_right - right).astype(np.int64)
+        return (inside_or_right - right).astype(np.int64, copy=False)
 
     def to_arrays(self) -> dict[str, Array]:
         return {"a": self.a, "b": self.b}

@@ -38,7 +38,7 @@ class ThresholdEnsemble(Ensemble):
         return int(self.t.size)
 
     def votes(self, x: Array) -> I64:
-        return np.searchsorted(self.t, x, side="right").astype(np.int64)
+        return np.searchsorted(self.t, x, side="right").astype(np.int64, copy=False)
 
     def to_arrays(self) -> dict[str, Array]:
         return {"t": self.t}

@@ -250,7 +250,7 @@ ENTROPY = 0x1234_5678_9ABC_DEF0_1122_3344
 def test_purposes_are_part_of_the_format() -> None:
     assert [(p.name, p.value) for p in Purpose] == [
         ("SAMPLING", 0), ("QUERY", 1), ("THRESHOLD", 2), ("HALT_QUERY", 3), ("HALT_THRESHOLD", 4)]
-    assert (QUERY_BLOCK, THRESHOLD_BLOCK) == (8192, 1024)
+    assert (QUERY_BLOCK, THRESHOLD_BLOCK) == (32768, 1024)
 
 
 def test_one_independent_stream_per_round_and_purpose() -> None:
