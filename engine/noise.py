@@ -159,10 +159,40 @@ def _attempts(g: np.random.Generator, m: int, num: int, den: int) -> tuple[I64, 
     return z, acc
 
 
+def _one(g: np.random.Generator, num: int, den: int) -> int:
+    """One DLap(num/den) draw by CKS Algorithm 2 with Python integers (for a handful of draws, where
+    the vectorized passes' fixed cost dominates): the same law, exactly."""
+
+    def bern_exp(u: int, d: int) -> bool:  # Bernoulli(exp(-u/d)), u <= d (Algorithm 1)
+        k = 1
+        while int(g.integers(0, d)) < u and (k == 1 or int(g.integers(0, k)) == 0):
+            k += 1
+        return k % 2 == 1
+
+    while True:
+        u = int(g.integers(0, num))
+        if not bern_exp(u, num):
+            continue
+        v = 0
+        while bern_exp(1, 1):
+            v += 1
+        y = min((u + num * v) // den, SATURATION)
+        b = int(g.integers(0, 2))
+        if b == 1 and y == 0:
+            continue
+        return -y if b == 1 else y
+
+
+SMALL = 8
+"""Requests of at most this many draws go through the scalar sampler (``_one``)."""
+
+
 def sample(g: np.random.Generator, scale: Fraction, n: int) -> I64:
     """n independent DLap(scale) draws (exact law, saturated at +-2^62), in a canonical order
     that depends only on ``g``'s state and n."""
     num, den = scale.numerator, scale.denominator
+    if n <= SMALL:
+        return np.array([_one(g, num, den) for _ in range(n)], dtype=np.int64)
     out = np.empty(n, dtype=np.int64)
     got = 0
     while got < n:

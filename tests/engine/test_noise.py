@@ -61,6 +61,27 @@ def test_pmf_and_both_tails_match_the_exact_law(scale: Fraction) -> None:
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("scale", SMALL_SCALES[:3], ids=str)
+def test_the_scalar_path_has_the_exact_law(scale: Fraction) -> None:
+    """Requests of at most noise.SMALL draws go through the scalar sampler (noise._one): the same
+    per-cell binomial tests and chi-square as the vectorized path."""
+    n = 160_000
+    t = float(scale)
+    g = np.random.default_rng(int(t * 977) + 5)
+    z = np.concatenate([noise.sample(g, scale, noise.SMALL) for _ in range(n // noise.SMALL)])
+    p = dlap_ratio(t)
+    k = max(1, int(math.log(n * (1 - p) / (1 + p) / 50) * t))
+    cells = list(range(-k, k + 1))
+    probs = [dlap_pmf(c, t) for c in cells] + [dlap_upper(k + 1, t), dlap_upper(k + 1, t)]
+    counts = [int(np.count_nonzero(z == c)) for c in cells] + [int(np.count_nonzero(z < -k)),
+                                                                int(np.count_nonzero(z > k))]
+    m = len(cells) + 3
+    for c, cnt, pr in zip([*cells, "<-K", ">K"], counts, probs, strict=True):
+        check_binomial(cnt, z.size, pr, m, f"scale {scale}, cell {c}")
+    check_chisquare(counts, probs, m, f"scale {scale}")
+
+
+@pytest.mark.statistical
 @pytest.mark.parametrize("scale", [noise.exact_scale(6e7), noise.exact_scale(123456.75), MAX_SCALE], ids=str)
 def test_large_scales_moments_tails_and_low_bits(scale: Fraction) -> None:
     """Where single values are too rare to count: the mean, E[Z^2] (CLT, with the exact fourth
