@@ -29,7 +29,7 @@ from engine.concepts.base import (
 )
 from engine.concepts.line import LabeledRanks, inverse_cdf, uniform_step
 from engine.concepts.random_order import random_order
-from engine.concepts.thresholds import midpoint_above, midpoint_below
+from engine.concepts.thresholds import midpoint_above, midpoint_below, sorted_search
 from engine.errors import CorruptState
 
 
@@ -56,9 +56,9 @@ class IntervalEnsemble(Ensemble):
         return int(self.a.size)
 
     def votes(self, x: Array) -> I64:
-        inside_or_right = np.searchsorted(self.a, x, side="right")
-        right = np.searchsorted(self.b, x, side="left")
-        return (inside_or_right - right).astype(np.int64, copy=False)
+        inside_or_right = sorted_search(self.a, x, "right")
+        right = sorted_search(self.b, x, "left")
+        return inside_or_right - right
 
     def to_arrays(self) -> dict[str, Array]:
         return {"a": self.a, "b": self.b}
