@@ -23,6 +23,7 @@ draws; the predictor, ``engine.diagnostics`` and the audits all draw through it.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -177,9 +178,11 @@ class NoisePlan:
         return self.hi - self.lo
 
 
+@functools.lru_cache(maxsize=1024)
 def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
     """The exact round the engine runs for ``spec`` under ``design``; ``InvalidSchedule`` (naming
-    the field) when it cannot run it exactly."""
+    the field) when it cannot run it exactly. A pure function of two frozen values (cached: a
+    schedule's last round repeats, and every transition asks for it)."""
     T = spec.T
     if not 1 <= T <= MAX_COUNT:
         raise InvalidSchedule(f"T = {T} is beyond what the engine counts exactly (2^60)")
