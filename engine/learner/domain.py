@@ -104,18 +104,26 @@ class Domain:
         """|X|, exactly (a Python int: up to 2^64 - 2^53 - 1)."""
         return self.hi_pos - self.lo_pos + 1
 
-    def positions(self, x: NDArray[np.float64], what: str = "query") -> NDArray[np.int64]:
-        """Positions of finite points (any shape); raises ``InvalidInput`` naming the first point
-        outside the domain by its position in the batch (never its value)."""
+    def _map(self, x: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        """(positions, outside) of finite points, elementwise; a position is meaningless where outside."""
         if self.kind == "grid":
             idx = np.searchsorted(self.points, x).astype(np.int64)
             inside = idx < self.points.size
             inside[inside] = self.points[idx[inside]] == x[inside]
-            bad = ~inside
-            pos = idx
-        else:
-            pos = to_ordinal(x)
-            bad = (pos < self.lo_pos) | (pos > self.hi_pos)
+            return idx, ~inside
+        pos = to_ordinal(x)
+        return pos, (pos < self.lo_pos) | (pos > self.hi_pos)
+
+    def outside(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per point (a row of a (n, d) batch: any coordinate), whether it lies outside the domain.
+        A function of the point and the declared domain alone."""
+        bad = self._map(x)[1]
+        return np.asarray(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.ndim > 1 else bad
+
+    def positions(self, x: NDArray[np.float64], what: str = "query") -> NDArray[np.int64]:
+        """Positions of finite points (any shape); raises ``InvalidInput`` naming the first point
+        outside the domain by its position in the batch (never its value)."""
+        pos, bad = self._map(x)
         if bad.any():
             first = int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1))) if bad.ndim > 1 else int(np.argmax(bad))
             raise InvalidInput(f"{what} point at position {first} lies outside the model's declared domain "
