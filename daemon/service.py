@@ -530,6 +530,8 @@ class Service:
 
     def _publish(self, m: Served) -> None:
         g = self.metrics
+        if not m.engine.has_rounds:  # no round, halt or round-progress series (everlast_model_info says so)
+            return
         g.round.labels(model=m.id).set(m.round)
         g.halted.labels(model=m.id).set(1 if m.phase is Phase.HALTED else 0)
         if m.broken:
