@@ -108,6 +108,34 @@ def n_required(epsilon: float, alpha: float, beta: float, ln_h: float) -> Learne
     return LearnerBound(n, epsilon, alpha, beta, ln_h, b_em, beta - b_em, em_errors(epsilon, ln_h, b_em))
 
 
+EXPECTED_SPLITS = tuple(i / 50 for i in range(25, 50))
+"""alpha' / alpha fractions searched by ``n_expected_error``."""
+
+
+def n_expected_error(epsilon: float, alpha: float, ln_h: float) -> LearnerBound:
+    """The smallest n (over the split grids) for which Theorem L2 proves an *expected* error
+    E[err_D(h)] <= alpha: at (alpha', beta') with alpha' + beta' = alpha, since err_D <= 1 gives
+    E[err_D] <= alpha' + P[err_D > alpha'] <= alpha' + beta'. (``everlast compare``'s criterion.)"""
+    _check(epsilon, alpha, 0.5)
+    best: LearnerBound | None = None
+    for f in EXPECTED_SPLITS:
+        b = n_required(epsilon, f * alpha, alpha - f * alpha, ln_h)
+        if best is None or (b.n_required or 0) < (best.n_required or 0):
+            best = b
+    assert best is not None
+    return best
+
+
+def expected_error_holds(n: int, epsilon: float, alpha: float, ln_h: float) -> bool:
+    """Whether ``n_expected_error(epsilon, alpha, ln_h).n_required <= n`` (Theorem L2's condition is
+    monotone in n, so it is whether some pair of splits holds at n)."""
+    for f in EXPECTED_SPLITS:
+        a, b = f * alpha, alpha - f * alpha
+        if any(holds(n, epsilon, a, b, ln_h, g * b) for g in SPLITS):
+            return True
+    return False
+
+
 def best_alpha(n: int, epsilon: float, beta: float, ln_h: float) -> float:
     """The smallest alpha Theorem L2 proves with n examples (1.0 if none below 1)."""
     _check(epsilon, 0.5, beta)
