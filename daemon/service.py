@@ -276,8 +276,9 @@ class Service:
                     cks[s.id] = ck
                     state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
                         " (suspended)" if s.suspension is not None else "")
-                    log.info("model %s %s at offset %d on partition %d, round %d%s", s.id,
-                             "restored" if restored else "created", s.offset, part, s.round, state)
+                    rounds = f"round {s.round}" if s.engine.has_rounds else "no rounds (private learner)"
+                    log.info("model %s %s at offset %d on partition %d, %s%s", s.id,
+                             "restored" if restored else "created", s.offset, part, rounds, state)
                 proc = PartitionProcessor(part, served, self.models.keys(), start, self.encoder)
                 ck_part = PartitionCheckpoint(
                     part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,

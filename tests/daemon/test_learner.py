@@ -262,3 +262,20 @@ def test_metrics_have_no_round_or_halt_series_and_say_so(tmp_path: Path) -> None
         assert part in info
     assert f'everlast_training_examples{{model="pl"}} {float(N)}' in text
     assert 'everlast_guarantee_accuracy{model="pl",quantity="beta"} 0.05' in text
+
+
+# -- the docs' examples -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/OPERATIONS.md"])
+def test_the_documented_learner_config_starts(tmp_path: Path, doc: str) -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "private-learner" in b]
+    assert blocks
+    data = write_data(tmp_path)
+    for b in blocks:
+        (tmp_path / "c.toml").write_text(re.sub(r'data = "[^"]*"', f'data = "{data}"', b))
+        m = ModelRuntime.prepare(load(tmp_path / "c.toml").models[0])
+        assert m.mechanism == "private-learner" and m.guarantee.epsilon_training == 1.0
