@@ -135,7 +135,7 @@ class Metrics:
         self.model.labels(model=model).info({
             "mechanism": mechanism, "concept": concept,
             "rounds": "none" if learner else "yes", "halts": "never" if learner else "possible",
-            "domain": str(details.get("domain", "")),
+            "domain": str(details.get("domain_kind", "")),  # float64 | range | grid: a fixed set
         })
         self.training_examples.labels(model=model).set(n_train)
         if learner:

@@ -103,7 +103,7 @@ class ModelRuntime:
                 "refused, on it answered (docs/PRIVACY.md 17.1). Declare the domain before seeing the data (the "
                 "values the input can take), or use a range or all of float64."
             )
-        g = learner_guarantee(cfg, n, domain.size, domain.describe())
+        g = learner_guarantee(cfg, n, domain.size, domain.describe(), domain.kind)
         return cls(cfg, concept, None, g, n, domain)
 
     def meta(self, partitions: int | None) -> dict[str, Any]:

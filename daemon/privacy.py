@@ -112,7 +112,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
 LEARNER_CLAIM = "Theorem L1, docs/PRIVACY.md section 17.2"
 
 
-def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str) -> Guarantee:
+def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, domain_kind: str) -> Guarantee:
     """The private learner's certificate for the configuration and n (``engine.planner.mechanisms``):
     training set (epsilon, 0)-DP, queries (0, 0)-DP, and the accuracy Theorem L2 proves at n.
     Refused (``ConfigError``, saying what would work) when an ``alpha`` is configured that n
@@ -136,7 +136,8 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str) -
         warnings.append(f"with n = {n} Theorem L2 proves no useful accuracy (alpha = {alpha_n:.3g} at beta = "
                         f"{lc.beta:g}); `everlast plan --mechanism private-learner` says how many examples it needs")
     details = {
-        "concept": cfg.concept, "d": cfg.d, "domain": domain, "domain_size": str(domain_size), "n_train": n,
+        "concept": cfg.concept, "d": cfg.d, "domain": domain, "domain_kind": domain_kind,
+        "domain_size": str(domain_size), "n_train": n,
         "rounds": False, "halts": False, "claim": LEARNER_CLAIM,
         "alpha_proven": alpha_n, "beta": lc.beta, "accuracy_theorem": "Theorem L2, docs/PRIVACY.md section 17.4",
         "alpha_target": lc.alpha, "n_required": c.n_required if lc.alpha is not None else None,
