@@ -28,6 +28,13 @@ For fixed (epsilon, delta, alpha) and the synthetic thresholds task of ``adversa
    against |X| (it grows with ln|X| and is impossible on the reals), everlast's (independent of
    |X|), and runs of the learner on grids of each size.
 
+The private learner's rows are the mechanism the daemon serves (``mechanism = "private-learner"``,
+``engine.learner``, sampled exactly; docs/PRIVACY.md section 17), run through
+``peers.served_learner``: on all finite float64 (what the daemon receives) and on a grid. Their n is
+Theorem L2's for the comparison's criterion, expected error <= alpha
+(``engine.planner.learner.n_expected_error``; ``everlast plan --mechanism private-learner`` prints
+the (alpha, beta) form). The row "X = reals" stays: on the reals no private learner exists.
+
 Everlast's n is the planner's n for its default design, the cheapest one whose query privacy is
 proven (docs/PRIVACY.md): it certifies the training set and the queries at the target epsilon.
 The JSON says which design next to every everlast number.
@@ -58,8 +65,8 @@ from engine.design import PAPER
 from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, learning, plan
 from engine.planner import bt as bt_math
 from engine.schedule import RoundSpec, Schedule
-from peers import accounting, dagan_feldman, design, evaluate, registry, sample_complexity
-from peers.base import PeerError, PrivacyAccounting, StreamPredictor
+from peers import accounting, dagan_feldman, design, evaluate, registry, sample_complexity, served_learner
+from peers.base import Grid, PeerError, PrivacyAccounting, StreamPredictor
 
 HORIZONS: tuple[int, ...] = tuple(10**e for e in range(3, 10))
 DEFAULT_N: tuple[int, ...] = (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000)
@@ -103,8 +110,14 @@ METHODS: tuple[Method, ...] = (
            "training set: c AboveThreshold instances; the gate's state depends on earlier queries"),
     Method("private_learner", "Private learner (KLNRS 2008), X = reals", "private_learner", True,
            "impossible on an infinite domain (thresholds on the reals have no private learner)"),
-    Method("private_learner_grid", "Private learner (KLNRS 2008), finite grid", "private_learner", True,
-           "training set: one hypothesis by the exponential mechanism (pure eps), then answers forever"),
+    Method("private_learner_float64", "Private learner (served, mechanism = private-learner), X = float64",
+           "served_learner", True,
+           "training set: one threshold on all finite doubles by the exponential mechanism, sampled exactly "
+           "(pure eps, Theorem L1); queries 0-DP; answers forever"),
+    Method("private_learner_grid", "Private learner (served, mechanism = private-learner), finite grid",
+           "served_learner", True,
+           "training set: one threshold on the grid by the exponential mechanism, sampled exactly (pure eps, "
+           "Theorem L1); queries 0-DP; answers forever"),
     Method("dagan_feldman", "Dagan-Feldman 2020 (single-query, composed)", "dagan_feldman", True,
            "training set: Q-fold composition of the per-query guarantee; then refuses"),
     Method("everlast", "everlast (planner, halts=paper)", "everlast", False,
@@ -189,15 +202,28 @@ def peer_n_required(name: str, horizon: int, s: Settings) -> tuple[int | None, s
     """(n, status) for a peer: status "ok", "impossible" or "unavailable"."""
     if name == "private_learner":
         return None, "impossible"
-    domain = s.grid_size if name == "private_learner_grid" else None
-    method = "private_learner" if name == "private_learner_grid" else name
+    if name in LEARNER_NAMES:
+        return learner_n(s, s.grid_size if name == "private_learner_grid" else None), "ok"
     try:
-        req = sample_complexity.n_required(method, horizon, s.epsilon, s.delta, s.alpha, domain)
+        req = sample_complexity.n_required(name, horizon, s.epsilon, s.delta, s.alpha, None)
     except (ArithmeticError, ValueError) as exc:
         return None, f"unavailable: {exc}"
     if req.n_required is None:
         return None, req.computed_or_run
     return req.n_required, "ok"
+
+
+LEARNER_NAMES = ("private_learner_float64", "private_learner_grid")
+
+
+def learner_n(s: Settings, domain_size: int | None) -> int:
+    """The served learner's n (Theorem L2, expected error <= alpha) on a grid, or on float64 (None)."""
+    return _learner_n(s.epsilon, s.alpha, domain_size)
+
+
+@lru_cache(maxsize=64)
+def _learner_n(epsilon: float, alpha: float, domain_size: int | None) -> int:
+    return served_learner.n_required(epsilon, alpha, None if domain_size is None else Grid(0.0, 1.0, domain_size))
 
 
 @lru_cache(maxsize=4)
@@ -418,13 +444,23 @@ def run_horizon(name: str, n: int, horizon: int, s: Settings, task: Task) -> dic
 
 
 def learner_crossover_log2(n_everlast: int, s: Settings) -> float:
-    """log2 of the domain size at which the generic private learner's bound needs n_everlast
-    examples: ln(|X| + 1) = ln(alpha/2) - ln(e^{-n alpha/16} + e^{-eps n alpha/8})
-    (``design.learner_error_bound`` solved for |X|, in log space)."""
-    a = -n_everlast * s.alpha / 16.0
-    b = -s.epsilon * n_everlast * s.alpha / 8.0
-    log_sum = max(a, b) + math.log1p(math.exp(min(a, b) - max(a, b)))
-    return (math.log(s.alpha / 2.0) - log_sum) / math.log(2.0)
+    """log2 of the domain size at which the served learner's Theorem L2 (expected error <= alpha)
+    needs n_everlast examples: the largest ln|H| whose n fits (bisection in log space; |H| = 2(|X| + 1)
+    for thresholds). A display number: the float evaluation at n ~ 10^16 is approximate."""
+    from engine.planner import learner as pl
+
+    def fits(ln_h: float) -> bool:
+        return pl.expected_error_holds(n_everlast, s.epsilon, s.alpha, ln_h)
+
+    lo, hi = math.log(2.0), 2.0 * math.log(2.0)
+    if not fits(lo):
+        return 0.0
+    while fits(hi):
+        lo, hi = hi, hi * 2.0
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo / math.log(2.0) - 1.0
 
 
 def domain_effect(s: Settings, everlast: dict[str, dict[str, Any]], task: Task,
@@ -432,10 +468,10 @@ def domain_effect(s: Settings, everlast: dict[str, dict[str, Any]], task: Task,
     """Computed n vs |X| for the private learner and everlast, and runs of the learner."""
     finite = sorted(d for d in s.domain_sizes if d is not None)
     run_queries = min(s.queries, 100_000)
-    n_fixed = sample_complexity.private_learner_n(finite[0], s.epsilon, s.alpha) if finite else None
+    n_fixed = learner_n(s, finite[0]) if finite else None
     rows: list[dict[str, Any]] = []
     for d in s.domain_sizes:
-        n_pl = sample_complexity.private_learner_n(d, s.epsilon, s.alpha)
+        n_pl = learner_n(s, d) if d is not None else None
         row: dict[str, Any] = {
             "domain_size": d,
             "log2_domain_size": None if d is None else math.log2(d),
@@ -459,9 +495,11 @@ def domain_effect(s: Settings, everlast: dict[str, dict[str, Any]], task: Task,
         "rows": rows,
         "fixed_n": n_fixed,
         "run_queries": run_queries,
+        "float64_n": learner_n(s, None),
         "note": ("everlast's n does not depend on |X| (the planner's inputs are epsilon, delta, alpha, beta "
                  "and the VC dimension, 1 for thresholds on any ordered domain); the learner's bound grows "
-                 "with ln|X|, but on i.i.d. data from a smooth distribution its runs do not show it"),
+                 "with ln|X| (Theorem L2, docs/PRIVACY.md 17.4), but on i.i.d. data from a smooth distribution "
+                 "its runs do not show it"),
     }
     for name in EVERLAST_NAMES:
         n_ev = everlast[name].get("n_required")
@@ -538,6 +576,9 @@ def compute(s: Settings, beyond: bool = True) -> dict[str, Any]:
             }
             if m.name == "private_learner_grid":
                 entry["domain_size"] = s.grid_size
+            if m.name in LEARNER_NAMES:
+                entry["n_criterion"] = ("Theorem L2 (docs/PRIVACY.md 17.4) at alpha' + beta' = alpha: expected error "
+                                        "<= alpha, the table's criterion")
             if m.name in EVERLAST_NAMES:
                 entry["plan"] = everlast[m.name]
                 entry["query_privacy_proven"] = bool(everlast[m.name].get("query_privacy_proven"))
@@ -755,14 +796,19 @@ def markdown(result: dict[str, Any], command: str) -> str:
             f"up to {_qlabel(result['extrapolation']['exact_up_to'])}, its Gaussian-DP limit beyond), never run. "
             f"For scale: 10^9 queries a second for a century is about 3e18 queries.")
         log2x = dom.get("log2_domain_crossover_everlast_split_votes")
+        pl_f = M["private_learner_float64"]
         summary.append(
-            f"* **On a finite domain the private learner beats everlast outright.** With |X| = "
-            f"2^{round(math.log2(pl_grid.get('domain_size') or 2))} it needs {fmt_n(pl_grid['n_required'][0])} "
-            "examples for *every* horizon and then answers forever. Its bound grows with ln|X|, and reaches "
-            f"everlast's split-votes n only when a point of X needs about {fmt_n(log2x)} bits.")
+            f"* **On float inputs the private learner beats everlast outright.** Every double the daemon receives "
+            f"lies in a finite set, and the learner it serves (`mechanism = \"private-learner\"`, sampled "
+            f"exactly) needs {fmt_n(pl_f['n_required'][0])} examples on all finite doubles and "
+            f"{fmt_n(pl_grid['n_required'][0])} on a grid of |X| = "
+            f"2^{round(math.log2(pl_grid.get('domain_size') or 2))} points, for *every* horizon, and then answers "
+            "forever with queries 0-DP. Its bound grows with ln|X|, and reaches everlast's split-votes n only when "
+            f"a point of X needs about {fmt_n(log2x)} bits.")
     summary.append(
         "* **Where everlast wins, and only there:** its n does not grow with Q (it relabels queries and "
-        "retrains, forever), and it needs no finite domain (thresholds on the reals have no private learner). "
+        "retrains, forever), and it needs no finite domain (thresholds on the reals, or inputs of unbounded "
+        "precision, have no private learner). "
         "Its answers also protect the queriers' points (its default design's query privacy is proven, "
         "docs/PRIVACY.md), which the sparse-vector peer does not; the peers that compose over queries protect "
         "them only until their budget runs out.")
@@ -831,9 +877,11 @@ def markdown(result: dict[str, Any], command: str) -> str:
 
     parts.append("## Domain size |X| (thresholds on a finite grid)\n")
     parts.append("The generic private learner needs a finite domain and its n grows with ln|X|; everlast's n does "
-                 "not depend on |X|. Runs: the learner on a grid of |X| points in [0, 1] (task points snapped to "
-                 f"the grid) at its computed n and at a fixed n = {fmt_n(dom['fixed_n'])}, "
-                 f"{fmt_n(dom['run_queries'])} queries each.\n")
+                 "not depend on |X|. The learner is the one the daemon serves (`engine.learner`, exact sampler), "
+                 "its n Theorem L2's for expected error ≤ alpha (docs/PRIVACY.md 17.4); on all finite doubles "
+                 f"(|X| ≈ 2^64) it needs {fmt_n(dom.get('float64_n'))}. Runs: the learner on a grid of |X| points in "
+                 "[0, 1] (task points snapped to the grid) at its computed n and at a fixed n = "
+                 f"{fmt_n(dom['fixed_n'])}, {fmt_n(dom['run_queries'])} queries each.\n")
     rows = []
     for r in dom["rows"]:
         d = r["domain_size"]
@@ -919,8 +967,8 @@ def readme_section(result: dict[str, Any], command: str) -> str:
     M = _methods(result)
     ev_s = M["everlast_split_votes"]["n_required"][0]
     ev_p = M["everlast"]["n_required"][0]
-    names = ("dwork_feldman", "sparse_vector", "dagan_feldman", "private_learner_grid", "everlast_split_votes",
-             "everlast")
+    names = ("dwork_feldman", "sparse_vector", "dagan_feldman", "private_learner_float64", "private_learner_grid",
+             "everlast_split_votes", "everlast")
     idx = [i for i, q in enumerate(result["horizons"]) if round(math.log10(q)) in (3, 6, 9)] or \
         list(range(len(result["horizons"])))
     rows = [[_label(M[nm]), *(fmt_n(M[nm]["n_required"][i]) for i in idx)] for nm in names]
@@ -943,8 +991,9 @@ def readme_section(result: dict[str, Any], command: str) -> str:
         f"{table}\n\n"
         f"{verdict} Dwork–Feldman's n grows like sqrt(Q), but passes "
         f"everlast's {fmt_n(ev_s)} (split-votes halt budget) only at Q* ≈ {q_s} queries, and its "
-        f"{fmt_n(ev_p)} (the planner's default halt budget) at Q* ≈ {q_p}. On a finite domain the private "
-        "learner needs a few thousand examples for any horizon. everlast's advantages: its n does not grow "
+        f"{fmt_n(ev_p)} (the planner's default halt budget) at Q* ≈ {q_p}. On float inputs (a finite domain) "
+        "the private learner the daemon also serves (`mechanism = \"private-learner\"`) needs a few thousand "
+        "examples for any horizon, with queries 0-DP. everlast's advantages: its n does not grow "
         "with Q, it needs no finite domain, and its default design protects the queries too (proven, "
         "docs/PRIVACY.md).\n\n"
         f"Regenerate the tables and plots: `{command}`\n"
@@ -960,6 +1009,7 @@ _STYLE: dict[str, tuple[str, str]] = {
     "sparse_vector": ("tab:orange", "D"),
     "private_learner": ("tab:olive", "x"),
     "private_learner_grid": ("tab:green", "v"),
+    "private_learner_float64": ("tab:cyan", "<"),
     "dagan_feldman": ("tab:purple", "^"),
     "everlast": ("tab:red", "*"),
     "everlast_split_votes": ("darkred", "P"),
@@ -1071,7 +1121,7 @@ def write_plots(result: dict[str, Any], img: Path) -> list[Path]:
     fin = [r for r in dom["rows"] if r["domain_size"] is not None]
     xs = [r["log2_domain_size"] for r in fin]
     b1.plot(xs, [r["private_learner_n"] for r in fin], color=_STYLE["private_learner_grid"][0], marker="v",
-            label="private learner (computed)")
+            label="private learner, Theorem L2 (computed)")
     ev_text = "; ".join(f"{M[name]['label']}: n = {fmt_n(M[name]['n_required'][0])} for every |X|"
                         for name in EVERLAST_NAMES)
     b1.text(0.02, 0.97, "off the chart, the same for every |X| and on the reals:\n" + ev_text.replace("; ", "\n"),

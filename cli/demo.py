@@ -1,8 +1,10 @@
-"""``everlast demo``: the main job end to end on one machine.
+"""``everlast demo``: the main job end to end on one machine, both mechanisms side by side.
 
-Writes a sample model (a synthetic training set and a small explicit schedule), starts the daemon on
-the embedded broker, replays an i.i.d. stream through Kafka, and prints a summary of the answers,
-the rounds and the guarantee the planner certifies for the sample.
+Writes two sample models of the same task (a hidden threshold): GenericBBL (``demo``: a synthetic
+training set and a small explicit schedule) and the generic private learner (``demo-learner``:
+the planner's n for epsilon = 1, alpha = 0.1, a few thousand examples, docs/PRIVACY.md section 17).
+Starts the daemon on the embedded broker, replays the same i.i.d. stream through Kafka to both, and
+prints, for each, a summary of the answers and the guarantee it certifies.
 """
 
 from __future__ import annotations
@@ -34,11 +36,33 @@ from engine.schedule import Schedule
 SAMPLE_ROUND: dict[str, Any] = {"T": 16_000, "lam": 5, "R": 80_000, "alpha": 0.1, "m_S": 1_000, "m_D": 80_000}
 
 
-def write_sample(root: Path, n: int, seed: int) -> Path:
-    """A training set labeled by a hidden threshold, a schedule, and a config using them."""
+LEARNER = "demo-learner"
+LEARNER_EPSILON = 1.0
+
+
+def planner_learner_n(epsilon: float = LEARNER_EPSILON, alpha: float = 0.1) -> int:
+    """The planner's n for the private learner (thresholds on all finite doubles, Theorem L2)."""
+    from engine.planner import Targets
+    from engine.planner.mechanisms import learner_cost
+
+    n = learner_cost(Targets(epsilon=epsilon, alpha=alpha)).n_required
+    assert n is not None
+    return n
+
+
+def write_sample(root: Path, n: int, seed: int, n_learner: int | None = None) -> Path:
+    """Training sets labeled by a hidden threshold, a schedule, and a config using them: GenericBBL's
+    model ``demo`` and, with ``n_learner``, the private learner's ``demo-learner`` (its own
+    examples of the same task; its fit draws OS entropy: the learner takes no seed)."""
     task = make_task(from_spec({"name": "thresholds"}), "uniform", seed=seed)
     x, y = task.sample(np.random.default_rng([seed, 0]), n)
     np.savez(root / "train.npz", x=x, y=y)
+    learner = ""
+    if n_learner is not None:
+        xl, yl = task.sample(np.random.default_rng([seed, 1]), n_learner)
+        np.savez(root / "learner.npz", x=xl, y=yl)
+        learner = (f'[[models]]\nid = "{LEARNER}"\ndata = "{root / "learner.npz"}"\nmechanism = "private-learner"\n'
+                   f"learner = {{ epsilon = {LEARNER_EPSILON} }}\n")
     sched = Schedule((hand_round(**SAMPLE_ROUND),), repeat_last=True)  # the default design
     (root / "schedule.json").write_text(json.dumps(sched.to_dict()))
     cfg = root / "everlast.toml"
@@ -48,26 +72,32 @@ def write_sample(root: Path, n: int, seed: int) -> Path:
         f'[checkpoint]\ndir = "{root / "checkpoints"}"\n'
         "[metrics]\nport = 0\n"
         f'[[models]]\nid = "demo"\ndata = "{root / "train.npz"}"\nschedule = "{root / "schedule.json"}"\n'
-        f"seed = {seed}\n"
+        f"seed = {seed}\n" + learner
     )
     return cfg
 
 
 @click.command()
-@click.option("--queries", type=click.IntRange(min=1), default=240_000, show_default=True)
+@click.option("--queries", type=click.IntRange(min=1), default=240_000, show_default=True,
+              help="Queries replayed to each model (the same stream to both).")
 @click.option("--n", "n", type=click.IntRange(min=1), default=100_000, show_default=True,
-              help="Size of the sample training set.")
-@click.option("--seed", type=int, default=1, show_default=True)
+              help="Size of GenericBBL's sample training set.")
+@click.option("--learner-n", type=click.IntRange(min=1), default=None,
+              help="Size of the private learner's training set [default: the planner's n for epsilon = 1, "
+                   "alpha = 0.1 (2,229)].")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of the task, the streams and GenericBBL's sample (the learner's fit draws OS entropy).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def demo(queries: int, n: int, seed: int, as_json: bool) -> None:
-    """Serve a sample model on the embedded broker and replay a stream through it."""
+def demo(queries: int, n: int, learner_n: int | None, seed: int, as_json: bool) -> None:
+    """Serve GenericBBL and the private learner on the embedded broker; replay one stream to both."""
     from daemon import logs
     from daemon.app import serve
     from daemon.config import load
 
+    n_learner = learner_n if learner_n is not None else planner_learner_n()
     logs.setup("text", "WARNING")
     with tempfile.TemporaryDirectory(prefix="everlast-demo-") as tmp:
-        cfg = load(write_sample(Path(tmp), n, seed))
+        cfg = load(write_sample(Path(tmp), n, seed, n_learner))
         task = make_task(from_spec({"name": "thresholds"}), "uniform", seed=seed)
 
         async def main() -> dict[str, Any]:
@@ -80,23 +110,68 @@ def demo(queries: int, n: int, seed: int, as_json: bool) -> None:
                 served.result()
             svc = status["service"]
             try:
-                with progress(queries, "demo") as bar:
-                    rep = await replay(status["bootstrap"], cfg.topics.queries, cfg.topics.labels, "demo",
-                                       IIDStream(task, seed), queries, batch=2000, progress=bar.update)
+                with progress(2 * queries, "demo") as bar:
+                    # the same seed: the same i.i.d. stream to both models, replayed concurrently
+                    reps = await asyncio.gather(*(
+                        replay(status["bootstrap"], cfg.topics.queries, cfg.topics.labels, model,
+                               IIDStream(task, seed), queries, batch=2000, progress=bar.update)
+                        for model in ("demo", LEARNER)))
             finally:
                 stop.set()
                 await served
-            g = svc.models["demo"].guarantee
-            return {**rep.to_json(), "guarantee": g.to_json()}
+            out: dict[str, Any] = {**reps[0].to_json(), "guarantee": svc.models["demo"].guarantee.to_json(),
+                                   "n_train": n}
+            out["learner"] = {**reps[1].to_json(), "guarantee": svc.models[LEARNER].guarantee.to_json(),
+                              "n_train": n_learner, "model": LEARNER}
+            return out
 
         out = asyncio.run(main())
     if as_json:
         emit_json(out)
         return
-    click.echo("everlast demo: the daemon on the embedded broker, a stream replayed through Kafka")
+    click.echo("everlast demo: two models on the embedded broker, the same i.i.d. stream replayed through Kafka "
+               "to both\n")
+    click.echo(side_by_side(out) + "\n")
+    click.echo(f"GenericBBL (model demo, n = {n:,}):")
     print_summary(out)
-    g = out["guarantee"]
-    click.echo("certified: " + demo_guarantee(g))
+    click.echo("certified: " + demo_guarantee(out["guarantee"]) + "\n")
+    lo = out["learner"]
+    click.echo(f"Private learner (model {LEARNER}, n = {n_learner:,}):")
+    print_summary(lo)
+    click.echo("certified: " + learner_guarantee(lo["guarantee"]))
+
+
+def side_by_side(out: dict[str, Any]) -> str:
+    """Both mechanisms in one table: data, certificates, what the stream saw."""
+
+    def eps(v: float | None, d: float) -> str:
+        return "none" if v is None or not math.isfinite(v) else f"({v:.3g}, {d:.2g})"
+
+    def row(name: str, n: int, r: dict[str, Any]) -> str:
+        g = r["guarantee"]
+        acc = "-" if r["accuracy"] is None else f"{r['accuracy']:.4f}"
+        refused = r["statuses"].get("refused", 0)
+        q = eps(g["epsilon_queries"], g["delta"]) if g["query_private"] else "not certified"
+        return (f"| {name} | {n:,} | {eps(g['epsilon_training'], g['delta'])} | {q} | {acc} | "
+                f"{r['answered']:,} | {refused:,} |")
+
+    return "\n".join([
+        "| mechanism | n | training (eps, delta) | queries (eps, delta) | accuracy | answered | refused |",
+        "|---|---|---|---|---|---|---|",
+        row("generic-bbl", out["n_train"], out),
+        row("private-learner", out["learner"]["n_train"], out["learner"]),
+    ])
+
+
+def learner_guarantee(g: dict[str, Any]) -> str:
+    """The private learner's certificate in one sentence (docs/PRIVACY.md section 17)."""
+    eps = g["epsilon_training"]
+    acc = (f"error <= {g['alpha_proven']:.3g} with probability >= {1 - g['beta']:.3g}" if g["alpha_proven"] < 1.0
+           else "no accuracy proven at this n")
+    return (f"training set ({eps:.4g}, 0)-DP ({strength(eps)}; {g['claim']}); queries (0, 0)-DP (each answer "
+            f"depends only on the released hypothesis and its own query); no rounds, never halts; accuracy in the "
+            f"realizable case ({g['accuracy_theorem']}): {acc}. Inputs must be floats: on inputs of unbounded "
+            "precision only GenericBBL applies.")
 
 
 def demo_guarantee(g: dict[str, Any]) -> str:

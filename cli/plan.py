@@ -185,7 +185,7 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
     else:
         click.echo(plan_text(p, achievable, costs))
         if compared is not None:
-            click.echo("\nMechanisms (same targets; docs/PRIVACY.md sections 3-9 and 16):\n"
+            click.echo("\nMechanisms (same targets; docs/PRIVACY.md sections 3-9 and 17):\n"
                        + mech.comparison_text(compared))
 
 

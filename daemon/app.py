@@ -29,6 +29,14 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
     for mc in cfg.models:
         m = ModelRuntime.prepare(mc)
         g = m.guarantee
+        if m.mechanism == "private-learner":
+            log.info("model %s: %s", m.id, learner_line(m))
+            for w in g.warnings[1:]:
+                log.warning("model %s: %s", m.id, w)
+            if g.weak:
+                log.warning("model %s: the training-set guarantee is weak (epsilon %.4g)", m.id, g.epsilon_training)
+            models[m.id] = m
+            continue
         eps_t = "none" if g.epsilon_training == float("inf") else f"{g.epsilon_training:.4g}"
         eps_q = "none" if g.epsilon_queries == float("inf") else f"{g.epsilon_queries:.4g}"
         log.info(
@@ -51,6 +59,17 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
             )
         models[m.id] = m
     return models
+
+
+def learner_line(m: ModelRuntime) -> str:
+    """The private learner's certificate in one line (public numbers only)."""
+    g, dt = m.guarantee, m.guarantee.details
+    cls = m.concept.name + (f" on R^{m.cfg.d}" if m.cfg.concept == "stumps" else "")
+    acc = (f"error <= {dt['alpha_proven']:.3g} with probability >= {1 - dt['beta']:.3g}"
+           if dt["alpha_proven"] < 1.0 else "no accuracy proven at this n")
+    return (f"private-learner (exponential mechanism) over {cls} on {dt['domain']}, n={m.n_train}: "
+            f"training set ({g.epsilon_training:.4g}, 0)-DP ({dt['claim']}), queries (0, 0)-DP; no rounds, never "
+            f"halts; accuracy in the realizable case ({dt['accuracy_theorem']}): {acc}")
 
 
 def warn_operator(cfg: Config) -> None:
@@ -78,7 +97,7 @@ async def serve(
     models = prepare_models(cfg)
     warn_operator(cfg)
     metrics = Metrics()
-    metrics.declare(models)
+    metrics.declare(models, without_rounds={m.id for m in models.values() if m.mechanism == "private-learner"})
     try:
         metrics.build.info({"version": version("everlast")})
     except PackageNotFoundError:
@@ -89,6 +108,7 @@ async def serve(
         metrics.eps.labels(model=m.id, protects="queries").set(g.epsilon_queries)
         metrics.delta.labels(model=m.id, protects="training").set(g.delta)
         metrics.delta.labels(model=m.id, protects="queries").set(g.delta)
+        metrics.describe(m.id, m.mechanism, m.concept.name, m.n_train, g.details)
     broker: EmbeddedBroker | None = None
     bootstrap = cfg.broker.bootstrap_servers
     if bootstrap is None:

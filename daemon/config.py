@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -120,14 +120,80 @@ class TargetsConfig(_Strict):
     accounting: Literal["tight", "paper"] = "tight"
 
 
+class RangeDomain(_Strict):
+    kind: Literal["range"]
+    lo: float
+    hi: float
+
+
+class GridDomain(_Strict):
+    kind: Literal["grid"]
+    points: list[float] = Field(min_length=1, max_length=10_000_000)
+
+
+class Float64Domain(_Strict):
+    kind: Literal["float64"]
+
+
+DomainConfig = Annotated[Float64Domain | RangeDomain | GridDomain, Field(discriminator="kind")]
+
+
+class LearnerConfig(_Strict):
+    """The generic private learner's settings (``mechanism = "private-learner"``, docs/PRIVACY.md 17)."""
+
+    epsilon: float = Field(gt=0, description="the training set is (epsilon, 0)-DP (Theorem L1); queries are 0-DP")
+    domain: Literal["float64"] | DomainConfig = Field(
+        "float64",
+        description=(
+            "the finite domain X: all finite doubles (default), a range {kind='range', lo, hi} or a grid "
+            "{kind='grid', points=[...]}. Part of the public configuration: it must be chosen before, and "
+            "independently of, the training data (a grid of the training values publishes them)"
+        ),
+    )
+    alpha: float | None = Field(
+        None, gt=0, lt=1, description="accuracy target (realizable case): refuse to start if n is too small for it"
+    )
+    beta: float = Field(0.05, gt=0, lt=1, description="failure probability of the accuracy bound")
+
+    @field_validator("domain", mode="before")
+    @classmethod
+    def _domain_kind(cls, v: Any) -> Any:
+        if isinstance(v, str) and v != "float64":
+            raise ValueError("domain must be \"float64\", { kind = \"range\", lo = .., hi = .. } or "
+                             "{ kind = \"grid\", points = [..] }")
+        return v
+
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, v: Any) -> Any:
+        from engine.errors import InvalidInput
+        from engine.learner.domain import Domain
+
+        try:
+            Domain.from_spec(v if isinstance(v, str) else v.model_dump())
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    def domain_spec(self) -> str | dict[str, Any]:
+        """The domain as ``engine.learner.Domain.from_spec`` takes it."""
+        return self.domain if isinstance(self.domain, str) else self.domain.model_dump()
+
+
 class ModelConfig(_Strict):
     id: str
     data: Path
     concept: Literal["thresholds", "intervals", "stumps"] = "thresholds"
     d: int = Field(1, ge=1, description="dimension (stumps)")
+    mechanism: Literal["generic-bbl", "private-learner"] = Field(
+        "generic-bbl", description="generic-bbl (GenericBBL, the default) or private-learner (docs/PRIVACY.md 17)"
+    )
     schedule: Path | None = Field(None, description="a JSON schedule file; its privacy is certified at start")
     targets: TargetsConfig | None = Field(None, description="privacy targets; the planner makes the schedule")
-    seed: int | None = Field(None, description="root seed; default OS entropy (the checkpoint keeps it either way)")
+    learner: LearnerConfig | None = Field(None, description="the private learner's settings (its mechanism only)")
+    seed: int | None = Field(
+        None, description="generic-bbl: root seed; default OS entropy (the checkpoint keeps it either way)"
+    )
 
     @field_validator("id")
     @classmethod
@@ -138,6 +204,22 @@ class ModelConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
+        if self.mechanism == "private-learner":
+            if self.learner is None:
+                raise ValueError(f"model {self.id}: mechanism = \"private-learner\" needs a [models.learner] table "
+                                 "(epsilon, and optionally domain, alpha, beta)")
+            if self.schedule is not None or self.targets is not None:
+                raise ValueError(f"model {self.id}: 'schedule' and 'targets' are GenericBBL's; the private learner "
+                                 "takes its settings from [models.learner]")
+            if self.seed is not None:
+                raise ValueError(
+                    f"model {self.id}: the private learner takes no seed: its one fit draws 128 bits of OS "
+                    "entropy, because its hypothesis can be read back from free queries and a guessable seed "
+                    "would let an adversary re-run the fit (docs/PRIVACY.md 17.2)"
+                )
+            return self
+        if self.learner is not None:
+            raise ValueError(f"model {self.id}: [models.learner] needs mechanism = \"private-learner\"")
         if (self.schedule is None) == (self.targets is None):
             raise ValueError(f"model {self.id}: give exactly one of 'schedule' (a file) or 'targets'")
         return self

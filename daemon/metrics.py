@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -91,22 +92,55 @@ class Metrics:
             f"{PREFIX}_log_resets_total", "Partitions whose log went backwards (broker lost data)", registry=r
         )
         self.models_active = Gauge(f"{PREFIX}_models_active", "Models served by this replica", registry=r)
+        self.model = Info(
+            f"{PREFIX}_model",
+            "Each configured model's mechanism and whether it has rounds and can halt (public configuration)",
+            ["model"],
+            registry=r,
+        )
+        self.training_examples = Gauge(
+            f"{PREFIX}_training_examples", "Size n of the model's training set (public)", ["model"], registry=r
+        )
+        self.accuracy = Gauge(
+            f"{PREFIX}_guarantee_accuracy",
+            "Private learner: the error alpha Theorem L2 proves at n, with probability 1 - beta (realizable case)",
+            ["model", "quantity"],
+            registry=r,
+        )
         ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
         self.scrapes = 0
         """/metrics requests served (the exit path waits for one after a failure)."""
 
-    def declare(self, models: Iterable[str]) -> None:
+    def declare(self, models: Iterable[str], without_rounds: Collection[str] = ()) -> None:
         """Create every labelled series at zero, so that ``rate()`` and ``increase()`` see the first
-        refusal, dead letter or transition instead of a series that appears with it."""
+        refusal, dead letter or transition instead of a series that appears with it. A model of a
+        mechanism without rounds (``without_rounds``: the private learner) gets no round or halt
+        series at all: it never transitions or halts (``everlast_model_info`` says so)."""
         for m in models:
             for status in ("ok", "refused", "invalid"):
                 self.queries.labels(model=m, status=status)
+            if m in without_rounds:
+                continue
             self.rounds_completed.labels(model=m)
             self.transition_seconds.labels(model=m)
             self.halted.labels(model=m).set(0)
         for code in CODES:
             self.invalid.labels(reason=code)
             self.dead_letters.labels(reason=code)
+
+    def describe(self, model: str, mechanism: str, concept: str, n_train: int, details: Mapping[str, Any]) -> None:
+        """The model's public description: ``everlast_model_info`` (mechanism, rounds, halts, class,
+        domain), its n, and for the private learner the accuracy its certificate proves."""
+        learner = mechanism == "private-learner"
+        self.model.labels(model=model).info({
+            "mechanism": mechanism, "concept": concept,
+            "rounds": "none" if learner else "yes", "halts": "never" if learner else "possible",
+            "domain": str(details.get("domain_kind", "")),  # float64 | range | grid: a fixed set
+        })
+        self.training_examples.labels(model=model).set(n_train)
+        if learner:
+            self.accuracy.labels(model=model, quantity="alpha").set(float(details["alpha_proven"]))
+            self.accuracy.labels(model=model, quantity="beta").set(float(details["beta"]))
 
 
 class HealthServer:

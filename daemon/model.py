@@ -1,9 +1,17 @@
-"""One configured model: its configuration, schedule and guarantee (planned at start), and how
+"""One configured model: its configuration, mechanism and guarantee (planned at start), and how
 to bring it up on its partition (restored from its checkpoint, or created). While served, its
-state lives in a ``daemon.partition.Served`` owned by the partition's processor."""
+state lives in a ``daemon.partition.Served`` owned by the partition's processor.
+
+Two mechanisms (``ModelConfig.mechanism``): GenericBBL (``generic-bbl``, the default: a schedule,
+planned or certified) and the generic private learner (``private-learner``: one hypothesis released
+by the exponential mechanism when the model is first created, then restored from its checkpoint
+forever -- never refitted, because a second fit with fresh randomness is a second release). A
+checkpoint is only ever served under the configuration that wrote it: another mechanism, or a
+learner with other settings, is refused (its certificate would not be the one reported)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,32 +21,49 @@ from daemon.config import ModelConfig
 from daemon.data import load_training
 from daemon.errors import CheckpointError, ConfigError
 from daemon.partition import Served, Suspension
-from daemon.privacy import Guarantee, plan_model
+from daemon.privacy import Guarantee, learner_guarantee, plan_model
 from engine.concepts import ConceptClass, from_spec
 from engine.errors import EngineError
+from engine.learner.domain import Domain, grid_covered_by
+from engine.learner.model import PrivateLearner, check_epsilon, concept_spec
 from engine.predictor import Predictor
 from engine.schedule import Schedule
+from engine.serving import Servable
+
+DERIVED_GRID_LOG_P = math.log(1e-9)
+"""Refuse a grid that the training data cover when an independent grid would do so with
+probability below this (``engine.learner.domain.grid_covered_by``)."""
 
 
 @dataclass
 class ModelRuntime:
     cfg: ModelConfig
     concept: ConceptClass
-    schedule: Schedule
+    schedule: Schedule | None
+    """GenericBBL's schedule (None for the private learner)."""
     guarantee: Guarantee
     n_train: int
+    domain: Domain | None = None
+    """The private learner's declared domain (None for GenericBBL)."""
 
     @property
     def id(self) -> str:
         return self.cfg.id
 
+    @property
+    def mechanism(self) -> str:
+        return self.cfg.mechanism
+
     @classmethod
     def prepare(cls, cfg: ModelConfig) -> ModelRuntime:
-        """At start: read the training set's size, plan or certify the schedule. Raises
-        ``ConfigError`` (saying what would work) when the targets cannot be met."""
+        """At start: read the training set's size, plan or certify the schedule (GenericBBL) or the
+        learner's certificate. Raises ``ConfigError`` (saying what would work) when the targets
+        cannot be met."""
         concept = from_spec({"name": cfg.concept, "d": cfg.d})
-        x, _y = load_training(cfg.data)
+        x, y = load_training(cfg.data)
         n = int(x.shape[0])
+        if cfg.mechanism == "private-learner":
+            return cls._prepare_learner(cfg, concept, x, y)
         schedule, guarantee = plan_model(cfg, concept, n)
         if n < schedule.initial_size:
             raise ConfigError(
@@ -47,16 +72,51 @@ class ModelRuntime:
             )
         return cls(cfg, concept, schedule, guarantee, n)
 
+    @classmethod
+    def _prepare_learner(cls, cfg: ModelConfig, concept: ConceptClass, x: Any, y: Any) -> ModelRuntime:
+        """Validate what ``PrivateLearner.fit`` will take (so that a bad training set stops the start,
+        not an assignment), check the domain against the data, and compute the certificate."""
+        from engine.concepts.base import check_labels
+
+        lc = cfg.learner
+        assert lc is not None
+        try:
+            concept_spec({"name": cfg.concept, "d": cfg.d})
+            domain = Domain.from_spec(lc.domain_spec())
+            xs = concept.validate_points(x, "training")
+            n = int(xs.shape[0])
+            if n == 0:
+                raise ConfigError(f"model {cfg.id}: the training set is empty")
+            check_labels(y, n)
+            check_epsilon(lc.epsilon, n)
+            domain.positions(xs, "training")
+        except EngineError as exc:
+            raise ConfigError(f"model {cfg.id}: {exc}") from None
+        covered = grid_covered_by(domain, xs)
+        if covered is not None and covered[1] < DERIVED_GRID_LOG_P:
+            k, log_p = covered
+            where = f" (coordinate {k})" if concept.point_dim > 1 else ""
+            raise ConfigError(
+                f"model {cfg.id}: every one of the declared grid's {domain.size} points occurs in the training "
+                f"set{where}; a grid chosen independently of the data would show that with probability below "
+                f"e^{log_p:.0f}. A grid derived from the training data publishes it: a query off the grid is "
+                "refused, on it answered (docs/PRIVACY.md 17.1). Declare the domain before seeing the data (the "
+                "values the input can take), or use a range or all of float64."
+            )
+        g = learner_guarantee(cfg, n, domain.size, domain.describe(), domain.kind)
+        return cls(cfg, concept, None, g, n, domain)
+
     def meta(self, partitions: int | None) -> dict[str, Any]:
         """Fields saved with every checkpoint of this model."""
-        return {"n_train": self.n_train, "partitions": partitions}
+        return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
 
     async def activate(
         self, store: BlobStore, start_offset: int, partitions: int | None = None
     ) -> tuple[Served, ModelCheckpointer, bool]:
-        """Restore from the checkpoint store, or create the predictor (its first checkpoint is
-        written by the partition's ``PartitionCheckpoint`` before it answers anything, so a crash
-        never re-draws the initial randomness). Returns (served, checkpointer, restored)."""
+        """Restore from the checkpoint store, or create the model (GenericBBL: its predictor; the
+        learner: its one fit, on OS entropy). The first checkpoint is written by the partition's
+        ``PartitionCheckpoint`` before it answers anything, so a crash never re-draws the initial
+        randomness of anything published. Returns (served, checkpointer, restored)."""
         ck = ModelCheckpointer(store, self.id)
         restored = await ck.load()
         if restored is not None:
@@ -69,6 +129,7 @@ class ModelRuntime:
                     "partition count (docs/OPERATIONS.md, 'Partitions')."
                 )
             p = restored.predictor
+            self.check_restored(p)
             served = Served(
                 self.id,
                 p,
@@ -79,11 +140,47 @@ class ModelRuntime:
             )
             return served, ck, True
         x, y = load_training(self.cfg.data)
+        engine: Servable
         try:
-            p = Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
+            if self.cfg.mechanism == "private-learner":
+                lc = self.cfg.learner
+                assert lc is not None and self.domain is not None
+                # seed=None: 128 bits of OS entropy (docs/PRIVACY.md 17.2); the config refuses a seed
+                engine = PrivateLearner.fit({"name": self.cfg.concept, "d": self.cfg.d}, x, y, epsilon=lc.epsilon,
+                                            domain=self.domain, seed=None)
+            else:
+                assert self.schedule is not None
+                engine = Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
         except EngineError as exc:
             raise ConfigError(f"model {self.id}: {exc}") from None
-        return Served(self.id, p, start_offset), ck, False
+        return Served(self.id, engine, start_offset), ck, False
+
+    def check_restored(self, p: Servable) -> None:
+        """Refuse a checkpoint written under another mechanism or, for the learner, other settings:
+        the model would serve a release whose certificate is not the one this configuration reports."""
+        if p.mechanism != self.mechanism:
+            raise CheckpointError(
+                f"model {self.id}: its checkpoint holds a {p.mechanism} model but the configuration says "
+                f"mechanism = \"{self.mechanism}\"; a checkpoint is never served under another mechanism's "
+                f"certificate. Restore the configuration (mechanism = \"{p.mechanism}\"), or serve the new "
+                "mechanism under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')."
+            )
+        if not isinstance(p, PrivateLearner):
+            return
+        lc = self.cfg.learner
+        assert lc is not None and self.domain is not None
+        want = {"epsilon": lc.epsilon, "concept": concept_spec({"name": self.cfg.concept, "d": self.cfg.d}),
+                "domain": self.domain.describe(), "n": self.n_train}
+        have = {"epsilon": p.epsilon, "concept": p.spec, "domain": p.domain.describe(), "n": p.n_train}
+        diff = [k for k in want if want[k] != have[k]] or ([] if p.domain == self.domain else ["domain"])
+        if diff:
+            said = ", ".join(f"{k}: checkpoint {have[k]!r}, configuration {want[k]!r}" for k in diff)
+            raise CheckpointError(
+                f"model {self.id}: its checkpoint was fitted with other settings ({said}). The fitted hypothesis "
+                "is never refitted (a new fit is a second release: another epsilon on the same data). Restore "
+                "the configuration, or fit anew under a new model id (docs/OPERATIONS.md, 'Serving the private "
+                "learner')."
+            )
 
     def info(self) -> dict[str, Any]:
         return {"model": self.id, "concept": self.concept.name, "n_train": self.n_train, **self.guarantee.to_json()}

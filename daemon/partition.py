@@ -22,8 +22,11 @@ Decisions, in the order ``feed`` takes them:
    models on one partition: the earliest), the rest is parked and the partition paused while the
    transitions run; ``transition_done`` then ``resume`` picks the parked records up.
 6. **Answers**: one ``answer`` call per model and batch. ``InvalidInput`` (nothing changed) is
-   narrowed to the queries that cause it (``domain``); any other engine error suspends the model:
-   its queries are refused with the reason, from now on and after restarts (persisted).
+   narrowed to the queries that cause it, which get ``invalid`` records (``domain``): in one
+   vectorized step when the engine says which queries lie outside its declared domain
+   (``engine.serving.DomainScreen``: the private learner), else query by query. Any other engine
+   error suspends the model: its queries are refused with the reason, from now on and after
+   restarts (persisted).
 7. **Suspended models** are never called: their queries get ``refused`` records naming why.
 
 Every record up to the cut produces exactly one label record (``ok``, ``refused`` or ``invalid``,
@@ -46,7 +49,7 @@ from daemon import wire
 from daemon.batch import Batch, Id, LabelEncoder
 from engine.errors import EngineError, InvalidInput
 from engine.phases import Phase
-from engine.serving import Refusal, Servable
+from engine.serving import DomainScreen, Refusal, Servable
 
 Headers = list[tuple[str, bytes]]
 Out = tuple[bytes | None, bytes, Headers]
@@ -498,7 +501,10 @@ class PartitionProcessor:
         try:
             ans = m.engine.answer(x)
         except InvalidInput:
-            return self._call_one_by_one(m, x, q, b, rejected, step)
+            bad = _outside(m.engine, x)
+            if bad is None or not bad.any():
+                return self._call_one_by_one(m, x, q, b, rejected, step)
+            return self._call_inside(m, x, q, bad, b, rejected, step)
         except EngineError as exc:
             step.events.append(self._suspend(m, engine_failed_reason(exc), b.offset(q[0]), True))
             s = m.suspension
@@ -514,6 +520,21 @@ class PartitionProcessor:
             rest = len(q) - ans.consumed
             return labels + [-1] * rest, refusals + [0] * rest, ans.round, None if not rest else s.reason
         return labels, refusals, ans.round, None
+
+    def _call_inside(self, m: Served, x: NDArray[np.float64], q: list[int], bad: NDArray[np.bool_], b: Batch,
+                     rejected: dict[int, wire.Rejected], step: Step) -> _Answered:
+        """The engine says which queries lie outside its declared domain (a function of each query
+        alone): reject those (``domain``), answer the others in one call."""
+        for j in np.flatnonzero(bad).tolist():
+            i = q[j]
+            rejected[i] = wire.Rejected("domain", wire.MSG_DOMAIN, b.ids[i], m.id, b.content_type(i))
+        keep = np.flatnonzero(~bad)
+        labels, refusals = np.full(len(q), -1, np.int64), np.zeros(len(q), np.int64)
+        if not keep.size:
+            return labels.tolist(), refusals.tolist(), m.round, None
+        lab, ref, rnd, failed = self._call(m, x[keep], [q[j] for j in keep.tolist()], b, rejected, step)
+        labels[keep], refusals[keep] = lab, ref
+        return labels.tolist(), refusals.tolist(), rnd, failed
 
     def _call_one_by_one(self, m: Served, x: NDArray[np.float64], q: list[int], b: Batch,
                          rejected: dict[int, wire.Rejected], step: Step) -> _Answered:
@@ -553,6 +574,17 @@ class PartitionProcessor:
         step.dead_letters.append((r.key, r.value if r.value is not None else b"",
                                   wire.dead_letter_headers(rej.code, rej.message, r.topic, r.partition, r.offset)))
         step.invalid[rej.code] = step.invalid.get(rej.code, 0) + 1
+
+
+def _outside(engine: Servable, x: NDArray[np.float64]) -> NDArray[np.bool_] | None:
+    """Per query, outside the engine's declared domain (``DomainScreen``); None if it cannot say."""
+    if not isinstance(engine, DomainScreen):
+        return None
+    try:
+        bad = np.asarray(engine.outside_domain(x), dtype=bool)
+    except InvalidInput:
+        return None
+    return bad if bad.shape == (x.shape[0],) else None
 
 
 _H_MSGPACK = wire.label_headers("msgpack")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.config import ModelConfig
@@ -22,6 +22,10 @@ class Guarantee:
     delta: float
     query_private: bool
     warnings: tuple[str, ...]
+    mechanism: str = "generic-bbl"
+    details: dict[str, Any] = field(default_factory=dict)
+    """Public numbers of the mechanism's certificate beyond (epsilon, delta) (the private learner:
+    class, domain, n, the accuracy Theorem L2 proves)."""
 
     @property
     def weak(self) -> bool:
@@ -32,12 +36,14 @@ class Guarantee:
             return v if math.isfinite(v) else None
 
         return {
+            "mechanism": self.mechanism,
             "accounting": self.accounting,
             "epsilon_training": num(self.epsilon_training),
             "epsilon_queries": num(self.epsilon_queries),
             "delta": self.delta,
             "query_private": self.query_private,
             "warnings": list(self.warnings),
+            **self.details,
         }
 
 
@@ -101,3 +107,40 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
             f"schedule (its guarantee is certified and reported at start)."
         )
     return p.schedule, _from_certificate(certify(p.schedule, n, accounting=t.accounting, delta=t.delta))
+
+
+LEARNER_CLAIM = "Theorem L1, docs/PRIVACY.md section 17.2"
+
+
+def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, domain_kind: str) -> Guarantee:
+    """The private learner's certificate for the configuration and n (``engine.planner.mechanisms``):
+    training set (epsilon, 0)-DP, queries (0, 0)-DP, and the accuracy Theorem L2 proves at n.
+    Refused (``ConfigError``, saying what would work) when an ``alpha`` is configured that n
+    cannot prove."""
+    from engine.planner import Targets
+    from engine.planner.mechanisms import LEARNER_NOTE, learner_cost
+
+    lc = cfg.learner
+    assert lc is not None
+    t = Targets(epsilon=lc.epsilon, alpha=lc.alpha or 0.1, beta=lc.beta, concept=cfg.concept, d=cfg.d)
+    c = learner_cost(t, n, domain_size)
+    alpha_n = c.alpha_at_n if c.alpha_at_n is not None else 1.0
+    if lc.alpha is not None and (c.n_required is None or n < c.n_required):
+        raise ConfigError(
+            f"model {cfg.id}: alpha = {lc.alpha} at epsilon = {lc.epsilon} needs {c.n_required} training examples "
+            f"(Theorem L2, docs/PRIVACY.md 17.4; the training set has {n}); with n = {n} it proves alpha = "
+            f"{alpha_n:.3g}. Give more data, raise epsilon or alpha, or drop alpha (privacy holds at any n)."
+        )
+    warnings = [LEARNER_NOTE]
+    if alpha_n >= 0.5:
+        warnings.append(f"with n = {n} Theorem L2 proves no useful accuracy (alpha = {alpha_n:.3g} at beta = "
+                        f"{lc.beta:g}); `everlast plan --mechanism private-learner` says how many examples it needs")
+    details = {
+        "concept": cfg.concept, "d": cfg.d, "domain": domain, "domain_kind": domain_kind,
+        "domain_size": str(domain_size), "n_train": n,
+        "rounds": False, "halts": False, "claim": LEARNER_CLAIM,
+        "alpha_proven": alpha_n, "beta": lc.beta, "accuracy_theorem": "Theorem L2, docs/PRIVACY.md section 17.4",
+        "alpha_target": lc.alpha, "n_required": c.n_required if lc.alpha is not None else None,
+    }
+    return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),
+                     "private-learner", details)

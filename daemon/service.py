@@ -276,8 +276,9 @@ class Service:
                     cks[s.id] = ck
                     state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
                         " (suspended)" if s.suspension is not None else "")
-                    log.info("model %s %s at offset %d on partition %d, round %d%s", s.id,
-                             "restored" if restored else "created", s.offset, part, s.round, state)
+                    rounds = f"round {s.round}" if s.engine.has_rounds else "no rounds (private learner)"
+                    log.info("model %s %s at offset %d on partition %d, %s%s", s.id,
+                             "restored" if restored else "created", s.offset, part, rounds, state)
                 proc = PartitionProcessor(part, served, self.models.keys(), start, self.encoder)
                 ck_part = PartitionCheckpoint(
                     part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,
@@ -530,6 +531,8 @@ class Service:
 
     def _publish(self, m: Served) -> None:
         g = self.metrics
+        if not m.engine.has_rounds:  # no round, halt or round-progress series (everlast_model_info says so)
+            return
         g.round.labels(model=m.id).set(m.round)
         g.halted.labels(model=m.id).set(1 if m.phase is Phase.HALTED else 0)
         if m.broken:

@@ -125,6 +125,16 @@ class Servable(Protocol):
     def reservoir_points(self, start: int, end: int) -> NDArray[np.float64]: ...
 
 
+@runtime_checkable
+class DomainScreen(Protocol):
+    """A served mechanism with a declared domain (the private learner): it says which queries of a
+    batch ``answer`` would refuse as outside it, as a function of each query and the public domain
+    alone, so that a server rejects those queries one by one and answers the rest."""
+
+    def outside_domain(self, x: Any) -> NDArray[np.bool_]:
+        """Per query, True if it lies outside the domain; raises ``InvalidInput`` for malformed input."""
+
+
 def restore(round_part: dict[str, Any], live_part: dict[str, Any], reservoir: NDArray[np.float64] | None) -> Servable:
     """Rebuild a served mechanism from its checkpoint parts. Raises ``CorruptState``."""
     fmt = round_part.get("format") if isinstance(round_part, dict) else None

@@ -18,6 +18,8 @@ Defaults (thresholds; other classes need the sizes passed explicitly):
   * private_learner: a grid of ``grid_size`` points on ``grid_bounds`` (default (0, 1)); task
     samples are snapped to the grid and relabeled by the task's concept. ``grid_size=None``: an
     infinite domain, which raises ``InfiniteDomain``;
+  * served_learner: the engine's private learner exactly as the daemon serves it
+    (``peers.served_learner``): all finite float64, or with ``grid_size`` a grid as above;
   * dagan_feldman: rho = alpha/2, n0 = ceil(12/alpha) - 1, gamma = 12 (ln(n0+1)+1) / (alpha n);
   * everlast: needs ``schedule`` (an ``engine.schedule.Schedule``), optional ``privacy``.
 Every default can be overridden by the keyword of the same name.
@@ -33,15 +35,17 @@ from numpy.typing import NDArray
 
 from adversary_sim.iid import Task, make_task
 from engine.concepts import ConceptClass, from_spec
-from peers import accounting, design, sample_complexity, sparse_vector
+from peers import accounting, design, sample_complexity, served_learner, sparse_vector
 from peers.base import Grid, PeerError, StreamPredictor, TooFewExamples
 from peers.dagan_feldman import DaganFeldman, DFParams
 from peers.dwork_feldman import DworkFeldman
 from peers.nonprivate import NonPrivateMajority
 from peers.private_learner import PrivateLearner
+from peers.served_learner import ServedLearner
 from peers.sparse_vector import SparseVector
 
-NAMES = ("nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "dagan_feldman", "everlast")
+NAMES = ("nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "served_learner", "dagan_feldman",
+         "everlast")
 _DESIGN = object()
 
 
@@ -81,7 +85,7 @@ def build(name: str, concept: ConceptClass | str, n: int, epsilon: float, delta:
     design.check_alpha(alpha)
     cc = _concept(concept)
     grid: Grid | None = None
-    if name == "private_learner":
+    if name in ("private_learner", "served_learner"):
         size = kw.get("grid_size")
         if size is not None:
             lo, hi = kw.get("grid_bounds", (0.0, 1.0))
@@ -129,6 +133,9 @@ def build(name: str, concept: ConceptClass | str, n: int, epsilon: float, delta:
     if name == "private_learner":
         return PrivateLearner(cc, x, y, grid=grid, epsilon=epsilon, seed=seed)
 
+    if name == "served_learner":
+        return ServedLearner(cc, x, y, grid=grid, epsilon=epsilon, seed=seed)
+
     if name == "dagan_feldman":
         n0 = int(kw.get("n0", design.df_subset_size(alpha)))
         df = DFParams(
@@ -160,4 +167,6 @@ def error_bound(peer: StreamPredictor, alpha: float) -> float:
         return design.df_error_bound(peer.n, p.n0, p.gamma, p.rho)
     if isinstance(peer, PrivateLearner):
         return design.learner_error_bound(peer.n, peer.grid.size, peer.epsilon, alpha)
+    if isinstance(peer, ServedLearner):
+        return served_learner.expected_error_bound(peer.n, peer.epsilon, peer.grid)
     return math.nan

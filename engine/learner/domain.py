@@ -16,6 +16,7 @@ the number of positions between two cuts can reach 2^64 - 2^53: count it in uint
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,18 +105,26 @@ class Domain:
         """|X|, exactly (a Python int: up to 2^64 - 2^53 - 1)."""
         return self.hi_pos - self.lo_pos + 1
 
-    def positions(self, x: NDArray[np.float64], what: str = "query") -> NDArray[np.int64]:
-        """Positions of finite points (any shape); raises ``InvalidInput`` naming the first point
-        outside the domain by its position in the batch (never its value)."""
+    def _map(self, x: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        """(positions, outside) of finite points, elementwise; a position is meaningless where outside."""
         if self.kind == "grid":
             idx = np.searchsorted(self.points, x).astype(np.int64)
             inside = idx < self.points.size
             inside[inside] = self.points[idx[inside]] == x[inside]
-            bad = ~inside
-            pos = idx
-        else:
-            pos = to_ordinal(x)
-            bad = (pos < self.lo_pos) | (pos > self.hi_pos)
+            return idx, ~inside
+        pos = to_ordinal(x)
+        return pos, (pos < self.lo_pos) | (pos > self.hi_pos)
+
+    def outside(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Per point (a row of a (n, d) batch: any coordinate), whether it lies outside the domain.
+        A function of the point and the declared domain alone."""
+        bad = self._map(x)[1]
+        return np.asarray(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.ndim > 1 else bad
+
+    def positions(self, x: NDArray[np.float64], what: str = "query") -> NDArray[np.int64]:
+        """Positions of finite points (any shape); raises ``InvalidInput`` naming the first point
+        outside the domain by its position in the batch (never its value)."""
+        pos, bad = self._map(x)
         if bad.any():
             first = int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1))) if bad.ndim > 1 else int(np.argmax(bad))
             raise InvalidInput(f"{what} point at position {first} lies outside the model's declared domain "
@@ -145,3 +154,29 @@ class Domain:
 
     def __hash__(self) -> int:
         return hash((self.kind, self.lo_pos, self.hi_pos, self.points.size))
+
+
+def coverage_log_bound(grid_size: int, n: int) -> float:
+    """ln of an upper bound on the probability that n i.i.d. draws from *any* distribution on K =
+    ``grid_size`` points hit every point: K ln(1 - (1 - 1/K)^n). The occupancy indicators of a
+    multinomial are negatively associated, so P[all hit] <= prod_j (1 - (1 - p_j)^n), and
+    ln(1 - (1 - p)^n) is concave in p, so the product is largest at p_j = 1/K (Jensen)."""
+    if grid_size <= 1 or n <= 0:
+        return 0.0 if grid_size <= 1 else -math.inf
+    miss = math.exp(n * math.log1p(-1.0 / grid_size))
+    return grid_size * math.log1p(-miss) if miss < 1.0 else -math.inf
+
+
+def grid_covered_by(domain: Domain, x: NDArray[np.float64]) -> tuple[int, float] | None:
+    """A tripwire for a grid derived from the training data (docs/PRIVACY.md 17.1): if every grid
+    point occurs among the training points ``x`` ((n,), or (n, d): in some column), return (the
+    column, ``coverage_log_bound``) -- how unlikely that is for a grid chosen independently of the
+    data. ``None`` for other domains or when some grid point is unused. Not a proof of anything:
+    a grid with unused points can still have been derived from the data."""
+    if domain.kind != "grid":
+        return None
+    cols = x.reshape(x.shape[0], -1)
+    for k in range(cols.shape[1]):
+        if np.unique(cols[:, k] + 0.0).size == domain.points.size:  # x is on the grid (validated): equal sets
+            return k, coverage_log_bound(int(domain.points.size), int(cols.shape[0]))
+    return None

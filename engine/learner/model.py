@@ -3,9 +3,11 @@
 ``PrivateLearner.fit`` releases one hypothesis by the exponential mechanism (score = minus the
 training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``) and
 answers every query with it, forever:
-  * the training set is (eps, 0)-DP under substitution (docs/PRIVACY.md 16.2);
+  * the training set is (eps, 0)-DP under substitution (docs/PRIVACY.md 17.2);
   * the queries are (0, 0)-DP: an answer depends only on the fixed hypothesis and its own query;
-  * it never halts, refuses or transitions (round 0, ``capacity`` None); queries cannot change it.
+  * it never halts or transitions (round 0, ``capacity`` None) and queries cannot change it; it
+    refuses only points outside the declared domain, as a function of the point alone
+    (``outside_domain`` says which, so that a server can reject them one by one).
 The training set is not kept. Answers are a pure function of (hypothesis, query): any batching, any
 save/restore, any replay gives the same labels.
 
@@ -87,9 +89,12 @@ class PrivateLearner:
             d: int | None = None) -> PrivateLearner:
         """Run the exponential mechanism on the training set (x, y) and return the served learner.
 
-        ``seed``: the root of the PCG64 generator (None: OS entropy); the release is a deterministic
-        function of (data, seed). Raises ``InvalidInput`` (naming fields or positions, never values)
-        for a malformed call; nothing is kept of the training set."""
+        ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
+        tests) draws 128 bits of OS entropy. The release is a deterministic function of (data, seed),
+        and the hypothesis can be read back from free queries, so a guessable seed voids the
+        guarantee (docs/PRIVACY.md 17.2); each further fit on the same data spends another epsilon.
+        Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
+        nothing is kept of the training set."""
         spec = concept_spec(concept, d)
         cc = concept_from_spec(spec)
         dom = domain if isinstance(domain, Domain) else Domain.from_spec(domain)
@@ -130,6 +135,12 @@ class PrivateLearner:
     def round_info(self) -> RoundInfo | None:
         return None
 
+    def outside_domain(self, x: Any) -> NDArray[np.bool_]:
+        """Per query, whether it lies outside the declared domain (``answer`` would refuse the
+        batch). Depends only on the queries and the public domain. Raises ``InvalidInput`` for
+        NaN/inf or a wrong shape."""
+        return self.domain.outside(self._concept.validate_points(x))
+
     def answer(self, x: Any) -> Answers:
         """Label every query with the released hypothesis. Raises ``InvalidInput`` (NaN/inf, wrong
         shape, a point outside the declared domain) with the learner unchanged."""
@@ -153,11 +164,11 @@ class PrivateLearner:
         return np.zeros((0,) if d == 1 else (0, d), dtype=np.float64)
 
     def certificate(self) -> dict[str, Any]:
-        """What the model certifies (docs/PRIVACY.md 16.2): public, no data."""
+        """What the model certifies (docs/PRIVACY.md 17.2): public, no data."""
         return {"mechanism": MECHANISM, "epsilon_training": self.epsilon, "delta_training": 0.0,
                 "epsilon_queries": 0.0, "delta_queries": 0.0, "neighbours": "substitution",
                 "n": self.n_train, "concept": self.spec, "domain": self.domain.describe(),
-                "lemma": "docs/PRIVACY.md section 16 (exponential mechanism, exact sampler)"}
+                "lemma": "Theorem L1, docs/PRIVACY.md section 17 (exponential mechanism, exact sampler)"}
 
     # -- checkpoint ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The exponential mechanism over the learner's classes, sampled exactly (docs/PRIVACY.md 16.3).
+"""The exponential mechanism over the learner's classes, sampled exactly (docs/PRIVACY.md 17.3).
 
 Target: P[h] = exp(-eps E(h) / 2) / Z over the parameter set H (``engine.learner.hypothesis``),
 E(h) = training errors, eps the float64 value given. Two steps:
@@ -41,7 +41,7 @@ I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
 
 INV_2LN2 = 0.7213475204444817
-"""fl(1 / (2 ln 2)); tests check it against a 40-digit value."""
+"""fl(1 / (2 ln 2)); tests check it against a 400-digit value."""
 M_SHAVE = 1.0 - 2.0**-48
 """Relative shave that keeps the float estimate of g / ln 2 below the true value (Lemma X3)."""
 MAX_EPS_ERRORS = 1e13

@@ -44,8 +44,8 @@ def test_json_contract(result: dict[str, Any]) -> None:
     assert (result["epsilon"], result["delta"], result["alpha"]) == (1.0, 1e-6, 0.1)
     assert result["horizons"] == [10**e for e in range(3, 10)]
     names = [m["name"] for m in result["methods"]]
-    assert {"nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "dagan_feldman", "everlast",
-            "everlast_split_votes"} <= set(names)
+    assert {"nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "private_learner_float64",
+            "private_learner_grid", "dagan_feldman", "everlast", "everlast_split_votes"} <= set(names)
     for m in result["methods"]:
         assert set(m) >= METHOD_CONTRACT
         assert len(m["n_required"]) == len(result["horizons"]) == len(m["computed_or_run"])
@@ -78,6 +78,29 @@ def test_nulls_where_impossible_and_runs_where_small(result: dict[str, Any]) -> 
     # the default design with the realistic halt budget is proven query-private; with the paper's
     # c = 64 alpha R its rounds exceed what the engine counts (R > 2^62): planned, not runnable
     assert m["everlast_split_votes"]["query_privacy_proven"] is True
+
+
+def test_the_served_learner_rows_are_the_engine_mechanism_computed_and_run(result: dict[str, Any]) -> None:
+    from engine.learner.ordinals import FLOAT64_POINTS
+    from engine.planner import learner as pl
+
+    m = _by_name(result)
+    f64, grid = m["private_learner_float64"], m["private_learner_grid"]
+    # Theorem L2 for expected error <= alpha; above the planner's (alpha, beta) = (0.1, 0.05) form, 2,229
+    n = pl.n_expected_error(1.0, 0.1, pl.ln_hypotheses("thresholds", FLOAT64_POINTS)).n_required
+    assert f64["n_required"] == [n] * 7 and 2229 < n < 2600
+    assert grid["n_required"][0] == pl.n_expected_error(1.0, 0.1, pl.ln_hypotheses("thresholds", 2**32)).n_required
+    for row in (f64, grid):
+        assert row["computed_or_run"] == ["run"] + ["computed"] * 6  # Q = 1000 fits --queries
+        check = row["run_checks"][0]
+        assert check["confirmed"] and check["error_rate"] <= 0.1 and check["epsilon"] == 1.0 and check["delta"] == 0.0
+        run = row["runs"][0]
+        assert run["status"] == "ok" and not run["refused"] and run["answered_before_refusal"] == 1000
+        assert row["protects_queries"] is True and "exactly" in row["privacy"]
+    rows = {r["domain_size"]: r for r in result["domain_effect"]["rows"]}
+    assert rows[2**40]["private_learner_n"] == pl.n_expected_error(
+        1.0, 0.1, pl.ln_hypotheses("thresholds", 2**40)).n_required
+    assert result["domain_effect"]["float64_n"] == n
 
 
 def test_everlast_numbers_are_honest(result: dict[str, Any]) -> None:

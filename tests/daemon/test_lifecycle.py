@@ -95,6 +95,12 @@ async def check_metrics(port: int) -> None:
         "model": {"m"},
         "status": {"ok", "refused", "invalid"},
         "protects": {"training", "queries"},
+        "mechanism": {"generic-bbl", "private-learner"},
+        "concept": {"thresholds", "intervals", "stumps"},
+        "rounds": {"yes", "none"},
+        "halts": {"possible", "never"},
+        "domain": {"", "float64", "range", "grid"},
+        "quantity": {"alpha", "beta"},
         "reason": {
             "undecodable",
             "schema",

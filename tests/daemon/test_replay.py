@@ -43,6 +43,12 @@ def test_demo_runs_end_to_end_and_prints_one_json_object() -> None:
     assert out["answered"] == 20_000 and out["statuses"] == {"ok": 20_000}
     g = out["guarantee"]  # the demo runs the default design: both chains proven, neither strong
     assert g["query_private"] is True and 2 < g["epsilon_training"] < 10 and 2 < g["epsilon_queries"] < 20
+    lo = out["learner"]  # the private learner on the same stream, at the planner's n
+    assert lo["answered"] == 20_000 and lo["statuses"] == {"ok": 20_000} and lo["rounds"] == {"0": 20_000}
+    assert lo["n_train"] == 2229 and lo["accuracy"] > 0.9
+    gl = lo["guarantee"]
+    assert (gl["mechanism"], gl["epsilon_training"], gl["epsilon_queries"], gl["delta"]) == ("private-learner", 1.0,
+                                                                                         0.0, 0.0)
 
 
 @pytest.mark.asyncio

@@ -133,6 +133,30 @@ def test_queries_outside_a_declared_range_are_refused() -> None:
     assert "1.7" not in str(e.value) and m.answered == 0
 
 
+def test_outside_domain_marks_exactly_the_points_answer_refuses() -> None:
+    grid = np.linspace(0.0, 1.0, 11)
+    cases = [
+        (_fit(domain={"kind": "range", "lo": -1.0, "hi": 1.0}), np.array([0.0, 1.0, 1.7, -1.0, -1.0000001, -0.0])),
+        (PrivateLearner.fit("thresholds", grid, (grid >= 0.5).astype(np.int8), epsilon=1.0,
+                            domain={"kind": "grid", "points": grid}, seed=3), np.array([0.1, 0.15, -0.0, 1.0, 2.0])),
+        (_fit("stumps", domain={"kind": "range", "lo": -1.0, "hi": 1.0}),
+         np.array([[0.0, 0.0, 0.0], [0.0, 3.0, 0.0], [-1.0, 1.0, 0.5]])),
+    ]
+    for m, q in cases:
+        bad = m.outside_domain(q)
+        assert bad.shape == (q.shape[0],)
+        for i in range(q.shape[0]):
+            if bad[i]:
+                with pytest.raises(InvalidInput, match="outside"):
+                    m.answer(q[i : i + 1])
+            else:
+                m.answer(q[i : i + 1])
+        assert bad.any() and not bad.all()
+    assert not _fit().outside_domain(np.array([-MAX, MAX, 0.0])).any()
+    with pytest.raises(InvalidInput, match="position 1"):
+        _fit().outside_domain(np.array([0.0, np.nan]))
+
+
 def test_stump_queries_need_the_right_dimension() -> None:
     m = _fit("stumps")
     with pytest.raises(InvalidInput, match="dimension 3"):

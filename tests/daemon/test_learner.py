@@ -1,0 +1,281 @@
+"""The private learner as a daemon model, without a broker: its configuration (no seed, a declared
+domain, refusals that say what would work), its certificate at start, one fit then restores that
+never refit, checkpoints refused under another mechanism or other settings (review N3), queries
+outside the domain rejected one by one in a single engine call (review N2), byte-identical
+replays, and metrics without rounds or halts."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import generate_latest
+
+from daemon.checkpoint.blobs import DirStore
+from daemon.config import load
+from daemon.errors import CheckpointError, ConfigError
+from daemon.metrics import Metrics
+from daemon.model import ModelRuntime
+from daemon.partition import PartitionProcessor, Served
+from engine.learner import PrivateLearner
+from engine.learner.domain import Domain, coverage_log_bound, grid_covered_by
+from engine.serving import restore
+from tests.daemon.fakes import feed, labels_of, queries
+from tests.daemon.kafka_helpers import write_model_files
+
+N = 2229  # `everlast plan --mechanism private-learner --epsilon 1 --alpha 0.1`: thresholds on float64
+
+
+def write_data(root: Path, name: str = "train", n: int = N, seed: int = 0, x: Any = None) -> Path:
+    g = np.random.default_rng(seed)
+    xs = g.random(n) if x is None else np.asarray(x, dtype=np.float64)
+    path = root / f"{name}.npz"
+    np.savez(path, x=xs, y=(xs >= 0.5).astype(int))
+    return path
+
+
+def config(root: Path, learner: str = "epsilon = 1.0", extra: str = "", data: Path | None = None,
+           model: str = "pl") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    data = data or write_data(root)
+    text = (f'[checkpoint]\ndir = "{root / "ck"}"\n[[models]]\nid = "{model}"\ndata = "{data}"\n'
+            f'mechanism = "private-learner"\n{extra}[models.learner]\n{learner}\n')
+    path = root / "everlast.toml"
+    path.write_text(text)
+    return path
+
+
+def runtime(root: Path, **kw: Any) -> ModelRuntime:
+    return ModelRuntime.prepare(load(config(root, **kw)).models[0])
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("learner", "extra", "msg"), [
+    ("epsilon = 1.0", "seed = 7\n", "takes no seed.*OS entropy.*17.2"),
+    ("epsilon = 1.0", 'schedule = "s.json"\n', "'schedule' and 'targets' are GenericBBL's"),
+    ("epsilon = 0.0", "", "learner.epsilon"),
+    ('epsilon = 1.0\ndomain = "reals"', "", 'domain must be "float64"'),
+    ('epsilon = 1.0\ndomain = { kind = "range", lo = 1.0, hi = 0.0 }', "", "lo <= hi"),
+    ('epsilon = 1.0\ndomain = { kind = "grid", points = [0.5, 0.5] }', "", "strictly increasing"),
+    ('epsilon = 1.0\ndomain = { kind = "range", lo = 0.0, hi = inf }', "", "finite"),
+])
+def test_bad_learner_configs_name_the_setting(tmp_path: Path, learner: str, extra: str, msg: str) -> None:
+    with pytest.raises(ConfigError, match=msg):
+        load(config(tmp_path, learner=learner, extra=extra))
+
+
+def test_a_learner_needs_its_table_and_generic_bbl_refuses_it(tmp_path: Path) -> None:
+    data = write_data(tmp_path)
+    p = tmp_path / "a.toml"
+    p.write_text(f'[[models]]\nid = "m"\ndata = "{data}"\nmechanism = "private-learner"\n')
+    with pytest.raises(ConfigError, match=r"needs a \[models.learner\] table"):
+        load(p)
+    p.write_text(f'[[models]]\nid = "m"\ndata = "{data}"\nlearner = {{ epsilon = 1.0 }}\n'
+                 'targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n')
+    with pytest.raises(ConfigError, match='needs mechanism = "private-learner"'):
+        load(p)
+
+
+def test_the_certificate_at_start(tmp_path: Path) -> None:
+    m = runtime(tmp_path, learner="epsilon = 1.0\nalpha = 0.1")
+    g = m.guarantee
+    assert (g.mechanism, g.accounting) == ("private-learner", "exponential-mechanism")
+    assert (g.epsilon_training, g.epsilon_queries, g.delta, g.query_private) == (1.0, 0.0, 0.0, True)
+    d = g.details
+    assert d["n_required"] == N and d["alpha_proven"] <= 0.1 and d["rounds"] is False and d["halts"] is False
+    assert d["domain"] == "all finite doubles" and "17.2" in d["claim"] and m.schedule is None
+    js = g.to_json()
+    assert js["mechanism"] == "private-learner" and js["epsilon_queries"] == 0.0 and js["delta"] == 0.0
+    from daemon.app import learner_line
+
+    line = learner_line(m)
+    assert "training set (1, 0)-DP" in line and "queries (0, 0)-DP" in line and "no rounds, never halts" in line
+
+
+def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=rf"needs {N} training examples.*has 2228.*proves alpha = 0\.1"):
+        runtime(tmp_path, learner="epsilon = 1.0\nalpha = 0.1", data=write_data(tmp_path, n=N - 1))
+    weak = runtime(tmp_path / "w", learner="epsilon = 1.0", data=write_data(tmp_path, "small", n=50))
+    assert any("no useful accuracy" in w for w in weak.guarantee.warnings)  # privacy holds; accuracy is not claimed
+
+
+def test_bad_training_data_stops_the_start_not_an_assignment(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="training point at position 3 lies outside"):
+        runtime(tmp_path, learner='epsilon = 1.0\ndomain = { kind = "range", lo = 0.0, hi = 1.0 }',
+                data=write_data(tmp_path, x=[0.1, 0.2, 0.3, 1.5]))
+    with pytest.raises(ConfigError, match=r"epsilon \* n"):
+        runtime(tmp_path / "e", learner="epsilon = 1e12")
+
+
+def test_a_grid_the_training_data_cover_is_refused_as_derived_from_it(tmp_path: Path) -> None:
+    """Review G1: a grid made of the training values publishes them through the refusals."""
+    x = np.random.default_rng(1).random(N)
+    pts = ", ".join(repr(float(v)) for v in np.unique(x))
+    with pytest.raises(ConfigError, match=r"every one of the declared grid's 2229 points occurs.*17.1"):
+        runtime(tmp_path, learner=f'epsilon = 1.0\ndomain = {{ kind = "grid", points = [{pts}] }}',
+                data=write_data(tmp_path, x=x))
+    # a small grid the data cover is what an independent grid looks like: served
+    x5 = np.random.default_rng(2).integers(0, 5, N) / 4
+    m = runtime(tmp_path / "ok", learner='epsilon = 1.0\ndomain = { kind = "grid", points = [0, 0.25, 0.5, 0.75, 1] }',
+                data=write_data(tmp_path, "five", x=x5))
+    assert m.domain is not None and m.domain.size == 5
+
+
+def test_the_coverage_bound() -> None:
+    assert coverage_log_bound(1, 10) == 0.0 and coverage_log_bound(5, 0) == -math.inf
+    # exact for K = 2 under the uniform distribution: P[both hit] = 1 - 2^(1-n) <= (1 - 2^-n)^2
+    for n in (2, 5, 20):
+        assert math.log1p(-(2.0 ** (1 - n))) <= coverage_log_bound(2, n) + 1e-15
+    # Monte Carlo against the bound at K = 30, n = 60 (uniform: the worst distribution)
+    g = np.random.default_rng(0)
+    hits = np.mean([np.unique(g.integers(0, 30, 60)).size == 30 for _ in range(20_000)])
+    assert hits <= math.exp(coverage_log_bound(30, 60))
+    d = Domain.grid([0.0, 1.0, 2.0])
+    assert grid_covered_by(d, np.array([0.0, 2.0, 2.0])) is None
+    assert grid_covered_by(d, np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0]])) is not None
+    assert grid_covered_by(Domain.float64(), np.zeros(3)) is None
+
+
+# -- one fit, restored forever -----------------------------------------------------------------------
+
+
+async def _activate(m: ModelRuntime, store: DirStore) -> tuple[Any, bool]:
+    served, ck, restored = await m.activate(store, 0, 4)
+    if not restored:
+        await ck.save(served.engine, {0: 0}, m.meta(4))
+    return served.engine, restored
+
+
+def test_fit_once_then_restore_never_refit(tmp_path: Path) -> None:
+    m = runtime(tmp_path)
+    store = DirStore(tmp_path / "ck")
+    first, restored = asyncio.run(_activate(m, store))
+    assert isinstance(first, PrivateLearner) and not restored
+    again, restored = asyncio.run(_activate(runtime(tmp_path), store))
+    assert restored and isinstance(again, PrivateLearner) and again.hypothesis == first.hypothesis
+    # a fresh fit (OS entropy) lands elsewhere: the cut is uniform in a cell of ~2^60 doubles
+    other, _ = asyncio.run(_activate(runtime(tmp_path / "b"), DirStore(tmp_path / "b" / "ck")))
+    assert other.hypothesis != first.hypothesis
+    q = np.random.default_rng(3).random(10_000)
+    assert np.array_equal(again.answer(q).labels, first.answer(q).labels)
+    err = np.mean(first.answer(q).labels != (q >= 0.5))
+    assert err <= 0.1
+
+
+@pytest.mark.parametrize(("change", "msg"), [
+    ("epsilon = 2.0", "epsilon: checkpoint 1.0, configuration 2.0"),
+    ('epsilon = 1.0\ndomain = { kind = "range", lo = 0.0, hi = 1.0 }', "domain: checkpoint 'all finite doubles'"),
+])
+def test_a_learner_checkpoint_with_other_settings_is_refused(tmp_path: Path, change: str, msg: str) -> None:
+    store = DirStore(tmp_path / "ck")
+    asyncio.run(_activate(runtime(tmp_path), store))
+    with pytest.raises(CheckpointError, match=f"{msg}.*never refitted"):
+        asyncio.run(_activate(runtime(tmp_path / "2", learner=change), store))
+
+
+def test_a_checkpoint_is_never_served_under_the_other_mechanism(tmp_path: Path) -> None:
+    """Review N3, both ways."""
+    store = DirStore(tmp_path / "ck")
+    asyncio.run(_activate(runtime(tmp_path, model="m"), store))
+    data, sched = write_model_files(tmp_path, "bbl")
+    p = tmp_path / "bbl.toml"
+    p.write_text(f'[[models]]\nid = "m"\ndata = "{data}"\nschedule = "{sched}"\n')
+    bbl = ModelRuntime.prepare(load(p).models[0])
+    with pytest.raises(CheckpointError, match='holds a private-learner model but the configuration says '
+                                              'mechanism = "generic-bbl"'):
+        asyncio.run(_activate(bbl, store))
+    store2 = DirStore(tmp_path / "ck2")
+    asyncio.run(_activate(bbl, store2))
+    with pytest.raises(CheckpointError, match=r'holds a generic-bbl model.*mechanism = "private-learner"'):
+        asyncio.run(_activate(runtime(tmp_path / "3", model="m"), store2))
+
+
+# -- the partition processor with the real learner -------------------------------------------------------
+
+
+class Counting(PrivateLearner):
+    calls = 0
+
+    def answer(self, x: Any) -> Any:
+        type(self).calls += 1
+        return super().answer(x)
+
+
+def _learner(domain: Any = None) -> PrivateLearner:
+    x = np.random.default_rng(0).random(N)
+    m = PrivateLearner.fit("thresholds", x, (x >= 0.5).astype(np.int8), epsilon=1.0, domain=domain, seed=11)
+    return Counting(m.spec, m.domain, m.epsilon, m.n_train, m.hypothesis)
+
+
+def test_queries_outside_the_domain_get_invalid_records_and_the_rest_one_engine_call() -> None:
+    eng = _learner({"kind": "range", "lo": 0.0, "hi": 1.0})
+    p = PartitionProcessor(0, [Served("pl", eng, 0)], {"pl"}, 0)
+    xs = [0.2, 1.5, 0.7, -0.1, 0.5, 2.0, 0.9]
+    Counting.calls = 0
+    step = feed(p, queries("pl", xs, 0))
+    assert Counting.calls == 2  # the batch (refused whole), then every query inside the domain at once
+    labs = {d["id"]: d for d in labels_of(step)}
+    assert len(labs) == len(xs)
+    for i, x in enumerate(xs):
+        if 0.0 <= x <= 1.0:
+            assert labs[i]["status"] == "ok" and labs[i]["label"] == int(eng.answer(np.array([x])).labels[0])
+        else:
+            assert labs[i]["status"] == "invalid" and labs[i]["reason"] == "x is outside the model's domain"
+    assert step.invalid == {"domain": 3} and len(step.dead_letters) == 3
+    assert step.counts == {("pl", "ok"): 4, ("pl", "invalid"): 3} and step.answered == 4
+    assert p.models["pl"].suspension is None
+
+
+def test_replays_through_a_restored_learner_are_byte_identical() -> None:
+    eng = _learner()
+    xs = list(np.random.default_rng(5).random(300))
+    first = feed(PartitionProcessor(0, [Served("pl", eng, 0)], {"pl"}, 0), queries("pl", xs, 0))
+    for cut in (0, 17, 150):  # other batching: the same bytes
+        p2 = PartitionProcessor(0, [Served("pl", restore(eng.round_part(), eng.live_part(), None), 0)], {"pl"}, 0)
+        recs = queries("pl", xs, 0)
+        vals = [v for _, v, _ in feed(p2, recs[:cut]).label_records()] if cut else []
+        vals += [v for _, v, _ in feed(p2, recs[cut:]).label_records()]
+        assert vals == [v for _, v, _ in first.label_records()]
+    assert all(d["round"] == 0 and d["status"] == "ok" for d in labels_of(first))
+
+
+# -- metrics ---------------------------------------------------------------------------------------------
+
+
+def test_metrics_have_no_round_or_halt_series_and_say_so(tmp_path: Path) -> None:
+    m = runtime(tmp_path)
+    metrics = Metrics()
+    metrics.declare(["pl", "bbl"], without_rounds={"pl"})
+    metrics.describe("pl", m.mechanism, m.concept.name, m.n_train, m.guarantee.details)
+    text = generate_latest(metrics.registry).decode()
+    assert 'everlast_model_halted{model="bbl"} 0.0' in text and 'model="pl"' not in text.split(
+        "everlast_model_halted")[1].split("# HELP")[0]
+    assert 'everlast_rounds_completed_total{model="pl"}' not in text
+    info = next(line for line in text.splitlines() if line.startswith("everlast_model_info{"))
+    for part in ('mechanism="private-learner"', 'rounds="none"', 'halts="never"', 'model="pl"'):
+        assert part in info
+    assert f'everlast_training_examples{{model="pl"}} {float(N)}' in text
+    assert 'everlast_guarantee_accuracy{model="pl",quantity="beta"} 0.05' in text
+
+
+# -- the docs' examples -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/OPERATIONS.md"])
+def test_the_documented_learner_config_starts(tmp_path: Path, doc: str) -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "private-learner" in b]
+    assert blocks
+    data = write_data(tmp_path)
+    for b in blocks:
+        (tmp_path / "c.toml").write_text(re.sub(r'data = "[^"]*"', f'data = "{data}"', b))
+        m = ModelRuntime.prepare(load(tmp_path / "c.toml").models[0])
+        assert m.mechanism == "private-learner" and m.guarantee.epsilon_training == 1.0
