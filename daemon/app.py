@@ -83,6 +83,11 @@ def warn_operator(cfg: Config) -> None:
     if cfg.metrics.expose_halts_used:
         log.warning("metrics.expose_halts_used is on: everlast_round_halts_used moves with single queries' outcomes "
                     "and is NOT query-private; restrict who reads /metrics (docs/PRIVACY.md)")
+    for m in cfg.models:
+        if getattr(m, "seed", None) is not None:
+            log.warning("model %s has a configured seed: every noise value it draws is reproducible by whoever knows "
+                        "the seed, so its guarantee holds only while the seed is a secret with ~128 bits of entropy; "
+                        "leave it unset outside tests (OS entropy; docs/PRIVACY.md 8)", m.id)
 
 
 async def serve(

@@ -192,7 +192,8 @@ class ModelConfig(_Strict):
     targets: TargetsConfig | None = Field(None, description="privacy targets; the planner makes the schedule")
     learner: LearnerConfig | None = Field(None, description="the private learner's settings (its mechanism only)")
     seed: int | None = Field(
-        None, description="generic-bbl: root seed; default OS entropy (the checkpoint keeps it either way)"
+        None, description="generic-bbl: root seed, for tests only (a known seed makes every noise value "
+                          "reproducible: warned at start-up); default OS entropy (the checkpoint keeps it either way)"
     )
 
     @field_validator("id")
