@@ -17,7 +17,8 @@ from engine.planner.chain import ENGINE, IDEALISED
 from engine.planner.report import certificate_text, guarantee_sentence
 from engine.schedule import RoundSpec, Schedule
 
-# a target-charged round: eps0 = 0.01 per query, accurate (T >= (ln(2R/beta)/eps0 + 2)/gamma = 17,520); c - c0 = 1000: cap charge ~1e-11
+# a target-charged round: eps0 = 0.01 per query, accurate (T >= (ln(2R/beta)/eps0 + 2)/gamma = 17,520);
+# c - c0 = 1000: the cap charge is ~1e-11
 TCT = RoundSpec(T=100_000, lam=10, R=1_000_000, c=5_000, eps_bt=0.01, delta_bt=None, alpha=0.1,
                 m_S=2_000, m_D=1_000_000, beta=0.05, halt_eps=0.1, halt_threshold=4_000)
 PAPER_ROUND = RoundSpec(T=10_000, lam=50, R=1_000_000, c=20_000, eps_bt=0.2, delta_bt=1e-12, alpha=0.1,
