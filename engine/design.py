@@ -45,7 +45,16 @@ threshold stays inside int64."""
 MAX_QUERIES = 1 << 62
 """The largest R (queries per round) the engine counts."""
 QUERY_BLOCK = 32768
-"""Draws per canonical block of a per-query stream (engine.noise)."""
+"""Draws per canonical block of a per-query stream (engine.noise): the sampler's cache-friendly size.
+A round of fewer queries uses a smaller block (``query_block``): drawing 32768 noises for a round of
+600 queries would be waste."""
+MIN_QUERY_BLOCK = 256
+
+
+def query_block(R: int) -> int:
+    """The block size of a round of R queries: the power of two >= R, between MIN_QUERY_BLOCK and
+    QUERY_BLOCK (a function of the schedule only, so replays draw the same blocks)."""
+    return min(QUERY_BLOCK, max(MIN_QUERY_BLOCK, 1 << max(0, R - 1).bit_length()))
 THRESHOLD_BLOCK = 1024
 """Draws per canonical block of a per-restart stream (the paper's threshold noise)."""
 
@@ -155,6 +164,8 @@ class NoisePlan:
     """The integers and exact scales one round runs with (counts are votes out of T)."""
 
     T: int
+    R: int
+    """Queries the round answers (fixes the per-query streams' block size, ``query_block``)."""
     lo: int
     """Lower threshold on the vote count: ceil(T (1/2 - gamma)) (the band rounded inward)."""
     hi: int
@@ -197,13 +208,13 @@ def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
         raise InvalidSchedule(f"the band holds no vote count at T = {T} (gamma too small)")
     eps = spec.eps_bt
     if design == PAPER:
-        return NoisePlan(T, lo, hi, exact_scale(6.0 / eps), exact_scale(2.0 / eps), None, None, spec.c, None)
+        return NoisePlan(T, spec.R, lo, hi, exact_scale(6.0 / eps), exact_scale(2.0 / eps), None, None, spec.c, None)
     if spec.halt_eps is None or spec.halt_threshold is None:
         raise InvalidSchedule("the target-charged design needs halt_eps and halt_threshold")
     c0 = integral(spec.halt_threshold, "halt_threshold")
     if not 1 <= c0 <= MAX_COUNT:
         raise InvalidSchedule("halt_threshold must lie in [1, 2^60]")
-    return NoisePlan(T, lo, hi, exact_scale(1.0 / eps), None, exact_scale(4.0 / spec.halt_eps),
+    return NoisePlan(T, spec.R, lo, hi, exact_scale(1.0 / eps), None, exact_scale(4.0 / spec.halt_eps),
                      exact_scale(2.0 / spec.halt_eps), spec.c, c0)
 
 
@@ -252,10 +263,11 @@ class RoundNoise:
         def stream(purpose: Purpose, scale: Fraction, block: int) -> NoiseStream:
             return NoiseStream.fresh(generator(entropy, round_index, purpose), scale, block)
 
-        q = stream(Purpose.QUERY, plan.query, QUERY_BLOCK)
+        block = query_block(plan.R)
+        q = stream(Purpose.QUERY, plan.query, block)
         if design.target_charged:
             assert plan.halt_query is not None and plan.halt_threshold is not None
-            hq = stream(Purpose.HALT_QUERY, plan.halt_query, QUERY_BLOCK)
+            hq = stream(Purpose.HALT_QUERY, plan.halt_query, block)
             rho, _ = stream(Purpose.HALT_THRESHOLD, plan.halt_threshold, 1).take(1)
             return cls(design, plan, q, None, hq), int(rho[0])
         assert plan.threshold is not None
@@ -297,6 +309,7 @@ class RoundNoise:
         if want != got:
             raise CorruptState("round noise does not match the schedule's scales")
         blocks = (q.block, None if th is None else th.block, None if hq is None else hq.block)
-        if blocks != (QUERY_BLOCK, None if th is None else THRESHOLD_BLOCK, None if hq is None else QUERY_BLOCK):
+        qb = query_block(plan.R)
+        if blocks != (qb, None if th is None else THRESHOLD_BLOCK, None if hq is None else qb):
             raise CorruptState("round noise blocks do not match this engine version")
         return cls(design, plan, q, th, hq)

@@ -25,7 +25,7 @@ ONE = Fraction(1)
 
 def plan_of(lo: int, hi: int, T: int, c: int, c0: int | None = None) -> NoisePlan:
     """A plan with the given integers (the scales are irrelevant to the mechanism functions)."""
-    return NoisePlan(T, lo, hi, ONE, ONE, ONE, ONE, c, c0)
+    return NoisePlan(T, 10**6, lo, hi, ONE, ONE, ONE, ONE, c, c0)
 
 
 def arr(xs: list[int]) -> I64:

@@ -27,6 +27,7 @@ from engine.design import (
     RoundNoise,
     generator,
     noise_plan,
+    query_block,
 )
 from engine.errors import CorruptState, InvalidSchedule
 from engine.noise import NoiseStream
@@ -269,10 +270,10 @@ def test_round_noise_draws_from_the_round_streams_with_the_plan_scales(name: str
         return NoiseStream.fresh(generator(ENTROPY, 3, purpose), scale, block)
 
     a, b, _ = rn.per_query(100)
-    assert np.array_equal(a, stream(Purpose.QUERY, plan.query, QUERY_BLOCK).take(100)[0])
+    assert np.array_equal(a, stream(Purpose.QUERY, plan.query, query_block(plan.R)).take(100)[0])
     if design.target_charged:
         assert b is not None and rn.threshold is None
-        assert np.array_equal(b, stream(Purpose.HALT_QUERY, plan.halt_query, QUERY_BLOCK).take(100)[0])
+        assert np.array_equal(b, stream(Purpose.HALT_QUERY, plan.halt_query, query_block(plan.R)).take(100)[0])
         assert first == int(stream(Purpose.HALT_THRESHOLD, plan.halt_threshold, 1).take(1)[0][0])
         with pytest.raises(InvalidSchedule, match="no threshold noise"):
             rn.next_threshold()
@@ -348,3 +349,11 @@ def test_round_noise_from_dict_refuses_mismatches() -> None:
                    {**good, "query": {**good["query"], "pos": 10**9}}):
         with pytest.raises(CorruptState):
             RoundNoise.from_dict(design, plan, broken)
+
+
+def test_query_block_fits_the_round_and_is_a_power_of_two() -> None:
+    assert query_block(1) == 256 and query_block(600) == 1024 and query_block(1024) == 1024
+    assert query_block(1025) == 2048 and query_block(10**12) == QUERY_BLOCK
+    for R in (1, 255, 256, 257, 5000, 40_000, 2**62):
+        b = query_block(R)
+        assert b & (b - 1) == 0 and 256 <= b <= QUERY_BLOCK and (b >= R or b == QUERY_BLOCK)
