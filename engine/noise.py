@@ -86,20 +86,26 @@ def saturation_tv(scale: Fraction) -> float:
 # -- Canonne-Kamath-Steinke, vectorized -------------------------------------------------------
 
 
-def _bernoulli_exp_frac(g: np.random.Generator, u: I64, den: int) -> NDArray[np.bool_]:
+def _bernoulli_exp_frac(g: np.random.Generator, u: I64, den: int | I64) -> NDArray[np.bool_]:
     """Bernoulli(exp(-u/den)) for each u in [0, den], exactly (CKS Algorithm 1, gamma = u/den).
 
     K = 1; while Bernoulli(gamma/K): K += 1; return K odd. All still-active draws share the same K
-    (they all started at 1), so round K draws Bernoulli(u/(den K)) as [W2 == 0 and W < u] with
-    W ~ U{0..den-1}, W2 ~ U{0..K-1}: W2 den + W is uniform on [0, den K) and is < u <= den iff
-    W2 = 0 and W < u. No products, no overflow.
+    (they all started at 1), so round K draws Bernoulli(u/(den K)) as [W < u] with W ~ U{0..den K - 1}
+    when den K fits int64 (always, in practice: den < 2^53 and K < 2^10), else as [W2 == 0 and W < u]
+    with W ~ U{0..den-1}, W2 ~ U{0..K-1} (W2 den + W is uniform on [0, den K) and is < u <= den iff
+    W2 = 0 and W < u).
     """
     k_final = np.ones(u.size, dtype=np.int64)
     active = np.arange(u.size)
+    d = np.asarray(den, dtype=np.int64)
+    big = int(d.max()) if d.size else 0
     k = 1
     while active.size:
-        hit = g.integers(0, den, size=active.size, dtype=np.int64) < u[active]
-        if k > 1:
+        da = d if d.ndim == 0 else d[active]
+        if big <= _I64_MAX // k:
+            hit = g.integers(0, da * k, size=active.size, dtype=np.int64) < u[active]
+        else:
+            hit = g.integers(0, da, size=active.size, dtype=np.int64) < u[active]
             hit &= g.integers(0, k, size=active.size, dtype=np.int64) == 0
         active = active[hit]
         k += 1
@@ -107,17 +113,31 @@ def _bernoulli_exp_frac(g: np.random.Generator, u: I64, den: int) -> NDArray[np.
     return np.asarray(k_final % 2 == 1)
 
 
+_FACT = 2432902008176640000  # 20!
+_FACT_STEPS = np.array([_FACT // math.factorial(s + 1) for s in range(1, 20)], dtype=np.int64)
+"""20!/(s+1)! for s = 1..19, decreasing: S >= s iff U < 20!/(s+1)! for U ~ U{0..20!-1}."""
+_FACT_ASC = _FACT_STEPS[::-1].copy()
+"""The same, increasing: the number of them above U is 19 - searchsorted(_FACT_ASC, U, 'right')."""
+
+
 def _bernoulli_exp_one(g: np.random.Generator, n: int) -> NDArray[np.bool_]:
-    """n draws of Bernoulli(exp(-1)) (CKS Algorithm 1 with gamma = 1: round K succeeds w.p. 1/K)."""
-    k_final = np.ones(n, dtype=np.int64)
-    active = np.arange(n)
-    k = 1
-    while active.size:
-        if k > 1:
-            active = active[g.integers(0, k, size=active.size, dtype=np.int64) == 0]
+    """n draws of Bernoulli(exp(-1)) (CKS Algorithm 1 with gamma = 1).
+
+    Round 1 always succeeds; then S counts the successes of Bernoulli(1/2), Bernoulli(1/3), ...
+    before the first failure and the output is [S odd]. P[S >= s] = 1/(s+1)!, a rational with
+    denominator dividing 20! for s <= 19, so one uniform U in {0..20!-1} gives S exactly
+    (S >= s iff U < 20!/(s+1)!); the event S >= 19 (probability 1/20!) continues with fresh
+    Bernoulli(1/K) draws for K = 21, 22, ..."""
+    u = g.integers(0, _FACT, size=n, dtype=np.int64)
+    s = (19 - np.searchsorted(_FACT_ASC, u, side="right")).astype(np.int64)
+    tail = np.flatnonzero(s == 19)
+    k = 21
+    while tail.size:
+        hit = g.integers(0, k, size=tail.size, dtype=np.int64) == 0
+        tail = tail[hit]
+        s[tail] += 1
         k += 1
-        k_final[active] = k
-    return np.asarray(k_final % 2 == 1)
+    return np.asarray(s % 2 == 1)
 
 
 def _geometric_e(g: np.random.Generator, n: int) -> I64:
