@@ -14,6 +14,8 @@ from engine.phases import Phase
 from engine.predictor import Predictor
 from engine.schedule import RoundSpec, Schedule
 
+I8 = NDArray[np.int8]
+
 DESIGNS = ("target-charged", "paper")
 
 BASE: dict[str, Any] = {"T": 50, "lam": 10, "R": 600, "alpha": 0.1, "m_S": 50, "m_D": 500}
@@ -70,19 +72,26 @@ def tops_predictor(design: str, seed: int = 1, **over: Any) -> Predictor:
     return split_vote(predictor(design, seed, **{**sharp, **over}))
 
 
-def run_in_batches(p: Predictor, xs: NDArray[np.float64], cuts: list[int]) -> NDArray[np.int8]:
-    """Answer ``xs`` cut at ``cuts``, running transitions as the engine asks for them."""
+def answer_in_batches(p: Predictor, xs: NDArray[np.float64], cuts: list[int]) -> tuple[I8, I8, list[int]]:
+    """Labels, outcomes and the round of every query, cut at ``cuts``, transitions as asked."""
     bounds = [0, *sorted({c for c in cuts if 0 < c < xs.size}), xs.size]
-    out = []
+    labels, outcomes, rounds = [], [], []
     for lo, hi in itertools.pairwise(bounds):
         pos = lo
         while pos < hi:
             if p.phase is Phase.TRANSITION_DUE:
                 p.transition()
             res = p.answer(xs[pos:hi])
-            out.append(res.labels)
+            labels.append(res.labels)
+            outcomes.append(res.outcomes)
+            rounds += [res.round] * res.consumed
             pos += res.consumed
-    return np.concatenate(out) if out else np.zeros(0, np.int8)
+    return np.concatenate(labels), np.concatenate(outcomes), rounds
+
+
+def run_in_batches(p: Predictor, xs: NDArray[np.float64], cuts: list[int]) -> NDArray[np.int8]:
+    """Answer ``xs`` cut at ``cuts``, running transitions as the engine asks for them: the labels."""
+    return answer_in_batches(p, xs, cuts)[0]
 
 
 def is_paper(design: str) -> bool:

@@ -21,29 +21,12 @@ from engine.errors import CorruptState, EngineError, InvalidInput, InvalidSchedu
 from engine.phases import Phase
 from engine.predictor import FORMAT, Predictor
 from engine.serving import Refusal
-from tests.engine.helpers import DESIGNS, predictor, schedule, tops_predictor, training_set
+from tests.engine.helpers import DESIGNS, answer_in_batches, predictor, schedule, tops_predictor, training_set
 
 QUERIES = np.random.default_rng(5).random(3000)  # five rounds of 600
 I8 = NDArray[np.int8]
 
 each = pytest.mark.parametrize("design", DESIGNS)
-
-
-def answer_in_batches(p: Predictor, xs: NDArray[np.float64], cuts: list[int]) -> tuple[I8, I8, list[int]]:
-    """Labels, outcomes and the round of every query, cut at ``cuts``, transitions as asked."""
-    bounds = [0, *sorted({c for c in cuts if 0 < c < xs.size}), xs.size]
-    labels, outcomes, rounds = [], [], []
-    for lo, hi in itertools.pairwise(bounds):
-        pos = lo
-        while pos < hi:
-            if p.phase is Phase.TRANSITION_DUE:
-                p.transition()
-            res = p.answer(xs[pos:hi])
-            labels.append(res.labels)
-            outcomes.append(res.outcomes)
-            rounds += [res.round] * res.consumed
-            pos += res.consumed
-    return np.concatenate(labels), np.concatenate(outcomes), rounds
 
 
 @functools.cache
