@@ -156,7 +156,10 @@ class ConceptClass(abc.ABC):
         S_{i+1}[choice(T * lam, m_S)].
 
         This is the definition; classes override it with faster code that must return the same
-        thing from the same draws (tests/engine/test_concepts.py compares them)."""
+        thing from the same draws (tests/engine/test_concepts.py compares them). D-hat is used with
+        -0.0 read as +0.0 (equal values; the fast paths' sorts would otherwise leave the sign of zero
+        in S_{i+1} to the sort's order)."""
+        d_hat = d_hat + 0.0
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         where = self.arrange_order(d_hat)
         o = where[random_order(d_hat.shape[0], T * lam, rng)]

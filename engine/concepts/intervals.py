@@ -151,6 +151,7 @@ class Intervals(ConceptClass):
         if type(self).labelboost is not Intervals.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
         s = np.sort(d_hat)
+        s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
         r = interval_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
         n, L = s.size, T * lam
         P1 = int(np.searchsorted(s, r.lo, side="left"))

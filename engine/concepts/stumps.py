@@ -201,9 +201,10 @@ class Stumps(ConceptClass):
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         o = random_order(lb.labels_unlabeled.size, T * lam, rng)
         sx, sy = self._rows(d_hat)[o], lb.labels_unlabeled[o]
+        sx += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat
         hat = rng.choice(T * lam, size=m_S, replace=False)
         ensemble = self._fit_realizable(sx.reshape(lam, T, self.d), sy.reshape(lam, T))
-        return RoundStart(ensemble, d_hat[o[hat]], sy[hat])
+        return RoundStart(ensemble, d_hat[o[hat]] + 0.0, sy[hat])
 
     def _fit_realizable(self, x: F64, y: I8) -> StumpEnsemble:
         """``fit`` for chunks (columns: x (lam, T, d), y (lam, T)) that some stump labels."""

@@ -163,6 +163,7 @@ class Thresholds(ConceptClass):
         if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
         s = np.sort(d_hat)
+        s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
         cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
         n, L = s.size, T * lam
         K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
