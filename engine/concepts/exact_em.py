@@ -48,9 +48,8 @@ from engine.learner.sampler import _add, _norm, exponents, sample_cell
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
 
-FLOAT_PASS_MAX_EXP = 600
-"""``sample_range`` computes its stage-1 marginal in floats (Lemma X2) only when every exponent is at
-most this: then every weight is a normal double and the total is >= 2^-600 (see ``_float_pass``)."""
+LEVEL = 500
+"""Exponent band of the float pass (``_float_pass``): suffix sums are formed 2 LEVEL wide in exponent."""
 
 
 def bits_of(rng: np.random.Generator) -> Bits:
@@ -89,7 +88,7 @@ def strict_pair(t: int) -> tuple[int, int]:
     return t - j * (j - 1) // 2, j
 
 
-def sample_range(sizes: I64, V: I64, bits: BitSource) -> RangeDraw | None:
+def sample_range(sizes: I64, V: I64, bits: BitSource, fast: bool = True) -> RangeDraw | None:
     """LabelBoost for intervals over groups of cuts, exactly; ``None`` is the empty labeling.
 
     *Setting* (``intervals.interval_em``). The cuts 0..l between the l distinct points fall into
@@ -121,9 +120,9 @@ def sample_range(sizes: I64, V: I64, bits: BitSource) -> RangeDraw | None:
     *The proposal, exactly.* Stage 1: the index k over (E, group 0, ..., group q) with probability
     omega_k / Omega, omega_E = V(E) and omega_a = sum_{b >= a} V(a, b) = alpha_a G_{a+1} + C(s_a, 2) 2^{-mD}
     with G_{a+1} = sum_{b > a} beta_b (the separable score makes the marginal a suffix sum), by
-    Lemma X1 from cumulative bounds: the float pass of ``_float_pass`` (Lemma X2) when every exponent
-    is at most ``FLOAT_PASS_MAX_EXP`` and every s_a < 2^53; otherwise, or when that pass cannot decide,
-    the enclosure pass ``_marginal_bounds`` (Lemma X6's, P = 128, 256, ... bits) on the same uniform.
+    Lemma X1 from cumulative bounds: the float pass of ``_float_pass`` (numpy, with Lemma X2's bound)
+    when every s_a < 2^53 (and ``fast``); otherwise, or when that pass cannot decide, the enclosure
+    pass ``_marginal_bounds`` (Lemma X6's, P = 128, 256, ... bits) on the same uniform.
     Stage 2, given group a: b = a with probability V(a, a) / omega_a and b > a with V(a, b) / omega_a;
     dividing by alpha_a > 0, the dyadic weights (s_a - 1) 2^{-(mD + 1 - mA_a)} and beta_b
     (``DyadicSampler``, Lemmas X1, X2). So the outcome has probability V / Omega exactly.
@@ -143,7 +142,7 @@ def sample_range(sizes: I64, V: I64, bits: BitSource) -> RangeDraw | None:
     mD = int(exponents(1.0, np.array([dD], dtype=np.int64))[0])
     sz = [int(x) for x in s.tolist()]
     ma, mb = [int(x) for x in mA.tolist()], [int(x) for x in mB.tolist()]
-    fast = _float_pass(s, mA, mB, mD) if mD <= FLOAT_PASS_MAX_EXP and max(sz) < 1 << 53 else None
+    pass1 = _float_pass(s, mA, mB, mD)[:3] if fast and max(sz) < 1 << 53 else None
     cache: dict[int, tuple[list[int], list[int]]] = {}
 
     def stage1(p: int) -> tuple[list[int], list[int]]:
@@ -154,7 +153,7 @@ def sample_range(sizes: I64, V: I64, bits: BitSource) -> RangeDraw | None:
     sizes_u = s.astype(np.uint64)
     while True:
         u = LazyUniform(bits)
-        k = float_decide(*fast, u) if fast is not None else None
+        k = float_decide(*pass1, u) if pass1 is not None else None
         if k is None:
             k = invert(stage1, u)
         if k == 0:  # E
@@ -164,7 +163,7 @@ def sample_range(sizes: I64, V: I64, bits: BitSource) -> RangeDraw | None:
         a = k - 1
         wsz = np.concatenate([np.array([sz[a] - 1], dtype=np.uint64), sizes_u[a + 1 :]])
         wex = np.concatenate([np.array([mD + 1 - ma[a]], dtype=np.int64), mB[a + 1 :]])
-        t = DyadicSampler(wsz, wex).draw(bits)
+        t = DyadicSampler(wsz, wex, fast=fast).draw(bits)
         if t == 0:  # b = a
             if not bernoulli_exp(bits, Fraction(dD, 2), mD):
                 continue
@@ -181,31 +180,55 @@ FLUSH = 2.0**-960
 """Float weights below this are set to 0 (Lemma X2 wants every non-zero weight normal)."""
 
 
-def _float_pass(s: I64, mA: I64, mB: I64, mD: int) -> tuple[NDArray[np.float64], Fraction, Fraction]:
-    """Float cumulative sums c of (omega_E, omega_0, ..., omega_q) and the (rho, Theta) of Lemma X2,
-    for ``exact.float_decide``. Preconditions: 1 <= s_a < 2^53, 0 <= mA_a, mB_b <= mD <= 600.
+def _float_pass(s: I64, mA: I64, mB: I64, mD: int) -> tuple[NDArray[np.float64], Fraction, Fraction, int]:
+    """Float cumulative sums c of 2^E (omega_E, omega_0, ..., omega_q) (``sample_range``) and the
+    (rho, Theta) of Lemma X2 for ``exact.float_decide``, and the scale exponent E. Precondition:
+    1 <= s_a < 2^53. O(K log K) numpy work and one numpy step per band of LEVEL exponents.
 
-    Why the bound holds. Every s_a converts exactly; alpha_a, beta_b = ldexp(s, -m) are exact and
-    normal (>= 2^-600); ghat_{a+1}, the float suffix sums of the beta, have |ghat - G| <= gamma_{K-1} G
-    (positive normal terms, any order; Higham 2002, 4.2); the diagonal d_a = fl(s_a (s_a - 1)) / 2 2^-mD
-    has one rounding. omega_a = fl(fl(alpha_a ghat_{a+1}) + d_a): the product may be subnormal (absolute
-    error <= 2^-1075), the sum is rounded once (an addition with a subnormal result is exact). So
-    |what - omega_a| <= gamma_{K+1} omega_a + 2^-1074. A result below 2^-960 is set to 0; its true value
-    is then below 2^-959. Every weight therefore satisfies Lemma X2's premise with eta = gamma_{K+1},
-    theta = 2^-959, and omega_E = 2^-mD is exact; all partial sums lie in [2^-600, K 2^130], so
-    rho = eta + 2 gamma_{K+1}, Theta = 2 (K + 1) theta over the K + 1 entries."""
+    The suffix sums G_{a+1} = sum_{b > a} s_b 2^-mB_b span any range of exponents, so they are formed
+    in bands: with M_a = min_{b > a} mB_b and l_a = floor(M_a / L) (L = LEVEL; M is non-decreasing in
+    a, so each band is a run of a), Gamma_a = 2^{l_a L} G_{a+1} is summed over the b > a with
+    mB_b < (l_a + 2) L, each term ldexp(s_b, -(mB_b - l_a L)) exact and normal (exponent in (-2L, 0]).
+    The dropped terms are below 2^53 2^{-2L} each, while Gamma_a >= 2^{-(L - 1)} (the term of the b
+    attaining M_a), so they cost a relative K 2^{54 - L} < u; with the summation (positive normal
+    terms, any order; Higham 2002, 4.2) |Gamma_hat - Gamma_a| <= gamma_{K+1} Gamma_a. Then, with
+    e_a = mA_a + l_a L and E = min(mD, min_a e_a), the scaled weights are
+
+        2^E omega_a = s_a Gamma_a 2^{-(e_a - E)} + C(s_a, 2) 2^{-(mD - E)},   2^E omega_E = 2^{-(mD - E)},
+
+    all shifts >= 0. s_a, s_a - 1 are exact doubles; fl(s_a Gamma_hat) is one rounding (a normal
+    product, in [2^-499, K 2^106]); fl(s_a (s_a - 1)) / 2 one rounding; each ldexp is exact unless
+    its result is subnormal or 0 (absolute error <= 2^-1075); the final sum one rounding (exact if
+    subnormal). So |w_hat - w| <= gamma_{K+3} w + 2^-1073. A result below 2^-960 is set to 0 (its
+    true value is below 2^-959), as is 2^E omega_E when below 2^-960: every weight meets Lemma X2's
+    premise with eta = gamma_{K+3}, theta = 2^-959 (partial sums below K 2^108 < 2^1000), so
+    rho = eta + 2 gamma_{K+1} and Theta = 2 (K + 1) theta over the K + 1 entries. The total is at least
+    2^-500 (2^E omega_E = 1 if E = mD, else the a attaining E has s_a Gamma_a >= 2^-499), so Theta
+    is negligible and the pass decides unless U falls within about rho of a boundary."""
     K = int(s.size)
     f = s.astype(np.float64)
-    alpha = np.ldexp(f, -mA.astype(np.int32))
-    beta = np.ldexp(f, -mB.astype(np.int32))
-    g = np.zeros(K)
+    gam = np.zeros(K)
+    e = np.full(K, mD, dtype=np.int64)  # the last group has no b > a: only its diagonal
     if K > 1:
-        g[:-1] = np.cumsum(beta[:0:-1])[::-1]  # g[a] = sum_{b > a} beta_b
-    w = alpha * g + np.ldexp(f * (f - 1.0) * 0.5, -mD)
+        M = np.minimum.accumulate(mB[:0:-1])[::-1]  # M[a] = min_{b > a} mB_b, a = 0..K-2
+        band = M // LEVEL
+        by_m = np.argsort(mB[1:], kind="stable") + 1  # candidates b >= 1, by exponent
+        m_sorted = mB[by_m]
+        starts = np.flatnonzero(np.concatenate([[True], band[1:] != band[:-1]]))
+        for a0, a1 in zip(starts.tolist(), [*starts[1:].tolist(), K - 1], strict=True):
+            lv = int(band[a0]) * LEVEL
+            lo, hi = np.searchsorted(m_sorted, [lv, lv + 2 * LEVEL], side="left")
+            bs = np.sort(by_m[lo:hi])  # b with mB_b in [lv, lv + 2 L), by position
+            t = np.ldexp(f[bs], (lv - mB[bs]).astype(np.int32))
+            suffix = np.concatenate([np.cumsum(t[::-1])[::-1], [0.0]])
+            gam[a0:a1] = suffix[np.searchsorted(bs, np.arange(a0, a1), side="right")]
+            e[a0:a1] = mA[a0:a1] + lv
+    E = min(mD, int(e[: K - 1].min())) if K > 1 else mD
+    w = np.ldexp(f * gam, (E - e).astype(np.int32)) + np.ldexp(f * (f - 1.0) * 0.5, E - mD)
     w[w < FLUSH] = 0.0
-    c = np.cumsum(np.concatenate([[math.ldexp(1.0, -mD)], w]))
-    eta = gamma(K + 1)
-    return c, eta + 2 * gamma(K + 1), Fraction(2 * (K + 1), 1 << 959)
+    w_empty = math.ldexp(1.0, E - mD)
+    c = np.cumsum(np.concatenate([[w_empty if w_empty >= FLUSH else 0.0], w]))
+    return c, gamma(K + 3) + 2 * gamma(K + 1), Fraction(2 * (K + 1), 1 << 959), E
 
 
 def _marginal_bounds(sizes: list[int], ma: list[int], mb: list[int], md: int, p: int) -> tuple[list[int], list[int]]:

@@ -439,28 +439,31 @@ def stage1_exact(sizes: list[int], V: list[int]) -> tuple[list[Fraction], list[i
     mB = [int(x) for x in exponents(1.0, v.max() - v)]
     mD = int(exponents(1.0, np.array([int(v.max() - v.min())]))[0])
     two = Fraction(2)
-    omega = [two**-mD]
-    for a, s in enumerate(sizes):
-        G = sum((Fraction(sizes[b]) * two ** -mB[b] for b in range(a + 1, len(sizes))), Fraction(0))
-        omega.append(Fraction(s) * two ** -mA[a] * G + Fraction(s * (s - 1) // 2) * two**-mD)
-    return omega, mA, mB, mD
+    omega = [Fraction(0)] * len(sizes)
+    G = Fraction(0)  # sum_{b > a} s_b 2^-mB_b
+    for a in range(len(sizes) - 1, -1, -1):
+        s = sizes[a]
+        omega[a] = Fraction(s) * two ** -mA[a] * G + Fraction(s * (s - 1) // 2) * two**-mD
+        G += Fraction(s) * two ** -mB[a]
+    return [two**-mD, *omega], mA, mB, mD
 
 
 RANGE_CASES = [
     ([1], [0]), ([3], [0]), ([1, 1], [0, 1]), ([2, 1, 3], [0, -2, 1]), ([4, 1, 2, 1], [0, 3, -1, 2]),
-    ([1, 2, 1, 3, 1], [0, -1, -2, -1, 0]), ([2, 3], [0, 1700]), ([3, 1, 2], [0, -900, 900]),  # mD > 600: exact pass
+    ([1, 2, 1, 3, 1], [0, -1, -2, -1, 0]), ([2, 3], [0, 1700]), ([3, 1, 2], [0, -900, 900]),
 ]
 
 
+@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("case", range(len(RANGE_CASES)))
-def test_range_sampler_law_is_exact(case: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_range_sampler_law_is_exact(case: int, fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every accepted path of ``sample_range`` (stage 1 index, stage 2 index, acceptance, members)
     with its exact probability: (omega_k / Omega) (stage-2 weight / total) (prod e^{-g} 2^m) (prod
     1/n). Each outcome must come from one path, the coefficient must be the same for all and the
     exponent must be -dD/2 (empty, diagonal) or -(dA_a + dB_b)/2: then P[outcome | accepted] is
     exactly W / sum W of the docstring."""
     sizes, V = RANGE_CASES[case]
-    omega, _, _, mD = stage1_exact(sizes, V)
+    omega, _, _, _ = stage1_exact(sizes, V)
     Omega = sum(omega)
     v = np.array(V)
     dD = int(v.max() - v.min())
@@ -481,7 +484,7 @@ def test_range_sampler_law_is_exact(case: int, monkeypatch: pytest.MonkeyPatch) 
                 for name, fn in [("float_decide", f.float_decide), ("invert", f.invert), ("DyadicSampler", f.dyadic),
                                  ("bernoulli_exp", f.bernoulli), ("below", f.below)]:
                     monkeypatch.setattr(exact_em, name, fn)
-                o = exact_em.sample_range(np.array(sizes), np.array(V), ZeroBits())
+                o = exact_em.sample_range(np.array(sizes), np.array(V), ZeroBits(), fast=fast)
                 p = omega[k] / Omega
                 if k:
                     (w2,) = f.stage2
@@ -496,7 +499,6 @@ def test_range_sampler_law_is_exact(case: int, monkeypatch: pytest.MonkeyPatch) 
                 key = None if o is None else (o.a, o.i_off, o.b, o.j_off)
                 assert key not in law
                 law[key] = (p, x)
-                fast = mD <= exact_em.FLOAT_PASS_MAX_EXP
                 assert (f.float_calls, f.invert_calls) == ((1, 0) if fast else (0, 1))
     want: dict[Any, Fraction] = {None: Fraction(-dD, 2)}
     for a, s in enumerate(sizes):
@@ -517,11 +519,11 @@ def test_range_sampler_stage1_bounds_enclose_the_exact_marginal() -> None:
     """What ``sample_range`` gives Lemma X1: the enclosure pass (any size, any exponent) and the
     float pass (Lemma X2's bound, checked in exact rationals) both bound omega / Omega."""
     rng = np.random.default_rng(17)
-    for trial in range(40):
-        K = int(rng.integers(1, 9))
-        big = trial % 4 == 0
+    for trial in range(60):
+        K = int(rng.integers(1, 12))
+        big = trial % 5 == 0
         sizes = [int(x) for x in rng.integers(1, 2**62 if big else 50, K, dtype=np.int64)]
-        span = [8, 80, 800, 4000][trial % 4]
+        span = [8, 80, 800, 4000, 40_000][trial % 5]
         V = [int(x) for x in rng.integers(-span, span + 1, K)]
         V[0] = 0
         omega, mA, mB, mD = stage1_exact(sizes, V)
@@ -531,10 +533,28 @@ def test_range_sampler_stage1_bounds_enclose_the_exact_marginal() -> None:
             for k in range(K + 1):
                 assert Fraction(clo[k], chi[-1]) <= cum[k] / cum[-1] <= Fraction(chi[k], clo[-1])
             assert Fraction(chi[-1] - clo[-1], clo[-1]) < Fraction(8 * (K + 1), 2**p)
-        if mD <= exact_em.FLOAT_PASS_MAX_EXP and max(sizes) < 2**53:
-            c, rho, theta = exact_em._float_pass(np.array(sizes), np.array(mA), np.array(mB), mD)
+        if max(sizes) < 2**53:
+            c, rho, theta, E = exact_em._float_pass(np.array(sizes), np.array(mA), np.array(mB), mD)
+            scaled = [x * Fraction(2) ** E for x in cum]  # the float pass works at scale 2^E
             for k in range(K + 1):
-                assert abs(Fraction(float(c[k])) - cum[k]) <= rho * cum[k] + theta
+                assert abs(Fraction(float(c[k])) - scaled[k]) <= rho * scaled[k] + theta
+            assert scaled[-1] >= Fraction(1, 2**500)
+
+
+def test_range_float_pass_over_many_exponent_bands() -> None:
+    """Hundreds of groups whose exponents span many bands of ``exact_em.LEVEL``: the float pass
+    still meets Lemma X2's bound against the exact marginal."""
+    rng = np.random.default_rng(23)
+    K = 300
+    sizes = [int(x) for x in rng.integers(1, 2**40, K)]
+    V = np.cumsum(rng.integers(-1500, 1500, K)).tolist()
+    omega, mA, mB, mD = stage1_exact(sizes, V)
+    assert mD > 10 * exact_em.LEVEL
+    cum = list(itertools.accumulate(omega))
+    c, rho, theta, E = exact_em._float_pass(np.array(sizes), np.array(mA), np.array(mB), mD)
+    for k in range(K + 1):
+        x = cum[k] * Fraction(2) ** E
+        assert abs(Fraction(float(c[k])) - x) <= rho * x + theta
 
 
 def test_strict_pair_lists_the_pairs_by_their_larger_element() -> None:
