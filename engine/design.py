@@ -44,6 +44,9 @@ MAX_COUNT = 1 << 60
 threshold stays inside int64."""
 MAX_QUERIES = 1 << 62
 """The largest R (queries per round) the engine counts."""
+MAX_D_HAT = 1 << 32
+"""The largest m_D (D-hat, the queries a round keeps) the engine runs: the round transition draws a
+uniformly random order of D-hat (``engine.concepts.random_order.MAX_N``)."""
 QUERY_BLOCK = 32768
 """Draws per canonical block of a per-query stream (engine.noise): the sampler's cache-friendly size.
 A round of fewer queries uses a smaller block (``query_block``): drawing 32768 noises for a round of
@@ -199,6 +202,9 @@ def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
         raise InvalidSchedule(f"T = {T} is beyond what the engine counts exactly (2^60)")
     if spec.R > MAX_QUERIES:
         raise InvalidSchedule(f"R = {spec.R} is beyond what the engine counts exactly (2^62)")
+    if spec.m_D > MAX_D_HAT:
+        raise InvalidSchedule(f"m_D = {spec.m_D} is beyond the largest D-hat the engine's round transition orders "
+                              "(2^32 points)")
     if not 1 <= spec.c <= MAX_COUNT:
         raise InvalidSchedule(f"c = {spec.c} is outside [1, 2^60]")
     g = Fraction(spec.band)

@@ -2,8 +2,9 @@
 
 The round length R is fixed by the schedule, so the reservoir sample can be drawn *as positions*
 at the start of the round (m distinct positions out of R, uniformly: ``sorted_subset``, which is
-numpy's ``choice`` for small m, the complement of a small subset for m > R/2, and no draw at all
-for m = R, where the positions are not even stored) and filled as those positions arrive. This
+numpy's ``choice`` for m <= R/50, the first m distinct values of i.i.d. uniform positions up to
+m = R/2, the complement of a smaller subset beyond, and no draw at all for m = R, where the
+positions are not even stored; O(m) memory for any R <= 2^62) and filled as those positions arrive. This
 has exactly the distribution of classic reservoir sampling (Vitter's Algorithm R) over a stream
 of known length R, never holds more than m points, is independent of the query values, and is
 append-only within the round, so a checkpoint only needs the points added since the last one.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from engine.concepts.base import ConceptClass, Ensemble, LabelBoostResult
-from engine.concepts.thresholds import Thresholds
 from engine.errors import InvalidInput
 
 __all__ = ["ConceptClass", "Ensemble", "LabelBoostResult", "Thresholds", "from_spec", "names"]
@@ -33,3 +32,8 @@ def from_spec(spec: dict[str, Any]) -> ConceptClass:
 
         return FiniteClass(spec["matrix"])
     raise InvalidInput(f"unknown concept class {name!r}; known: {', '.join(names())}")
+
+
+# Last: LabelBoost's exact samplers import engine.learner, whose model imports the names above
+# (``from_spec``); defining them first keeps that import cycle harmless.
+from engine.concepts.thresholds import Thresholds  # noqa: E402

@@ -7,8 +7,10 @@ A concept class supplies three things to GenericBBL:
   * ``labelboost``: LabelBoost's step 4 (paper, Appendix C.1; Beimel-Nissim-Stemmer 2021): the
     exponential mechanism with epsilon = 1 and sensitivity 1 over **all distinct dichotomies** of
     the class on the distinct points of S-hat o D-hat, score = agreements with the labeled part,
-    i.e. P[h] = exp(score(h)/2) / Z. Sampled exactly (no approximate enumeration). Repeated
-    points count once (step 2): a dichotomy is a labeling of the *distinct* points.
+    i.e. P[h] = exp(score(h)/2) / Z. Sampled exactly: every dichotomy is enumerated implicitly
+    (in groups of equal score) and drawn with the private learner's exact samplers, which give
+    each one exactly its ideal probability from fair bits (``exact_em``). Repeated points count
+    once (step 2): a dichotomy is a labeling of the *distinct* points.
 
 Points: classes on the reals take queries of shape (n,); stumps take (n, d); the finite class
 takes domain indices (integers, carried as floats on the wire).
@@ -23,7 +25,6 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.line import inverse_cdf, uniform_step
 from engine.concepts.random_order import random_order
 from engine.errors import InvalidInput
 
@@ -155,7 +156,10 @@ class ConceptClass(abc.ABC):
         S_{i+1}[choice(T * lam, m_S)].
 
         This is the definition; classes override it with faster code that must return the same
-        thing from the same draws (tests/engine/test_concepts.py compares them)."""
+        thing from the same draws (tests/engine/test_concepts.py compares them). D-hat is used with
+        -0.0 read as +0.0 (equal values; the fast paths' sorts would otherwise leave the sign of zero
+        in S_{i+1} to the sort's order)."""
+        d_hat = d_hat + 0.0
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         where = self.arrange_order(d_hat)
         o = where[random_order(d_hat.shape[0], T * lam, rng)]
@@ -186,49 +190,6 @@ def as_real_array(x: Any, what: str = "query") -> F64:
 _REAL_KINDS = frozenset("biuf")
 _KIND_NAMES = {"c": "complex", "M": "datetime", "m": "timedelta", "O": "object", "S": "bytes",
                "U": "string", "V": "raw"}
-
-
-# --- exponential mechanism, exactly, in log space -------------------------------------------------
-
-
-def sample_log_weights(log_w: F64, rng: np.random.Generator) -> int:
-    """Index i with probability exp(log_w[i]) / sum(exp(log_w)), by inverse CDF on one uniform.
-
-    Weights are shifted by their max before exponentiation, so scores in the millions are fine.
-    Consumes exactly one draw from ``rng``.
-    """
-    if log_w.size == 0:
-        raise ValueError("cannot sample from an empty set")
-    w = np.exp(log_w - log_w.max())
-    c = np.cumsum(w)
-    u = rng.random() * c[-1]
-    i = int(np.searchsorted(c, u, side="right"))
-    return min(i, log_w.size - 1)
-
-
-def sample_by_score(score: I64, keep: NDArray[np.bool_], rng: np.random.Generator) -> int:
-    """Flat index i of a kept entry with probability ∝ exp(score[i] / 2), one uniform.
-
-    The weight depends on the (integer) score only, so the inverse CDF runs over score values:
-    P[score = v] ∝ (kept entries with score v) exp(v / 2), then the entry is the uniform's
-    residual step among them (in flat order). Same law as ``sample_log_weights`` over the kept
-    entries, without exponentiating one weight per entry."""
-    flat_s, flat_k = score.reshape(-1), keep.reshape(-1)
-    kept = flat_s[flat_k]
-    if kept.size == 0:
-        raise ValueError("cannot sample from an empty set")
-    lo = int(kept.min())
-    counts = np.bincount(kept - lo)
-    v = np.arange(counts.size)
-    step = np.exp((v - v[counts > 0].max()) / 2.0)  # one entry's weight at score lo + v
-    a, rest = inverse_cdf(counts * step, rng.random())
-    j = uniform_step(rest, float(step[a]), int(counts[a]))
-    return int(np.flatnonzero(flat_k & (flat_s == lo + a))[j])
-
-
-def logcumsumexp(a: F64) -> F64:
-    """log(cumsum(exp(a))) computed stably."""
-    return np.logaddexp.accumulate(a) if a.size else a.copy()
 
 
 def sort_chunks(x: F64, y: I8) -> tuple[F64, I8]:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
     I8,
@@ -23,7 +24,6 @@ from engine.concepts.base import (
     ConceptClass,
     Ensemble,
     LabelBoostResult,
-    sample_log_weights,
 )
 from engine.errors import CorruptState, InvalidInput
 
@@ -153,7 +153,9 @@ class FiniteClass(ConceptClass):
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
         """Exponential mechanism over the distinct rows of M restricted to the distinct points
-        (paper, Appendix C.1, steps 2-4). One rng draw."""
+        (paper, Appendix C.1, steps 2-4), exactly: the distinct rows are the distinct dichotomies,
+        grouped by score (``exact_em.sample_group``: a score group, then a uniform row of it, the
+        rows of a group in increasing row order)."""
         n_lab = x_lab.size
         stacked = np.concatenate([x_lab, x_unlab]).astype(np.int64)
         pts, rank = np.unique(stacked, return_inverse=True)
@@ -164,7 +166,11 @@ class FiniteClass(ConceptClass):
         n0 = np.bincount(r_lab[y_lab == 0], minlength=ell)
         D = np.unique(self.M[:, pts], axis=0) if ell else np.zeros((1, 0), dtype=bool)
         score = D.astype(np.int64) @ n1 + (~D).astype(np.int64) @ n0
-        c = sample_log_weights(score.astype(np.float64) / 2.0, rng)
+        values, group = np.unique(score, return_inverse=True)
+        group = group.reshape(-1)
+        counts = np.bincount(group, minlength=values.size).astype(np.uint64)
+        g, r = exact_em.sample_group(counts, values.astype(np.int64), exact_em.bits_of(rng))
+        c = int(np.flatnonzero(group == g)[r])
         labels = D[c].astype(np.int8)[rank]
         return LabelBoostResult(
             labels_labeled=labels[:n_lab],

@@ -2,18 +2,18 @@
 
 On l distinct points the class has l(l+1)/2 + 1 dichotomies: every contiguous range of the
 sorted points, and the all-zero labeling. LabelBoost (paper, Appendix C.1) samples among them
-exactly in O(l log l) by factoring the exponential mechanism over the range's right end.
+exactly (``exact_em.sample_range``) in O(m log m + q) for q distinct labeled points, given D-hat sorted.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
     I8,
@@ -24,13 +24,13 @@ from engine.concepts.base import (
     LabelBoostResult,
     RoundStart,
     distinct_of_sorted,
-    logcumsumexp,
     sort_chunks,
 )
-from engine.concepts.line import LabeledRanks, inverse_cdf, uniform_step
+from engine.concepts.line import LabeledRanks
 from engine.concepts.random_order import random_order
 from engine.concepts.thresholds import midpoint_above, midpoint_below, sorted_search
 from engine.errors import CorruptState
+from engine.learner.exact import BitSource
 
 
 class IntervalEnsemble(Ensemble):
@@ -124,7 +124,7 @@ class Intervals(ConceptClass):
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
-        r = interval_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), rng)
+        r = interval_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), exact_em.bits_of(rng))
         return LabelBoostResult(
             labels_labeled=r.labels(x_lab),
             labels_unlabeled=r.labels(x_unlab),
@@ -151,7 +151,8 @@ class Intervals(ConceptClass):
         if type(self).labelboost is not Intervals.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
         s = np.sort(d_hat)
-        r = interval_em(x_lab, y_lab, distinct_of_sorted(s), rng)
+        s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
+        r = interval_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
         n, L = s.size, T * lam
         P1 = int(np.searchsorted(s, r.lo, side="left"))
         P2 = int(np.searchsorted(s, r.hi, side="right")) if r.lo <= r.hi else P1  # empty: no ones
@@ -201,62 +202,29 @@ class Range:
         return ((x >= self.lo) & (x <= self.hi)).astype(np.int8)
 
 
-def interval_em(x_lab: F64, y_lab: I8, values: F64, rng: np.random.Generator) -> Range:
-    """LabelBoost's exponential mechanism for intervals (paper, Appendix C.1, step 4), exactly,
-    in O(m log m) given ``values`` (the sorted distinct unlabeled points); always two rng draws.
+def interval_em(x_lab: F64, y_lab: I8, values: F64, bits: BitSource) -> Range:
+    """LabelBoost's exponential mechanism for intervals (paper, Appendix C.1, step 4), exactly, in
+    O(m log m + q) given ``values`` (the sorted distinct unlabeled points).
 
-    With w_k = (#label 1) - (#label 0) at the k-th distinct point and W its prefix sums
-    (W_0 = 0), the range of ranks [i, j) scores N0 + W_j - W_i and the empty labeling N0.
-    Dropping the common N0: P[j] ∝ exp(W_j / 2) sum_{i<j} exp(-W_i / 2) (empty: ∝ 1), then
-    P[i | j] ∝ exp(-W_i / 2). W is constant on each group a of ``line`` (V_a there), so for j in
-    group a, P[j] ∝ exp(V_a / 2) P_a + (j - start_a), with P_a = sum_{b<a} size_b exp(-V_b / 2):
-    a constant plus a linear part. The first uniform picks the empty labeling or a group, then j
-    inside it by solving the quadratic cumulative weight; the second picks i's group, then i
-    uniformly inside it. Same law as the per-point inverse CDFs, in O(q) instead of O(l).
+    The l + 1 cuts k = 0..l between the l distinct points (cut k: ranks < k / >= k) fall into the
+    groups a of ``line`` (cuts bounds[a] + 1 .. bounds[a + 1], s_a >= 1 of them). The dichotomies are
+    the ranges of ranks [i, j) for cuts i < j -- distinct ranges are distinct labelings, and every
+    nonempty labeling by an interval is the contiguous range of ranks it covers -- and the all-zero
+    labeling, once: l (l + 1) / 2 + 1 in all. With w_k = (#label 1) - (#label 0) at the k-th distinct
+    point and W its prefix sums, [i, j) scores N0 + W_j - W_i and the empty labeling N0; W is
+    constant (V_a) on the cuts of group a, so a range with i in group a and j in group b scores
+    N0 + V_b - V_a: exactly the setting of ``exact_em.sample_range``, which returns the empty
+    labeling or (group, offset) of both cuts with the exponential mechanism's law.
     """
     lr = LabeledRanks.of(x_lab, y_lab, values)
     bounds = lr.bounds()
-    size = np.diff(bounds)  # group a: ranks start_a = bounds[a] + 1 .. bounds[a + 1]
-    V = np.concatenate([[0], np.cumsum(lr.ones - lr.zeros)]).astype(np.float64)  # W on group a
+    size = np.diff(bounds)  # group a: cuts start_a = bounds[a] + 1 .. bounds[a + 1]
+    V = np.concatenate([[0], np.cumsum(lr.ones - lr.zeros)]).astype(np.int64)  # W on group a
     N0 = int(lr.zeros.sum())
     n_dich = lr.ell * (lr.ell + 1) // 2 + 1
-    log_p = np.concatenate([[-np.inf], logcumsumexp(np.log(size[:-1]) - V[:-1] / 2.0)])  # log P_a
-    log_c = V / 2.0 + log_p  # log of the constant part, per right end of group a
-    S = max(float(log_c.max()), float(np.log(size.max())), 0.0)
-    c, e = np.exp(log_c - S), float(np.exp(-S))  # constant part and one unit of the linear part
-    weights = np.concatenate([[e], size * c + e * size * (size - 1) / 2.0])  # empty, groups
-    g, rest = inverse_cdf(weights, rng.random())
-    if g == 0:
-        rng.random()  # keep the number of draws fixed (replay)
+    got = exact_em.sample_range(size.astype(np.int64), V, bits)
+    if got is None:
         return Range(np.inf, -np.inf, n_dich, N0)
-    a = g - 1
-    tau = _linear_step(rest, float(c[a]), e, int(size[a]))
-    j = int(bounds[a]) + 1 + tau  # the range ends before rank j
-    # i given j: groups b < a whole, then the tau ranks of group a below j
-    counts = np.concatenate([size[:a], [tau]]).astype(np.float64)
-    log_w = -V[: a + 1] / 2.0
-    unit = np.exp(log_w - log_w[counts > 0].max())
-    b, rest = inverse_cdf(counts * unit, rng.random())
-    i = int(bounds[b]) + 1 + uniform_step(rest, float(unit[b]), int(counts[b]))
-    return Range(lr.value(i), lr.value(j - 1), n_dich, N0 + int(V[a] - V[b]))
-
-
-def _linear_step(rest: float, c: float, e: float, size: int) -> int:
-    """The t in [0, size) with total(t) <= rest < total(t + 1), where total(t) = t c + e t (t - 1) / 2
-    is the weight of steps 0..t-1 when step t weighs c + t e."""
-
-    def total(t: int) -> float:
-        return t * c + e * t * (t - 1) / 2.0
-
-    B = c - e / 2.0  # total(t) = e/2 t^2 + B t
-    if e == 0.0:
-        t = rest / c if c > 0 else 0.0
-    else:
-        disc = math.sqrt(B * B + 2.0 * e * rest)
-        t = 2.0 * rest / (B + disc) if B > 0 else (disc - B) / e
-    k = min(max(int(t), 0), size - 1)
-    while k > 0 and total(k) > rest:  # float rounding: at most a step or two
-        k -= 1
-    while k + 1 < size and total(k + 1) <= rest:
-        k += 1
-    return k
+    i = int(bounds[got.a]) + 1 + got.i_off
+    j = int(bounds[got.b]) + 1 + got.j_off  # the range is ranks i .. j - 1
+    return Range(lr.value(i), lr.value(j - 1), n_dich, N0 + int(V[got.b] - V[got.a]))

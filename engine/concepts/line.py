@@ -63,17 +63,3 @@ class LabeledRanks:
         if j < own_rank.size and own_rank[j] == k:
             return float(self.points[self.own][j])
         return float(self.values[k - j]) if k - j < self.values.size else np.inf
-
-
-def inverse_cdf(weights: F64, u: float) -> tuple[int, float]:
-    """For x = u * sum(weights) (u uniform in [0, 1)): the index i with C[i-1] <= x < C[i], C the
-    cumulative sums (clamped to the last index), and the residual x - C[i-1]."""
-    c = np.cumsum(weights)
-    x = u * float(c[-1])
-    i = min(int(np.searchsorted(c, x, side="right")), weights.size - 1)
-    return i, x - (float(c[i - 1]) if i else 0.0)
-
-
-def uniform_step(residual: float, step: float, size: int) -> int:
-    """The step of width ``step`` that ``residual`` falls in, clamped to [0, size)."""
-    return min(max(int(residual / step), 0), size - 1)

@@ -1,4 +1,4 @@
-"""Uniformly random orders and subsets of range(n): exact, and near ``np.sort`` speed at any n.
+"""Uniformly random orders and subsets of range(n): exact, and near ``np.sort`` speed.
 
 numpy's ``Generator.choice(n, k, replace=False)`` is exact, but for k > n/50 it runs a
 Fisher-Yates shuffle over an n-element int64 array: one cache miss per element once the array
@@ -12,11 +12,17 @@ joint law of the keys unchanged (they are i.i.d.), hence also the law of the ord
 of range(n) into runs of equal keys (runs in increasing key order). Given that partition, the
 order within each run is uniform and independent of the labels. So the law of the output
 sequence is invariant under every relabeling of range(n): it is the uniform law on the n!
-orders. Its first k entries are a uniformly random ordered k-subset.
+orders. Its first k entries are a uniformly random ordered k-subset. (The keys are 32-bit halves
+of the bit generator's raw outputs: ``check_word_generator`` refuses generators whose raw outputs
+are not 64 fair bits, e.g. MT19937's 32-bit ones, which would leave every other key 0.)
+
+Sizes: ``random_order`` needs n <= 2^32 (``MAX_N``; the engine refuses m_D above it,
+``engine.design.noise_plan``); ``sorted_subset`` takes any n <= 2^62 in O(k) memory.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -26,6 +32,14 @@ U32 = NDArray[np.uint32]
 I64 = NDArray[np.int64]
 
 MAX_N = 1 << 32
+"""The largest n ``random_order`` orders (the index fills the low 32 bits of a packed word)."""
+MAX_SUBSET_N = 1 << 62
+"""The largest n ``sorted_subset`` draws from (R, the queries of a round: ``engine.design.MAX_QUERIES``)."""
+CHOICE_RATIO = 50
+"""numpy's ``choice(n, k, replace=False)`` is O(k) (Floyd's method) for k <= n / 50; above, it
+shuffles an n-element array."""
+WORD_GENERATORS = ("PCG64", "PCG64DXSM", "SFC64", "Philox")
+"""numpy bit generators whose ``random_raw`` outputs are 64 fair bits (MT19937's are 32)."""
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a uint64 word
 
 
@@ -38,7 +52,7 @@ def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U3
         raise ValueError("need 0 <= k <= n")
     if n > MAX_N or not 0 <= shift <= MAX_N:
         raise ValueError("random orders of more than 2^32 elements are not supported")
-    if k <= n // 50:  # numpy's own exact sampler is cheap here (Floyd's, O(k)); else it shuffles n
+    if k <= n // CHOICE_RATIO:  # numpy's own exact sampler is cheap here (Floyd's, O(k)); else it shuffles n
         o = rng.choice(n, size=k, replace=False)
         return ((o - shift) % MAX_N).astype(np.uint32)
     return packed_order(n, k, rng, shift)
@@ -47,6 +61,7 @@ def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U3
 def packed_order(n: int, k: int, rng: np.random.Generator, shift: int = 0, key_bits: int = 32) -> U32:
     """``random_order`` by sorting packed (key << 32) | (index - shift mod 2^32) words (module
     docstring). Fewer ``key_bits`` only make ties (and the tie-breaking path) common, for tests."""
+    check_word_generator(rng)
     keys = np.arange(-shift, n - shift, dtype=np.int64).view(np.uint64)  # the index in the low half ...
     halves = keys.view(np.uint32).reshape(n, 2)
     r = np.asarray(rng.bit_generator.random_raw((n + 1) // 2), dtype=np.uint64).view(np.uint32)[:n]
@@ -61,14 +76,14 @@ def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:
     A run's words are first put in increasing index order, so that the result does not depend
     on ``shift``."""
     hi = halves[:, _HI]
-    tie = np.flatnonzero(hi[1:] == hi[:-1])  # word t + 1 has the same key as word t
-    if tie.size == 0:
+    ties = np.zeros(hi.size, dtype=bool)  # word t has the same key as word t - 1
+    np.equal(hi[1:], hi[:-1], out=ties[1:])
+    if not ties.any():
         return
-    members = np.union1d(tie, tie + 1)  # every word in a run of length >= 2, increasing
-    starts = np.ones(members.size, dtype=bool)  # a run continues where the previous word ties
-    starts[1:] = members[1:] != members[:-1] + 1
-    starts[1:] |= ~np.isin(members[:-1], tie)
-    run = np.cumsum(starts)
+    in_run = ties.copy()
+    in_run[:-1] |= ties[1:]
+    members = np.flatnonzero(in_run)  # every word in a run of length >= 2, increasing (one pass)
+    run = np.cumsum(~ties[members])  # a run starts at a member that does not tie its predecessor
     low = halves[members, _LO]
     if shift:  # the sort put each run in shifted-index order; reorder the (rare) runs it changes
         index = (low.astype(np.int64) + shift) % MAX_N
@@ -84,15 +99,53 @@ def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:
 
 
 def sorted_subset(n: int, k: int, rng: np.random.Generator) -> I64:
-    """A uniformly random k-subset of range(n), sorted, as int64."""
+    """A uniformly random k-subset of range(n), sorted, as int64; O(k) memory for any n <= 2^62.
+
+    k = n: everything. 2k > n: the complement of a uniform (n - k)-subset (an n-byte mask, less than
+    the 8k-byte output). k <= n / 50: numpy's ``choice`` (Floyd's method, O(k)). Otherwise
+    ``first_distinct``."""
     if not 0 <= k <= n:
         raise ValueError("need 0 <= k <= n")
+    if n > MAX_SUBSET_N:
+        raise ValueError("subsets of more than 2^62 elements are not supported")
     if k == n:
         return np.arange(n, dtype=np.int64)
     if 2 * k > n:  # the complement of a uniform (n - k)-subset is a uniform k-subset
         keep = np.ones(n, dtype=bool)
         keep[sorted_subset(n, n - k, rng)] = False
         return np.flatnonzero(keep).astype(np.int64)
-    if k <= n // 50 or n > MAX_N:  # numpy's choice (Floyd's, O(k)), as the reservoir always did
+    if k <= n // CHOICE_RATIO:
         return np.sort(rng.choice(n, size=k, replace=False)).astype(np.int64)
-    return np.sort(packed_order(n, k, rng)).astype(np.int64)
+    return np.sort(first_distinct(n, k, rng))
+
+
+def first_distinct(n: int, k: int, rng: np.random.Generator) -> I64:
+    """The first k distinct values of an i.i.d. uniform sequence on range(n), in order of first
+    appearance (k <= n / 2 keeps the expected length below 1.39 k); O(k) memory.
+
+    Why the set is a uniform k-subset: a fixed permutation of range(n) applied to every term leaves
+    the law of an i.i.d. uniform sequence unchanged, and maps its first k distinct values to the
+    permuted ones; so the law of that set is invariant under every permutation, i.e. uniform. The
+    sequence is drawn in batches (``Generator.integers``: exact, rejection-based); the batch sizes
+    only decide how many terms are drawn past the k-th distinct value, not which values those are."""
+    if not 0 <= k <= n // 2:
+        raise ValueError("need 0 <= k <= n/2")
+    seen = np.zeros(0, dtype=np.int64)  # distinct values so far, in order of first appearance
+    while seen.size < k:
+        need = k - seen.size
+        # expected draws to reach k distinct from seen.size: n ln((n - seen) / (n - k)); 5% more
+        b = int(1.05 * n * math.log1p(need / (n - k))) + 64
+        allv = np.concatenate([seen, rng.integers(0, n, size=b, dtype=np.int64)])
+        _, first = np.unique(allv, return_index=True)
+        first.sort()
+        seen = allv[first]
+    return seen[:k]
+
+
+def check_word_generator(rng: np.random.Generator) -> None:
+    """Raise ``TypeError`` unless ``rng``'s bit generator emits 64 fair bits per raw output (the
+    exact samplers and ``packed_order`` read ``random_raw`` as 64-bit words)."""
+    name = type(rng.bit_generator).__name__
+    if name not in WORD_GENERATORS:
+        raise TypeError(f"needs a numpy bit generator with 64-bit raw outputs ({', '.join(WORD_GENERATORS)}); "
+                        f"got {name}")

@@ -4,10 +4,14 @@ t = -inf gives the all-ones concept and t = +inf the all-zeros one. LabelBoost (
 Appendix C.1) needs the *distinct* dichotomies on the distinct points: per (j, s) they are the
 suffixes of the points sorted by s * x_j (cut only between distinct values), and the same set
 often arises from several (j, s) (always the empty and full sets). Repeated points need no
-deduplication: a cut between distinct values never separates two copies of a point, so sets of
-points (copies included) stand for sets of distinct points one to one. Two candidate sets can
-only be equal if they have the same size, so sets are compared only within each size, by a
-128-bit XOR hash: O(d n log n) overall (d argsorts), O(d^2 n) for the comparisons.
+deduplication: a cut between distinct values never separates two copies of a point (nor two
+points tied in x_j), so sets of points (copies included) stand for sets of distinct points one to
+one. Two candidate sets can only be equal if they have the same size m, and then one contains the
+other iff they are equal: "the last m in coordinate j' order are the last m in coordinate j order"
+iff the least j-position among them is >= n - m, a suffix minimum. So four prefix/suffix min/max
+scans per pair of coordinates decide every equality exactly (``_equal_sets``): O(d n log n) to sort,
+O(d^2 n) to compare (beyond ``EXACT_PAIRS_MAX_D`` coordinates, a hash first picks the pairs of
+coordinates worth comparing; it only saves time, every equality is still decided exactly).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
     I8,
@@ -27,7 +32,6 @@ from engine.concepts.base import (
     Ensemble,
     LabelBoostResult,
     RoundStart,
-    sample_by_score,
 )
 from engine.concepts.random_order import random_order
 from engine.concepts.thresholds import cut_to_threshold, midpoint_above, threshold_cuts
@@ -64,17 +68,6 @@ def _splitmix64(x: U64) -> U64:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
-
-
-def _point_keys(ell: int) -> tuple[U64, U64]:
-    """Two 64-bit keys per point index, derived deterministically (no rng draws, so the
-    mechanism's draw count stays fixed). A set's hash is the XOR of its members' keys, 128 bits in
-    all: two given distinct sets collide with probability 2^-128 (keys modeled as random); only
-    sets of equal size are compared, (n + 1) d (2d - 1) pairs among n points, so some pair
-    collides with probability <= (n + 1) d (2d - 1) / 2^128. The keys are indexed by position in
-    S-hat o D-hat, a random subsample the adversary does not see."""
-    idx = np.arange(ell, dtype=np.uint64)
-    return _splitmix64(idx * np.uint64(2)), _splitmix64(idx * np.uint64(2) + np.uint64(1))
 
 
 class StumpEnsemble(Ensemble):
@@ -208,9 +201,10 @@ class Stumps(ConceptClass):
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         o = random_order(lb.labels_unlabeled.size, T * lam, rng)
         sx, sy = self._rows(d_hat)[o], lb.labels_unlabeled[o]
+        sx += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat
         hat = rng.choice(T * lam, size=m_S, replace=False)
         ensemble = self._fit_realizable(sx.reshape(lam, T, self.d), sy.reshape(lam, T))
-        return RoundStart(ensemble, d_hat[o[hat]], sy[hat])
+        return RoundStart(ensemble, d_hat[o[hat]] + 0.0, sy[hat])
 
     def _fit_realizable(self, x: F64, y: I8) -> StumpEnsemble:
         """``fit`` for chunks (columns: x (lam, T, d), y (lam, T)) that some stump labels."""
@@ -236,14 +230,17 @@ class Stumps(ConceptClass):
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
-        """Exponential mechanism over the distinct stump dichotomies (paper, Appendix C.1, step 4).
+        """Exponential mechanism over the distinct stump dichotomies (paper, Appendix C.1, step 4),
+        exactly.
 
-        Per coordinate, sort the n points once; s = +1 labels the suffix at a valid cut k as 1,
+        Per coordinate, sort the n points once; s = +1 labels the suffix at a valid cut as 1,
         s = -1 the prefix. Candidates are laid out by set size m (row) and (j, s) (column 2j + k):
-        the suffix of size m sits at cut n - m, the prefix at cut m. Hashes come from an
-        XOR-accumulate, scores from prefix sums of label counts; within a row, a column whose
-        set equals an earlier valid column's is dropped, and one remaining candidate is drawn
-        with P ∝ exp(score / 2) (``sample_by_score``). One rng draw.
+        the suffix of size m sits at cut n - m, the prefix at cut m. Every dichotomy of a stump is
+        a valid candidate, and ``_first_of_each_set`` keeps exactly one candidate of each distinct
+        set (the first valid column of its row), so the kept candidates are the distinct
+        dichotomies one to one. Scores come from prefix sums of label counts; the kept candidates
+        are grouped by score (in flat order within a group) and ``exact_em.sample_group`` draws a
+        group, then a uniform member: each dichotomy has probability exp(score / 2) / Z.
         """
         xl, xu = self._rows(x_lab), self._rows(x_unlab)
         n_lab = xl.shape[0]
@@ -254,24 +251,16 @@ class Stumps(ConceptClass):
         valid = np.ones((n + 1, d), dtype=bool)  # cut k splits sorted positions < k / >= k
         valid[1:n] = vs[1:] > vs[:-1]
         del vs
-        k1, k2 = _point_keys(n)
         lab = np.full(n, -1, dtype=np.int8)
         lab[:n_lab] = y_lab
         N1, N0 = int((y_lab == 1).sum()), int((y_lab == 0).sum())
 
         G = 2 * d  # candidates: (size m = 0..n, column 2j + k)
-        h1 = np.empty((n + 1, G), dtype=np.uint64)
-        h2 = np.empty((n + 1, G), dtype=np.uint64)
         score = np.empty((n + 1, G), dtype=np.int64)
         ok = np.empty((n + 1, G), dtype=bool)
-        pre = np.zeros(n + 1, dtype=np.uint64)
         cnt = np.zeros(n + 1, dtype=np.int64)
         for j in range(d):
             o = order[:, j]
-            for col, keys in ((h1, k1), (h2, k2)):
-                np.bitwise_xor.accumulate(keys[o], out=pre[1:])
-                col[:, 2 * j] = pre[::-1] ^ pre[-1]  # suffix of size m: cut n - m
-                col[:, 2 * j + 1] = pre  # prefix of size m: cut m
             np.cumsum(lab[o] == 1, out=cnt[1:])
             c1 = cnt.copy()
             np.cumsum(lab[o] == 0, out=cnt[1:])
@@ -280,8 +269,13 @@ class Stumps(ConceptClass):
             score[:, 2 * j + 1] = c1 + (N0 - c0)
             ok[:, 2 * j] = valid[::-1, j]
             ok[:, 2 * j + 1] = valid[:, j]
-        keep = _first_of_each_set(h1, h2, ok)
-        c = sample_by_score(score, keep, rng)
+        keep = _first_of_each_set(order, ok)
+        flat_s, flat_k = score.reshape(-1), keep.reshape(-1)
+        kept = flat_s[flat_k]
+        lo = int(kept.min())
+        counts = np.bincount(kept - lo).astype(np.uint64)
+        g, r = exact_em.sample_group(counts, lo + np.arange(counts.size, dtype=np.int64), exact_em.bits_of(rng))
+        c = int(np.flatnonzero(flat_k & (flat_s == lo + g))[r])
         m, col = divmod(c, G)
         j, k_sign = divmod(col, 2)
         members = order[n - m :, j] if k_sign == 0 else order[:m, j]
@@ -291,26 +285,103 @@ class Stumps(ConceptClass):
             labels_labeled=labels[:n_lab],
             labels_unlabeled=labels[n_lab:],
             n_dichotomies=int(np.count_nonzero(keep)),
-            score=int(score.reshape(-1)[c]),
+            score=lo + g,
         )
 
 
-def _first_of_each_set(h1: U64, h2: U64, ok: NDArray[np.bool_], pairwise_upto: int = 16) -> NDArray[np.bool_]:
-    """Per row, the valid columns whose (h1, h2) no earlier valid column of the row has: pairwise
-    comparisons for up to ``pairwise_upto`` columns, a per-row sort beyond."""
-    G = h1.shape[1]
+EXACT_PAIRS_MAX_D = 16
+"""Up to this many coordinates every pair of coordinates is compared; beyond, a hash picks the pairs."""
+
+
+def _equal_sets(pos_j: I64, order_jp: I64) -> NDArray[np.bool_]:
+    """For coordinates j, j' and every size m = 0..n: eq[m, k, k'] says whether the size-m candidate
+    of column 2j + k equals that of column 2j' + k' (k, k' = 0: the suffix, the last m points of
+    the coordinate's order; 1: the prefix, the first m), as sets of point ids.
+
+    ``pos_j[p]``: point p's position in coordinate j's order; ``order_jp``: coordinate j''s order.
+    With P = pos_j[order_jp] (the j-positions of the points in j' order), two sets of the same size
+    are equal iff one contains the other: j''s suffix of size m lies in j's suffix iff
+    min P[n-m:] >= n - m, in j's prefix iff max P[n-m:] < m; j''s prefix likewise with P[:m]. Exact
+    for any positions; only meaningful (a statement about dichotomies) at valid cuts of both."""
+    n = pos_j.size
+    P = pos_j[order_jp]
+    m = np.arange(n + 1, dtype=np.int64)
+    big = np.iinfo(np.int64).max
+    pmin = np.concatenate([[big], np.minimum.accumulate(P)])  # pmin[m] = min P[:m]
+    pmax = np.concatenate([[-1], np.maximum.accumulate(P)])
+    smin = np.concatenate([[big], np.minimum.accumulate(P[::-1])])  # smin[m] = min P[n-m:]
+    smax = np.concatenate([[-1], np.maximum.accumulate(P[::-1])])
+    eq = np.empty((n + 1, 2, 2), dtype=bool)
+    eq[:, 0, 0] = smin >= n - m  # suffix' = suffix
+    eq[:, 0, 1] = pmin >= n - m  # prefix' = suffix
+    eq[:, 1, 0] = smax < m  # suffix' = prefix
+    eq[:, 1, 1] = pmax < m  # prefix' = prefix
+    return eq
+
+
+def _first_of_each_set(order: I64, ok: NDArray[np.bool_], keys: U64 | None = None) -> NDArray[np.bool_]:
+    """Per row m, the valid columns whose set no earlier valid column of the row has: exactly one
+    candidate of each distinct set. ``order`` (n, d): each coordinate's order of the point ids;
+    ``ok`` (n + 1, 2d): which candidates are valid cuts. Rows 0 and n hold only the empty and the
+    full set (column 0 is valid there). Pairs of coordinates: all of them up to
+    ``EXACT_PAIRS_MAX_D`` coordinates, else those ``_hashed_pairs`` picks (``keys`` for tests)."""
+    n, d = order.shape
     keep = ok.copy()
-    if pairwise_upto >= G:
-        for b in range(1, G):
-            for a in range(b):
-                keep[:, b] &= ~(ok[:, a] & (h1[:, a] == h1[:, b]) & (h2[:, a] == h2[:, b]))
+    keep[0, 1:] = False
+    keep[n, 1:] = False
+    if d == 1 or n < 2:  # a coordinate's suffix and prefix of size 0 < m < n always differ
         return keep
-    cols = np.broadcast_to(np.arange(G), h1.shape)
-    srt = np.lexsort((cols, h2, h1, ~ok), axis=1)  # valid first; equal sets by column
-    s1: U64 = np.take_along_axis(h1, srt, axis=1)
-    s2: U64 = np.take_along_axis(h2, srt, axis=1)
-    sok: NDArray[np.bool_] = np.take_along_axis(ok, srt, axis=1)
-    first = sok.copy()
-    first[:, 1:] &= ~(sok[:, :-1] & (s1[:, 1:] == s1[:, :-1]) & (s2[:, 1:] == s2[:, :-1]))
-    np.put_along_axis(keep, srt, first, axis=1)
+    pos = np.empty((n, d), dtype=np.int64)
+    np.put_along_axis(pos, order, np.arange(n, dtype=np.int64)[:, None], axis=0)
+    if d <= EXACT_PAIRS_MAX_D:
+        pairs = [(j, jp) for jp in range(d) for j in range(jp)]
+    else:
+        pairs = _hashed_pairs(order, ok, pos, _splitmix64(np.arange(n, dtype=np.uint64)) if keys is None else keys)
+    inner = slice(1, n)
+    for j, jp in pairs:
+        eq = _equal_sets(pos[:, j], order[:, jp])[inner]
+        for k in (0, 1):
+            for kp in (0, 1):
+                keep[inner, 2 * jp + kp] &= ~(ok[inner, 2 * j + k] & eq[:, k, kp])
     return keep
+
+
+def _hashed_pairs(order: I64, ok: NDArray[np.bool_], pos: I64, keys: U64) -> list[tuple[int, int]]:
+    """The pairs (j, j'), j < j', that ``_first_of_each_set`` must compare, found by hashing.
+
+    A set's hash is the XOR of its points' keys, so equal sets have equal hashes. In each row, sort
+    the valid columns by (hash, column); every column whose hash equals the first column of its
+    run is checked exactly against that first column (``_equal_sets``). If every such check holds,
+    each run is one set, so the pairs (first column's coordinate, coordinate) are all that need
+    comparing; if one fails (a collision of distinct sets: hashes only pick pairs, they never
+    decide), every pair is returned."""
+    n, d = order.shape
+    G = 2 * d
+    h = np.empty((n + 1, G), dtype=np.uint64)
+    pre = np.zeros(n + 1, dtype=np.uint64)
+    for j in range(d):
+        np.bitwise_xor.accumulate(keys[order[:, j]], out=pre[1:])
+        h[:, 2 * j] = pre[::-1] ^ pre[-1]
+        h[:, 2 * j + 1] = pre
+    h, okr = h[1:n], ok[1:n]
+    cols = np.broadcast_to(np.arange(G), h.shape)
+    srt = np.lexsort((cols, h, ~okr), axis=1)
+    sh = np.take_along_axis(h, srt, axis=1)
+    sok = np.take_along_axis(okr, srt, axis=1)
+    same = np.zeros(h.shape, dtype=bool)
+    same[:, 1:] = sok[:, 1:] & sok[:, :-1] & (sh[:, 1:] == sh[:, :-1])
+    start = np.where(same, 0, np.arange(G))
+    first = np.take_along_axis(srt, np.maximum.accumulate(start, axis=1), axis=1)
+    rows, where = np.nonzero(same)
+    a, b = first[rows, where], srt[rows, where]  # a < b: sorted by column within a run
+    m = rows + 1
+    everything = [(j, jp) for jp in range(d) for j in range(jp)]
+    if np.any(a // 2 == b // 2):
+        return everything  # a coordinate's suffix and prefix never coincide inside: a collision
+    found = sorted({(int(x), int(y)) for x, y in zip((a // 2).tolist(), (b // 2).tolist(), strict=True)})
+    for j, jp in found:
+        sel = (a // 2 == j) & (b // 2 == jp)
+        eq = _equal_sets(pos[:, j], order[:, jp])
+        if not eq[m[sel], a[sel] % 2, b[sel] % 2].all():
+            return everything
+    return found

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
     I8,
@@ -20,8 +21,9 @@ from engine.concepts.base import (
     distinct_of_sorted,
     sort_chunks,
 )
-from engine.concepts.line import LabeledRanks, inverse_cdf, uniform_step
+from engine.concepts.line import LabeledRanks
 from engine.concepts.random_order import random_order
+from engine.learner.exact import BitSource
 
 SORTED_SEARCH_MIN_T = 1 << 15
 """Above this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) the batch is sorted before
@@ -133,7 +135,7 @@ class Thresholds(ConceptClass):
     def labelboost(
         self, x_lab: F64, y_lab: I8, x_unlab: F64, rng: np.random.Generator
     ) -> LabelBoostResult:
-        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), rng)
+        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(np.sort(x_unlab)), exact_em.bits_of(rng))
         return LabelBoostResult(
             labels_labeled=(x_lab >= cut.t).astype(np.int8),
             labels_unlabeled=(x_unlab >= cut.t).astype(np.int8),
@@ -161,7 +163,8 @@ class Thresholds(ConceptClass):
         if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
         s = np.sort(d_hat)
-        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), rng)
+        s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
+        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
         n, L = s.size, T * lam
         K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
         f = random_order(n, L, rng, shift=K)  # S_{i+1} as (position - K) mod 2^32
@@ -196,24 +199,22 @@ class Cut:
     score: int
 
 
-def threshold_em(x_lab: F64, y_lab: I8, values: F64, rng: np.random.Generator) -> Cut:
+def threshold_em(x_lab: F64, y_lab: I8, values: F64, bits: BitSource) -> Cut:
     """LabelBoost's exponential mechanism for thresholds, exactly, in O(m log m) given ``values``
-    (the sorted distinct unlabeled points); one rng draw.
+    (the sorted distinct unlabeled points).
 
-    On the l distinct points of x_lab o values, cut k = 0..l labels the points of rank >= k as 1,
-    with score(k) = labeled zeros of rank < k + labeled ones of rank >= k, and P[k] ∝
-    exp(score(k) / 2). The score only changes where k passes a labeled point, so every cut of
-    group a (``line``) has the same score s_a: P[group a] ∝ size_a exp(s_a / 2), uniform within
-    the group, and one uniform u draws both by inverse CDF over the cuts (group a spans size_a
-    equal steps of width exp(s_a / 2)): the same map u -> k as a cumulative sum over all l + 1
-    cuts, in O(q) instead of O(l).
+    On the l distinct points of x_lab o values, cut k = 0..l labels the points of rank >= k as 1:
+    the l + 1 cuts are the l + 1 distinct dichotomies, one to one (the all-ones cut 0 and the
+    all-zeros cut l included). score(k) = labeled zeros of rank < k + labeled ones of rank >= k only
+    changes where k passes a labeled point, so every cut of group a (``line``: cuts bounds[a] + 1 ..
+    bounds[a + 1]) has the same score s_a. ``exact_em.sample_group`` draws group a with probability
+    size_a exp(s_a / 2) / Z and a uniform cut inside it: each cut has probability exp(score / 2) / Z.
     """
     lr = LabeledRanks.of(x_lab, y_lab, values)
     bounds = lr.bounds()
     size = np.diff(bounds)  # >= 1
     zeros_below = np.concatenate([[0], np.cumsum(lr.zeros)])  # labeled zeros left of group a
     score = zeros_below + int(lr.ones.sum()) - np.concatenate([[0], np.cumsum(lr.ones)])
-    step = np.exp(score / 2.0 - score.max() / 2.0)  # one cut's weight in each group
-    a, rest = inverse_cdf(size * step, rng.random())
-    k = int(bounds[a]) + 1 + uniform_step(rest, float(step[a]), int(size[a]))
+    a, r = exact_em.sample_group(size.astype(np.uint64), score.astype(np.int64), bits)
+    k = int(bounds[a]) + 1 + r
     return Cut(t=lr.value(k), n_dichotomies=lr.ell + 1, score=int(score[a]))

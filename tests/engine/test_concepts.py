@@ -9,10 +9,12 @@ validation.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from engine.concepts import from_spec
+from engine.concepts import exact_em, from_spec
 from engine.concepts.base import ConceptClass, Ensemble
 from engine.concepts.finite import vc_dimension
 from engine.concepts.stumps import stumps_vc_upper_bound
@@ -35,7 +37,7 @@ FINITE_MATRIX = np.vstack([_M, _M[:2], np.zeros((1, 7), dtype=np.int64)])  # dup
 N_DOMAIN = FINITE_MATRIX.shape[1]
 
 EXTREMES = np.array(
-    [-np.finfo(float).max, -1e308, -1.0, np.nextafter(0.0, -1.0), 0.0, 5e-324, 1e-323,
+    [-np.finfo(float).max, -1e308, -1.0, np.nextafter(0.0, -1.0), -0.0, 0.0, 5e-324, 1e-323,
      1.0, np.nextafter(1.0, 2.0), 1e308, np.finfo(float).max]
 )  # fmt: skip
 
@@ -175,20 +177,10 @@ def scenario(kit: Kit, seed: int, n_lab: int, n_unlab: int) -> tuple[np.ndarray,
     return x_lab, y_lab, x_unlab
 
 
-def draws_used(fn: Callable[[np.random.Generator], object], seed: int) -> int:
-    g = np.random.default_rng(seed)
-    fn(g)
-    ref = np.random.default_rng(seed)
-    for k in range(6):
-        if ref.bit_generator.state == g.bit_generator.state:
-            return k
-        ref.random()
-    raise AssertionError("more than 5 draws")
-
-
 # --- LabelBoost: exact exponential mechanism ---------------------------------------------------
 
-# one-draw classes also get the exact quadrature test below, so one Monte-Carlo case each suffices
+# every class also gets the exact test below (its law computed exactly from the primitives' laws);
+# this end-to-end Monte-Carlo check runs the real bits through the real code
 MC_CASES = [(THRESHOLDS, 11), (INTERVALS, 11), (INTERVALS, 12), (STUMPS2, 11), (STUMPS3, 12), (FINITE, 12)]
 Z = float(stats.norm.isf(1e-7 / (2 * 60 * len(MC_CASES))))  # Bonferroni over <= 60 outcomes/case
 
@@ -228,113 +220,363 @@ def test_labelboost_matches_brute_force_distribution(kit: Kit, seed: int) -> Non
     assert stats.chisquare(observed, N_DRAWS * p).pvalue > 1e-6
 
 
-class FixedUniform:
-    """Stands in for the Generator: ``random()`` returns a chosen u (one-draw samplers only)."""
-
-    def __init__(self, u: float) -> None:
-        self.u = u
-
-    def random(self) -> float:
-        return self.u
-
-
-QUAD_K = 10_000
-ONE_DRAW = [k for k in KITS if k.id != "intervals"]
+# --- LabelBoost: the implemented law, exactly ----------------------------------------------------
+#
+# Every LabelBoost draws through exact primitives whose laws are proven and tested on their own
+# (docs/PRIVACY.md 17.3, tests/engine/learner/): ``sample_cell`` returns group g with probability
+# n_g e^{-E_g/2} / Z, ``below(n)`` a uniform integer; intervals go through
+# ``exact_em.sample_range``, whose law is computed the same way further down. Forcing each
+# primitive's outcome in turn walks every path of a LabelBoost call, so the implemented law is
+# known exactly -- as integers and powers of e^{1/2}, no floats -- and compared with the exponential
+# mechanism over the brute-force distinct dichotomies.
 
 
-@pytest.mark.parametrize("kit", ONE_DRAW, ids=[k.id for k in ONE_DRAW])
-def test_labelboost_exact_by_quadrature(kit: Kit) -> None:
-    """A one-draw sampler is a map u -> dichotomy; its distribution is the push-forward of
-    U[0, 1). Evaluating it on the K midpoints (i + 1/2) / K measures each outcome within 2/K
-    (an inverse-CDF map makes each outcome one interval): exact up to 1e-4, no Monte-Carlo."""
+class Recorded(Exception):
+    """Raised by a forced primitive to end a call once the law it was asked for is recorded."""
+
+
+class ForcedGroup:
+    """Stands in for ``exact_em.sample_cell`` and ``exact_em.below``: records the law asked for and
+    returns the chosen group and member (``group=None``: record and stop)."""
+
+    def __init__(self, group: int | None = None, member: int = 0) -> None:
+        self.group, self.member = group, member
+        self.law: tuple[np.ndarray, np.ndarray] | None = None
+        self.belows: list[int] = []
+
+    def sample_cell(self, sizes: Any, err: Any, eps: float, bits: Any, fast: bool = True) -> int:
+        assert eps == 1.0
+        self.law = (np.asarray(sizes).astype(np.int64).copy(), np.asarray(err).astype(np.int64).copy())
+        if self.group is None:
+            raise Recorded
+        return self.group
+
+    def below(self, bits: Any, n: int) -> int:
+        self.belows.append(int(n))
+        return self.member
+
+
+def labeling(kit: Kit, r: Any, inv: np.ndarray, n_distinct: int) -> tuple[int, ...]:
+    labels = np.concatenate([r.labels_labeled, r.labels_unlabeled])
+    z = np.full(n_distinct, -1, dtype=np.int8)
+    z[inv] = labels
+    assert (z[inv] == labels).all(), "repeated points got different labels"
+    return tuple(z.tolist())
+
+
+def check_law(support: dict[tuple[int, ...], int], law: dict[tuple[int, ...], tuple[Fraction, Fraction]]) -> None:
+    """``support``: every distinct dichotomy and its score; ``law``: the implemented probability of
+    each outcome as (c, x) meaning c e^x. The exponential mechanism is P[z] = e^{score(z)/2} / Z:
+    same outcomes, the same c for all, and x - score / 2 the same for all."""
+    assert set(law) == set(support), "the implemented law and the class's distinct dichotomies differ"
+    coefs = {c for c, _ in law.values()}
+    shifts = {x - Fraction(support[z], 2) for z, (_, x) in law.items()}
+    assert len(coefs) == 1 and len(shifts) == 1, (coefs, shifts)
+
+
+def exact_law_grouped(kit: Kit, x_lab: np.ndarray, y_lab: np.ndarray, x_unlab: np.ndarray,
+                      mp: pytest.MonkeyPatch) -> tuple[dict[tuple[int, ...], tuple[Fraction, Fraction]], int]:
+    """The implemented law of a class drawing through ``exact_em.sample_group``: path (g, r) has
+    probability n_g e^{-E_g/2} / Z * 1/n_g."""
     c = kit.concept()
-    x_lab, y_lab, x_unlab = scenario(kit, 21, n_lab=8, n_unlab=4)
-    assert draws_used(lambda g: c.labelboost(x_lab, y_lab, x_unlab, g), 0) == 1
+    distinct, inv = kit.distinct(np.concatenate([x_lab, x_unlab]))
+    rec = ForcedGroup()
+    mp.setattr(exact_em, "sample_cell", rec.sample_cell)
+    with pytest.raises(Recorded):
+        c.labelboost(x_lab, y_lab, x_unlab, np.random.default_rng(0))
+    assert rec.law is not None
+    sizes, err = rec.law
+    law: dict[tuple[int, ...], tuple[Fraction, Fraction]] = {}
+    n_dich = set()
+    for g in np.flatnonzero(sizes).tolist():
+        for member in range(int(sizes[g])):
+            f = ForcedGroup(g, member)
+            mp.setattr(exact_em, "sample_cell", f.sample_cell)
+            mp.setattr(exact_em, "below", f.below)
+            r = c.labelboost(x_lab, y_lab, x_unlab, np.random.default_rng(0))
+            assert f.belows == [int(sizes[g])]  # the member is uniform over the whole group
+            z = labeling(kit, r, inv, distinct.shape[0])
+            assert z not in law, "two paths give the same dichotomy"
+            law[z] = (Fraction(1), Fraction(-int(err[g]), 2))  # n_g e^{-E_g/2} / n_g, times 1/Z
+            assert r.score == agreements(np.array(z), inv[: x_lab.shape[0]], y_lab)
+            n_dich.add(r.n_dichotomies)
+    assert len(n_dich) == 1
+    return law, n_dich.pop()
+
+
+def exact_law_intervals(x_lab: np.ndarray, y_lab: np.ndarray, x_unlab: np.ndarray,
+                        mp: pytest.MonkeyPatch) -> tuple[dict[tuple[int, ...], tuple[Fraction, Fraction]], int]:
+    """The implemented law of intervals' LabelBoost, given ``sample_range``'s law (the empty
+    labeling and diagonal pairs e^{-dD/2}, a pair of groups a < b e^{-(dA_a + dB_b)/2}: proven in
+    its docstring, computed exactly in ``test_range_sampler_law_is_exact``)."""
+    c = INTERVALS.concept()
+    distinct, inv = INTERVALS.distinct(np.concatenate([x_lab, x_unlab]))
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def record(sizes: Any, V: Any, bits: Any) -> Any:
+        seen.append((np.asarray(sizes).copy(), np.asarray(V).copy()))
+        raise Recorded
+
+    mp.setattr(exact_em, "sample_range", record)
+    with pytest.raises(Recorded):
+        c.labelboost(x_lab, y_lab, x_unlab, np.random.default_rng(0))
+    sizes, V = seen[0]
+    dD = int(V.max() - V.min())
+    outcomes: list[tuple[Any, int]] = [(None, dD)]
+    for a, s in enumerate(sizes.tolist()):
+        outcomes += [(exact_em.RangeDraw(a, i, a, j), dD) for j in range(s) for i in range(j)]
+        for b in range(a + 1, sizes.size):
+            e = int(V[a] - V.min()) + int(V.max() - V[b])
+            outcomes += [(exact_em.RangeDraw(a, i, b, j), e) for i in range(s) for j in range(int(sizes[b]))]
+    law: dict[tuple[int, ...], tuple[Fraction, Fraction]] = {}
+    n_dich = set()
+    for o, e in outcomes:
+        mp.setattr(exact_em, "sample_range", lambda *_, o=o: o)
+        r = c.labelboost(x_lab, y_lab, x_unlab, np.random.default_rng(0))
+        z = labeling(INTERVALS, r, inv, distinct.shape[0])
+        assert z not in law, "two outcomes give the same dichotomy"
+        law[z] = (Fraction(1), Fraction(-e, 2))
+        assert r.score == agreements(np.array(z), inv[: x_lab.shape[0]], y_lab)
+        n_dich.add(r.n_dichotomies)
+    assert len(n_dich) == 1
+    return law, n_dich.pop()
+
+
+def exact_law(kit: Kit, x_lab: np.ndarray, y_lab: np.ndarray, x_unlab: np.ndarray,
+              mp: pytest.MonkeyPatch) -> tuple[dict[tuple[int, ...], tuple[Fraction, Fraction]], int]:
+    if kit.id == "intervals":
+        return exact_law_intervals(x_lab, y_lab, x_unlab, mp)
+    return exact_law_grouped(kit, x_lab, y_lab, x_unlab, mp)
+
+
+def brute_support(kit: Kit, x_lab: np.ndarray, y_lab: np.ndarray, x_unlab: np.ndarray) -> dict[tuple[int, ...], int]:
     distinct, inv = kit.distinct(np.concatenate([x_lab, x_unlab]))
     inv_lab = inv[: x_lab.shape[0]]
-    support = sorted(brute_dichotomies(kit, distinct))
-    score = np.array([agreements(np.array(z), inv_lab, y_lab) for z in support])
-    p = np.exp(score / 2 - score.max() / 2)
-    p /= p.sum()
-    counts: Counter[tuple[int, ...]] = Counter()
-    for i in range(QUAD_K):
-        r = c.labelboost(x_lab, y_lab, x_unlab, FixedUniform((i + 0.5) / QUAD_K))  # type: ignore[arg-type]
-        z = np.zeros(distinct.shape[0], dtype=np.int8)
-        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
-        counts[tuple(z.tolist())] += 1
-    assert set(counts) <= set(support)
-    freq = np.array([counts[z] for z in support]) / QUAD_K
-    np.testing.assert_allclose(freq, p, rtol=0, atol=2 / QUAD_K + 1e-12)
-
-
-class Uniforms:
-    """Stands in for the Generator: ``random()`` returns the given values in turn."""
-
-    def __init__(self, *u: float) -> None:
-        self.u = list(u)
-
-    def random(self) -> float:
-        return self.u.pop(0)
-
-
-def test_intervals_labelboost_exact_by_quadrature() -> None:
-    """Intervals draw twice: the first uniform picks the right end (or the empty labeling), the
-    second the left end given the right end (the factorization in ``Intervals.labelboost``).
-    Quadrature over each stage measures the right-end marginal and each conditional exactly up
-    to 2/K, against the brute-force distribution."""
-    c = INTERVALS.concept()
-    x_lab, y_lab, x_unlab = scenario(INTERVALS, 21, n_lab=8, n_unlab=4)
-    distinct, inv = INTERVALS.distinct(np.concatenate([x_lab, x_unlab]))
-    inv_lab = inv[: x_lab.shape[0]]
-    support = sorted(brute_dichotomies(INTERVALS, distinct))
-    score = np.array([agreements(np.array(z), inv_lab, y_lab) for z in support])
-    p = np.exp(score / 2 - score.max() / 2)
-    p /= p.sum()
-    prob = dict(zip(support, p, strict=True))
-
-    def right_end(z: tuple[int, ...]) -> int:  # -1: the empty labeling
-        return max((k for k, v in enumerate(z) if v), default=-1)
-
-    def run(u1: float, u2: float) -> tuple[int, ...]:
-        r = c.labelboost(x_lab, y_lab, x_unlab, Uniforms(u1, u2))  # type: ignore[arg-type]
-        z = np.zeros(distinct.shape[0], dtype=np.int8)
-        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
-        return tuple(z.tolist())
-
-    k1, k2 = 10_000, 2_000
-    first = [run((i + 0.5) / k1, 0.5) for i in range(k1)]
-    ends = np.array([right_end(z) for z in first])
-    for j in sorted(set(ends.tolist()) | {right_end(z) for z in support}):
-        p_j = sum(pz for z, pz in prob.items() if right_end(z) == j)
-        assert abs(np.mean(ends == j) - p_j) <= 2 / k1 + 1e-12
-        hits = np.flatnonzero(ends == j)
-        if hits.size == 0:
-            assert p_j < 2 / k1
-            continue
-        u1 = (hits[hits.size // 2] + 0.5) / k1
-        given = Counter(run(u1, (i + 0.5) / k2) for i in range(k2))
-        assert all(right_end(z) == j and z in prob for z in given)
-        for z in (z for z in support if right_end(z) == j):
-            assert abs(given[z] / k2 - prob[z] / p_j) <= 2 / k2 + 1e-12
+    return {z: agreements(np.array(z), inv_lab, y_lab) for z in brute_dichotomies(kit, distinct)}
 
 
 @kits
-def test_labelboost_consumes_a_fixed_number_of_draws(kit: Kit) -> None:
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_labelboost_law_is_the_exponential_mechanism_exactly(kit: Kit, seed: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every distinct dichotomy (repeated points counted once, conflicting labels, unlabeled copies
+    of labeled points) is reached by exactly one path, with probability exactly e^{score/2} / Z."""
+    x_lab, y_lab, x_unlab = scenario(kit, seed, n_lab=8, n_unlab=4)
+    if seed == 23:
+        y_lab = np.zeros_like(y_lab)  # the empty labeling wins (intervals: its own outcome)
+    support = brute_support(kit, x_lab, y_lab, x_unlab)
+    law, n_dich = exact_law(kit, x_lab, y_lab, x_unlab, monkeypatch)
+    check_law(support, law)
+    assert n_dich == len(support)
+
+
+@pytest.mark.parametrize("kit", [THRESHOLDS, INTERVALS], ids=["thresholds", "intervals"])
+def test_labelboost_law_is_exact_with_large_groups(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few labeled points among many unlabeled ones: groups of many cuts of equal score, a
+    labeled point shared with D-hat and one labeled both ways."""
+    g = np.random.default_rng(4)
+    x_unlab = np.concatenate([g.random(40), [0.25, 0.25, 0.75]])
+    x_lab = np.array([0.25, 0.5, 0.5, 0.9, 0.7])
+    y_lab = np.array([1, 0, 1, 0, 1], dtype=np.int8)
+    support = brute_support(kit, x_lab, y_lab, x_unlab)
+    law, n_dich = exact_law(kit, x_lab, y_lab, x_unlab, monkeypatch)
+    check_law(support, law)
+    assert n_dich == len(support)
+
+
+# --- intervals: sample_range's law, exactly ---------------------------------------------------------
+
+
+class Forced2:
+    """Stands in for the primitives ``sample_range`` uses; returns chosen outcomes in call order
+    and records every law it was asked for."""
+
+    def __init__(self, k: int, t: int, members: list[int]) -> None:
+        self.k, self.t, self.members = k, t, list(members)
+        self.stage2: list[list[Fraction]] = []
+        self.accepts: list[tuple[Fraction, int]] = []
+        self.belows: list[int] = []
+        self.float_calls = self.invert_calls = 0
+
+    def float_decide(self, c: Any, rho: Any, theta: Any, u: Any) -> int:
+        self.float_calls += 1
+        return self.k
+
+    def invert(self, bounds: Any, u: Any) -> int:
+        self.invert_calls += 1
+        return self.k
+
+    def dyadic(self, sizes: Any, m: Any, fast: bool = True) -> Any:
+        self.stage2.append([Fraction(int(s)) * Fraction(2) ** -int(e) for s, e in zip(sizes, m, strict=True)])
+        outer = self
+
+        class Draw:
+            def draw(self, bits: Any) -> int:
+                return outer.t
+
+        return Draw()
+
+    def bernoulli(self, bits: Any, g: Fraction, m: int) -> bool:
+        self.accepts.append((g, m))
+        return True
+
+    def below(self, bits: Any, n: int) -> int:
+        self.belows.append(n)
+        return self.members.pop(0)
+
+
+class ZeroBits:
+    def word(self) -> int:
+        return 0
+
+
+def stage1_exact(sizes: list[int], V: list[int]) -> tuple[list[Fraction], list[int], list[int], int]:
+    """omega_E, omega_0, ..., omega_q of ``sample_range``'s docstring, from its definition."""
+    from engine.learner.sampler import exponents
+
+    v = np.array(V, dtype=np.int64)
+    mA = [int(x) for x in exponents(1.0, v - v.min())]
+    mB = [int(x) for x in exponents(1.0, v.max() - v)]
+    mD = int(exponents(1.0, np.array([int(v.max() - v.min())]))[0])
+    two = Fraction(2)
+    omega = [Fraction(0)] * len(sizes)
+    G = Fraction(0)  # sum_{b > a} s_b 2^-mB_b
+    for a in range(len(sizes) - 1, -1, -1):
+        s = sizes[a]
+        omega[a] = Fraction(s) * two ** -mA[a] * G + Fraction(s * (s - 1) // 2) * two**-mD
+        G += Fraction(s) * two ** -mB[a]
+    return [two**-mD, *omega], mA, mB, mD
+
+
+RANGE_CASES = [
+    ([1], [0]), ([3], [0]), ([1, 1], [0, 1]), ([2, 1, 3], [0, -2, 1]), ([4, 1, 2, 1], [0, 3, -1, 2]),
+    ([1, 2, 1, 3, 1], [0, -1, -2, -1, 0]), ([2, 3], [0, 1700]), ([3, 1, 2], [0, -900, 900]),
+]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("case", range(len(RANGE_CASES)))
+def test_range_sampler_law_is_exact(case: int, fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every accepted path of ``sample_range`` (stage 1 index, stage 2 index, acceptance, members)
+    with its exact probability: (omega_k / Omega) (stage-2 weight / total) (prod e^{-g} 2^m) (prod
+    1/n). Each outcome must come from one path, the coefficient must be the same for all and the
+    exponent must be -dD/2 (empty, diagonal) or -(dA_a + dB_b)/2: then P[outcome | accepted] is
+    exactly W / sum W of the docstring."""
+    sizes, V = RANGE_CASES[case]
+    omega, _, _, _ = stage1_exact(sizes, V)
+    Omega = sum(omega)
+    v = np.array(V)
+    dD = int(v.max() - v.min())
+    law: dict[Any, tuple[Fraction, Fraction]] = {}
+    for k in range(len(omega)):
+        if omega[k] == 0:
+            continue
+        n2 = 1 if k == 0 else 1 + len(sizes) - k
+        for t in range(n2):
+            a = k - 1
+            if k and t == 0 and sizes[a] < 2:
+                continue  # a diagonal of weight 0
+            nm = 0 if k == 0 else (1 if t == 0 else 2)
+            ranges = [] if nm == 0 else ([range(sizes[a] * (sizes[a] - 1) // 2)] if t == 0
+                                          else [range(sizes[a]), range(sizes[a + t])])
+            for members in itertools.product(*ranges):
+                f = Forced2(k, t, list(members))
+                for name, fn in [("float_decide", f.float_decide), ("invert", f.invert), ("DyadicSampler", f.dyadic),
+                                 ("bernoulli_exp", f.bernoulli), ("below", f.below)]:
+                    monkeypatch.setattr(exact_em, name, fn)
+                o = exact_em.sample_range(np.array(sizes), np.array(V), ZeroBits(), fast=fast)
+                p = omega[k] / Omega
+                if k:
+                    (w2,) = f.stage2
+                    assert w2[t] > 0
+                    p *= w2[t] / sum(w2)
+                x = Fraction(0)
+                for g, m in f.accepts:
+                    p *= Fraction(2) ** m
+                    x -= g
+                for n in f.belows:
+                    p /= n
+                key = None if o is None else (o.a, o.i_off, o.b, o.j_off)
+                assert key not in law
+                law[key] = (p, x)
+                assert (f.float_calls, f.invert_calls) == ((1, 0) if fast else (0, 1))
+    want: dict[Any, Fraction] = {None: Fraction(-dD, 2)}
+    for a, s in enumerate(sizes):
+        for j in range(s):
+            for i in range(j):
+                want[(a, i, a, j)] = Fraction(-dD, 2)
+        for b in range(a + 1, len(sizes)):
+            e = Fraction(-(int(v[a] - v.min()) + int(v.max() - v[b])), 2)
+            for i in range(s):
+                for j in range(sizes[b]):
+                    want[(a, i, b, j)] = e
+    assert set(law) == set(want)
+    assert len({p for p, _ in law.values()}) == 1
+    assert all(law[o][1] == want[o] for o in want)
+
+
+def test_range_sampler_stage1_bounds_enclose_the_exact_marginal() -> None:
+    """What ``sample_range`` gives Lemma X1: the enclosure pass (any size, any exponent) and the
+    float pass (Lemma X2's bound, checked in exact rationals) both bound omega / Omega."""
+    rng = np.random.default_rng(17)
+    for trial in range(60):
+        K = int(rng.integers(1, 12))
+        big = trial % 5 == 0
+        sizes = [int(x) for x in rng.integers(1, 2**62 if big else 50, K, dtype=np.int64)]
+        span = [8, 80, 800, 4000, 40_000][trial % 5]
+        V = [int(x) for x in rng.integers(-span, span + 1, K)]
+        V[0] = 0
+        omega, mA, mB, mD = stage1_exact(sizes, V)
+        cum = list(itertools.accumulate(omega))
+        for p in (64, 128, 300):
+            clo, chi = exact_em._marginal_bounds(sizes, mA, mB, mD, p)
+            for k in range(K + 1):
+                assert Fraction(clo[k], chi[-1]) <= cum[k] / cum[-1] <= Fraction(chi[k], clo[-1])
+            assert Fraction(chi[-1] - clo[-1], clo[-1]) < Fraction(8 * (K + 1), 2**p)
+        if max(sizes) < 2**53:
+            c, rho, theta, E = exact_em._float_pass(np.array(sizes), np.array(mA), np.array(mB), mD)
+            scaled = [x * Fraction(2) ** E for x in cum]  # the float pass works at scale 2^E
+            for k in range(K + 1):
+                assert abs(Fraction(float(c[k])) - scaled[k]) <= rho * scaled[k] + theta
+            assert scaled[-1] >= Fraction(1, 2**500)
+
+
+def test_range_float_pass_over_many_exponent_bands() -> None:
+    """Hundreds of groups whose exponents span many bands of ``exact_em.LEVEL``: the float pass
+    still meets Lemma X2's bound against the exact marginal."""
+    rng = np.random.default_rng(23)
+    K = 300
+    sizes = [int(x) for x in rng.integers(1, 2**40, K)]
+    V = np.cumsum(rng.integers(-1500, 1500, K)).tolist()
+    omega, mA, mB, mD = stage1_exact(sizes, V)
+    assert mD > 10 * exact_em.LEVEL
+    cum = list(itertools.accumulate(omega))
+    c, rho, theta, E = exact_em._float_pass(np.array(sizes), np.array(mA), np.array(mB), mD)
+    for k in range(K + 1):
+        x = cum[k] * Fraction(2) ** E
+        assert abs(Fraction(float(c[k])) - x) <= rho * x + theta
+
+
+def test_strict_pair_lists_the_pairs_by_their_larger_element() -> None:
+    want = [(i, j) for j in range(1, 40) for i in range(j)]
+    assert [exact_em.strict_pair(t) for t in range(len(want))] == want
+    for t in (2**100 + 12345, 2**127 - 1):
+        i, j = exact_em.strict_pair(t)
+        assert 0 <= i < j and j * (j - 1) // 2 + i == t
+
+
+@kits
+def test_labelboost_is_deterministic_given_the_stream(kit: Kit) -> None:
+    """Bits are read from the Generator's PCG64 words; the same stream gives the same dichotomy and
+    leaves the stream in the same state (what replay needs), and a 32-bit generator is refused."""
     c = kit.concept()
-    used = set()
-    any_ones = set()
-    for seed in range(40):
-        x_lab, y_lab, x_unlab = scenario(kit, seed, n_lab=3, n_unlab=3)
-        if seed % 2:
-            y_lab = np.zeros_like(y_lab)  # favours the all-zero labeling (its own branch)
-
-        def call(g: np.random.Generator, xl: Any = x_lab, yl: Any = y_lab, xu: Any = x_unlab) -> None:
-            r = c.labelboost(xl, yl, xu, g)
-            any_ones.add(bool(r.labels_labeled.any() or r.labels_unlabeled.any()))
-
-        used.add(draws_used(call, seed))
-    assert any_ones == {True, False}  # both branches were exercised
-    assert used == ({2} if kit.id == "intervals" else {1})
+    x_lab, y_lab, x_unlab = scenario(kit, 3, n_lab=6, n_unlab=5)
+    g1, g2 = np.random.default_rng(8), np.random.default_rng(8)
+    a, b = c.labelboost(x_lab, y_lab, x_unlab, g1), c.labelboost(x_lab, y_lab, x_unlab, g2)
+    np.testing.assert_array_equal(a.labels_unlabeled, b.labels_unlabeled)
+    assert g1.bit_generator.state == g2.bit_generator.state
+    with pytest.raises(TypeError, match="MT19937"):
+        c.labelboost(x_lab, y_lab, x_unlab, np.random.Generator(np.random.MT19937(0)))
 
 
 @kits
@@ -572,11 +814,18 @@ def transition_case(kit: Kit, seed: int, n: int, n_lab: int) -> tuple[np.ndarray
     x_unlab = kit.points(g, n) if seed % 3 else (kit.extreme or kit.points)(g, n)
     if seed % 2 and kit.id != "finite":  # continuous points: no ties at all
         x_unlab = x_unlab + g.random(x_unlab.shape)
+    if kit.id != "finite":  # -0.0 beside +0.0 (equal values; the sign must come out as the definition's)
+        x_unlab = np.where((x_unlab == 0) & (g.random(x_unlab.shape) < 0.5), -0.0, x_unlab)
     x_lab = np.concatenate([kit.points(g, n_lab), x_unlab[:2]])  # labeled points repeated in D-hat
     y_lab = g.integers(0, 2, x_lab.shape[0]).astype(np.int8)
     if seed % 4 == 1:
         y_lab[:] = seed % 8 == 1  # all one label: favours one-sided (all-ones / all-zeros) chunks
     return x_lab, y_lab, x_unlab
+
+
+def same_bits(a: Any, b: Any) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 TRANSITION_SIZES = [(1, 1, 0), (3, 1, 2), (1, 5, 5), (40, 10, 30), (7, 13, 20), (7_000, 10, 1000)]
@@ -603,81 +852,10 @@ def test_next_round_equals_its_definition(kit: Kit, T: int, lam: int, m_S: int) 
         a, b = fast.ensemble.to_arrays(), ref.ensemble.to_arrays()
         assert a.keys() == b.keys()
         for key in a:
-            np.testing.assert_array_equal(a[key], b[key])
-        np.testing.assert_array_equal(fast.s_hat_x, ref.s_hat_x)
+            same_bits(a[key], b[key])  # bit for bit: -0.0 and +0.0 differ here (review F7)
+        same_bits(fast.s_hat_x, ref.s_hat_x)
         np.testing.assert_array_equal(fast.s_hat_y, ref.s_hat_y)
         assert fast.s_hat_y.dtype == np.int8 and fast.s_hat_x.shape[0] == m_S
-
-
-def test_thresholds_labelboost_exact_with_large_groups() -> None:
-    """Few labeled points among many unlabeled ones: LabelBoost's cuts come in groups of equal
-    score (``threshold_em``) and one uniform places the cut inside its group. Quadrature (as
-    above) against the brute-force law over all 1 + l cuts."""
-    c = THRESHOLDS.concept()
-    g = np.random.default_rng(4)
-    x_unlab = np.concatenate([g.random(120), [0.25, 0.25, 0.75]])  # repeats count once
-    x_lab = np.array([0.25, 0.5, 0.5, 0.9])  # shares 0.25 with D-hat; 0.5 twice, labeled both ways
-    y_lab = np.array([1, 0, 1, 0], dtype=np.int8)
-    distinct, inv = THRESHOLDS.distinct(np.concatenate([x_lab, x_unlab]))
-    inv_lab = inv[: x_lab.size]
-    ell = distinct.size
-    score = np.array([agreements((np.arange(ell) >= k).astype(np.int8), inv_lab, y_lab) for k in range(ell + 1)])
-    p = np.exp(score / 2 - score.max() / 2)
-    p /= p.sum()
-    K = 10_000
-    cuts = np.zeros(ell + 1)
-    for i in range(K):
-        r = c.labelboost(x_lab, y_lab, x_unlab, FixedUniform((i + 0.5) / K))  # type: ignore[arg-type]
-        z = np.zeros(ell, dtype=np.int8)
-        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
-        k = ell - int(z.sum())
-        assert (z == (np.arange(ell) >= k)).all() and r.n_dichotomies == ell + 1
-        cuts[k] += 1
-    np.testing.assert_allclose(cuts / K, p, rtol=0, atol=2 / K + 1e-12)
-
-
-def test_intervals_labelboost_exact_with_large_groups() -> None:
-    """As the quadrature test above, with few labeled points among many unlabeled ones: right
-    ends inside a group of equal prefix score have weights constant + linear (``interval_em``)."""
-    c = INTERVALS.concept()
-    g = np.random.default_rng(8)
-    x_unlab = np.concatenate([g.random(60), [0.25, 0.25]])
-    x_lab = np.array([0.25, 0.4, 0.4, 0.7, 0.9])
-    y_lab = np.array([1, 1, 0, 1, 0], dtype=np.int8)
-    distinct, inv = INTERVALS.distinct(np.concatenate([x_lab, x_unlab]))
-    inv_lab = inv[: x_lab.size]
-    ell = distinct.size
-    ranges = [(-1, -1)] + [(i, j) for j in range(1, ell + 1) for i in range(j)]  # ranks [i, j)
-    ranks = np.arange(ell)
-    z_of = {r: ((ranks >= r[0]) & (ranks < r[1])).astype(np.int8) for r in ranges}  # (-1, -1): all 0
-    score = np.array([agreements(z_of[r], inv_lab, y_lab) for r in ranges])
-    p = np.exp(score / 2 - score.max() / 2)
-    p /= p.sum()
-    prob = dict(zip(ranges, p, strict=True))
-
-    def run(u1: float, u2: float) -> tuple[int, int]:
-        r = c.labelboost(x_lab, y_lab, x_unlab, Uniforms(u1, u2))  # type: ignore[arg-type]
-        z = np.zeros(ell, dtype=np.int8)
-        z[inv] = np.concatenate([r.labels_labeled, r.labels_unlabeled])
-        if not z.any():
-            return (-1, -1)
-        ones = np.flatnonzero(z)
-        assert ones[-1] - ones[0] + 1 == ones.size  # a contiguous range of ranks
-        assert r.n_dichotomies == len(ranges) and r.score == agreements(z, inv_lab, y_lab)
-        return (int(ones[0]), int(ones[-1]) + 1)
-
-    k1, k2 = 8_000, 1_000
-    ends = np.array([run((i + 0.5) / k1, 0.5)[1] for i in range(k1)])
-    for j in range(-1, ell + 1):
-        p_j = sum(pz for r, pz in prob.items() if r[1] == j)
-        assert abs(np.mean(ends == j) - p_j) <= 2 / k1 + 1e-12, j
-    for j in (1, 20, 40, ell):  # left ends given the right end
-        hits = np.flatnonzero(ends == j)
-        u1 = (hits[hits.size // 2] + 0.5) / k1
-        given = Counter(run(u1, (i + 0.5) / k2) for i in range(k2))
-        p_j = sum(pz for r, pz in prob.items() if r[1] == j)
-        for i in range(j):
-            assert abs(given[(i, j)] / k2 - prob[(i, j)] / p_j) <= 2 / k2 + 1e-12, (i, j)
 
 
 @pytest.mark.parametrize("kit", [THRESHOLDS, INTERVALS], ids=["thresholds", "intervals"])
@@ -699,22 +877,135 @@ def test_next_round_runs_a_subclass_labelboost(kit: Kit) -> None:
     assert np.isinf(next(iter(start.ensemble.to_arrays().values()))).all()  # all-zero chunks: +inf / empty
 
 
-def test_stumps_set_dedup_paths_agree() -> None:
-    """Both ways of keeping the first column of each set in a row (pairwise, per-row sort)."""
-    from engine.concepts.stumps import _first_of_each_set
+# --- stumps: exact deduplication --------------------------------------------------------------------
 
-    g = np.random.default_rng(0)
-    rows, G = 500, 20
-    h1 = g.integers(0, 4, (rows, G)).astype(np.uint64)  # few values: many equal sets
-    h2 = (h1 * np.uint64(3)) ^ g.integers(0, 2, (rows, G)).astype(np.uint64)
-    ok = g.random((rows, G)) < 0.7
-    a = _first_of_each_set(h1, h2, ok, pairwise_upto=G)
-    b = _first_of_each_set(h1, h2, ok, pairwise_upto=0)
-    np.testing.assert_array_equal(a, b)
-    for r in range(rows):  # against the definition
-        seen = set()
-        for c in range(G):
-            key = (int(h1[r, c]), int(h2[r, c]))
-            assert a[r, c] == (bool(ok[r, c]) and key not in seen)
-            if ok[r, c]:
-                seen.add(key)
+
+def dedup_reference(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, ok, keep) by definition: the candidate sets as Python sets of point ids; keep the
+    first valid column of each row whose set no earlier valid column of the row has."""
+    n, d = pts.shape
+    order = np.argsort(pts, axis=0)
+    vs = np.take_along_axis(pts, order, axis=0)
+    valid = np.ones((n + 1, d), dtype=bool)
+    valid[1:n] = vs[1:] > vs[:-1]
+    ok = np.empty((n + 1, 2 * d), dtype=bool)
+    ok[:, 0::2] = valid[::-1]
+    ok[:, 1::2] = valid
+    keep = np.zeros_like(ok)
+    for m in range(n + 1):
+        seen: list[frozenset[int]] = []
+        for col in range(2 * d):
+            if not ok[m, col]:
+                continue
+            o = order[:, col // 2]
+            s = frozenset((o[n - m :] if col % 2 == 0 else o[:m]).tolist())
+            keep[m, col] = s not in seen
+            seen.append(s)
+    return order, ok, keep
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 20])
+def test_stumps_dedup_is_exact(d: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of finding the pairs of coordinates to compare (all pairs; hash-picked, with
+    honest keys and with keys that make every set collide) keep exactly one candidate per set.
+    Coordinates repeat (x2 = 2 x0 + 1), reverse (x3 = -x1) and tie heavily."""
+    from engine.concepts import stumps
+
+    g = np.random.default_rng(d)
+    for trial in range(12):
+        n = int(g.integers(1, 14))
+        pts = g.integers(0, [2, 4, 9][trial % 3], (n, d)).astype(float)
+        if d >= 3:
+            pts[:, 2] = 2 * pts[:, 0] + 1
+        if d >= 4:
+            pts[:, 3] = -pts[:, 1]
+        order, ok, want = dedup_reference(pts)
+        for max_d, keys in [(16, None), (0, None), (0, np.zeros(n, dtype=np.uint64))]:
+            monkeypatch.setattr(stumps, "EXACT_PAIRS_MAX_D", max_d)
+            np.testing.assert_array_equal(stumps._first_of_each_set(order, ok, keys), want)
+
+
+def _splitmix(i: int) -> int:
+    from engine.concepts.stumps import _splitmix64
+
+    return int(_splitmix64(np.array([i], dtype=np.uint64))[0])
+
+
+def _xor_zero_subset(vectors: list[int], n_bits: int) -> list[int]:
+    """An even-size set of indices whose vectors XOR to 0 (Gaussian elimination over GF(2), with a
+    parity bit appended so the set has even size): the review's construction."""
+    basis: dict[int, tuple[int, int]] = {}
+    for t, vec0 in enumerate(vectors):
+        vec, comb = vec0 | (1 << n_bits), 1 << t
+        while vec:
+            p = vec.bit_length() - 1
+            if p not in basis:
+                basis[p] = (vec, comb)
+                break
+            bv, bc = basis[p]
+            vec, comb = vec ^ bv, comb ^ bc
+        else:
+            return [i for i in range(len(vectors)) if (comb >> i) & 1]
+    raise AssertionError("no dependency found")
+
+
+@pytest.mark.parametrize("d", [2, 17])
+def test_stumps_labelboost_keeps_dichotomies_whose_hashes_collide(d: int) -> None:
+    """The review's attack (docs/notes review F1): with m_D = R a querier knows each query's index
+    in S-hat o D-hat, so it can pick an even set Z whose fixed per-index keys XOR to 0 and put one
+    half at the top of x_0, the other at the top of x_1: two distinct dichotomies of equal size and
+    equal hash. The previous code dropped one (436 vs 434 distinct dichotomies). d = 2 now compares
+    sets without hashing; d = 17 hashes (64-bit keys of the index; the same construction makes them
+    collide), finds the collision when checking it exactly, and compares every pair instead."""
+    m_S, n_adv = 3, 140
+    n = m_S + n_adv
+    if d == 2:  # the review's keys: splitmix64(2i), splitmix64(2i + 1), 128 bits
+        vecs = [_splitmix(2 * i) | (_splitmix(2 * i + 1) << 64) for i in range(m_S, n)]
+        Z = [m_S + t for t in _xor_zero_subset(vecs, 128)]
+    else:  # this module's filter keys: splitmix64(i)
+        Z = [m_S + t for t in _xor_zero_subset([_splitmix(i) for i in range(m_S, n)], 64)]
+        acc = 0
+        for i in Z:
+            acc ^= _splitmix(i)
+        assert acc == 0
+    Z1, Z2 = Z[: len(Z) // 2], Z[len(Z) // 2 :]
+    g = np.random.default_rng(3)
+    x_lab = g.uniform(-1, 1, (m_S, d))
+    y_lab = np.zeros(m_S, dtype=np.int8)
+    x_unlab = g.uniform(-1, 1, (n_adv, d))
+    for r, i in enumerate(Z1):
+        x_unlab[i - m_S, :2] = (100.0 + r, -100.0 - r)
+    for r, i in enumerate(Z2):
+        x_unlab[i - m_S, :2] = (-100.0 - r, 100.0 + r)
+    c = from_spec({"name": "stumps", "d": d})
+    kit = _stump_kit(d)
+    distinct, _ = kit.distinct(np.concatenate([x_lab, x_unlab]))
+    support = brute_dichotomies(kit, distinct)
+    res = c.labelboost(x_lab, y_lab, x_unlab, np.random.default_rng(0))
+    assert res.n_dichotomies == len(support)
+    if d > 2:
+        from engine.concepts import stumps
+
+        pts = np.concatenate([x_lab, x_unlab]) + 0.0
+        order, ok, _ = dedup_reference(pts)
+        pos = np.empty_like(order)
+        np.put_along_axis(pos, order, np.arange(n)[:, None], axis=0)
+        keys = stumps._splitmix64(np.arange(n, dtype=np.uint64))
+        assert len(stumps._hashed_pairs(order, ok, pos, keys)) == d * (d - 1) // 2  # the fallback ran
+
+
+def test_stumps_labelboost_keeps_colliding_dichotomies_in_its_law(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The law itself on a small collision-prone configuration: identical, reversed and tied
+    coordinates, with keys that make every set collide in the hash path."""
+    from engine.concepts import stumps
+
+    monkeypatch.setattr(stumps, "EXACT_PAIRS_MAX_D", 0)
+    monkeypatch.setattr(stumps, "_splitmix64", lambda x: np.zeros_like(x))
+    g = np.random.default_rng(5)
+    x = g.integers(0, 4, (9, 3)).astype(float)
+    x[:, 1] = -x[:, 0]
+    x_lab, y_lab, x_unlab = x[:4], np.array([1, 0, 0, 1], dtype=np.int8), x[4:]
+    support = brute_support(STUMPS3, x_lab, y_lab, x_unlab)
+    law, n_dich = exact_law(STUMPS3, x_lab, y_lab, x_unlab, monkeypatch)
+    check_law(support, law)
+    assert n_dich == len(support)

@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.concepts import random_order
 from engine.design import (
     DEFAULT,
     MAX_COUNT,
+    MAX_D_HAT,
     MAX_QUERIES,
     PAPER,
     QUERY_BLOCK,
@@ -197,14 +199,16 @@ def test_scales_are_the_floats_exactly() -> None:
 
 
 def test_counts_at_the_limits_are_accepted() -> None:
-    plan = noise_plan(DEFAULT, raw(T=MAX_COUNT, R=MAX_QUERIES, c=MAX_COUNT, halt_threshold=MAX_COUNT))
+    plan = noise_plan(DEFAULT, raw(T=MAX_COUNT, R=MAX_QUERIES, c=MAX_COUNT, halt_threshold=MAX_COUNT, m_D=MAX_D_HAT))
     assert plan.c == plan.c0 == MAX_COUNT == 1 << 60 and MAX_QUERIES == 1 << 62
+    assert MAX_D_HAT == random_order.MAX_N  # the transition orders D-hat with random_order
 
 
 @pytest.mark.parametrize(("over", "match"), [
     ({"T": MAX_COUNT + 1}, "2\\^60"),
     ({"T": 0}, "T = 0"),
     ({"R": MAX_QUERIES + 1}, "2\\^62"),
+    ({"R": 2**40, "m_D": MAX_D_HAT + 1}, "m_D = 4294967297 .*2\\^32"),
     ({"c": 0}, "c = 0"),
     ({"c": MAX_COUNT + 1}, "c = "),
     ({"eps_bt": 2.0**21}, "noise scale"),  # 1/eps0 = 2^-21

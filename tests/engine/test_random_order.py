@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.concepts.random_order import packed_order, random_order, sorted_subset
+import engine.concepts.random_order as ro
+from engine.concepts.random_order import first_distinct, packed_order, random_order, sorted_subset
 
 
 @pytest.mark.parametrize("n,k", [(0, 0), (1, 1), (7, 3), (200_000, 150_000),
@@ -65,7 +66,7 @@ def test_packed_order_prefix_is_a_uniform_ordered_subset() -> None:
 
 
 @pytest.mark.parametrize("n,k", [(0, 0), (10, 0), (10, 10), (10, 7), (10, 3), (100_000, 99_000), (100_000, 60_000),
-                                 (100_000, 10_000), (100_000, 100)])
+                                 (100_000, 50_000), (100_000, 10_000), (100_000, 2001), (100_000, 100)])
 def test_sorted_subset(n: int, k: int) -> None:
     s = sorted_subset(n, k, np.random.default_rng(k))
     assert s.dtype == np.int64 and s.shape == (k,)
@@ -75,12 +76,57 @@ def test_sorted_subset(n: int, k: int) -> None:
 @pytest.mark.statistical
 @pytest.mark.parametrize("k", [1, 2, 4])
 def test_sorted_subset_is_uniform(k: int) -> None:
-    """Each k-subset of range(5) (k = 4 goes through the complement)."""
+    """Each k-subset of range(5) (k = 1, 2: the first distinct values of i.i.d. draws; k = 4
+    through the complement)."""
     n, draws = 5, 30_000
     g = np.random.default_rng(k)
     counts = Counter(tuple(sorted_subset(n, k, g).tolist()) for _ in range(draws))
     outcomes = list(itertools.combinations(range(n), k))
     assert _chi2_uniform(counts, outcomes, draws) > 1e-6
+
+
+@pytest.mark.statistical
+def test_first_distinct_is_a_uniform_subset_and_keeps_first_appearances() -> None:
+    """All 56 3-subsets of range(8) (chi-square at alpha 1e-6); and the values come in order of
+    first appearance in the i.i.d. sequence, whatever the batch sizes."""
+    n, k, draws = 8, 3, 56_000
+    g = np.random.default_rng(12)
+    counts = Counter(tuple(sorted(first_distinct(n, k, g).tolist())) for _ in range(draws))
+    assert _chi2_uniform(counts, list(itertools.combinations(range(n), k)), draws) > 1e-6
+
+
+def test_first_distinct_is_the_first_k_distinct_values_of_the_stream() -> None:
+    for n, k in [(10, 5), (1000, 500), (2**40, 3000)]:
+        got = first_distinct(n, k, np.random.default_rng(n))
+        seq = np.random.default_rng(n).integers(0, n, size=20 * k + 200, dtype=np.int64)
+        _, first = np.unique(seq, return_index=True)
+        np.testing.assert_array_equal(got, seq[np.sort(first)][:k])
+
+
+def test_subsets_of_huge_ranges_use_memory_in_k_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """R far beyond 2^32 with m above R/50 (forced here with a smaller k: the same code path), and
+    numpy's choice for small m: peak memory stays a few bytes per kept position, never ~8 R."""
+    import tracemalloc
+
+    n = 2**40 + 12345
+    for ratio, k in [(ro.CHOICE_RATIO, 5000), (2**41, 20_000)]:  # choice; first_distinct
+        monkeypatch.setattr(ro, "CHOICE_RATIO", ratio)
+        tracemalloc.start()
+        s = sorted_subset(n, k, np.random.default_rng(1))
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert s.size == k and (np.diff(s) > 0).all() and s[-1] > 2**32
+        assert peak < 200 * k, peak
+
+
+def test_generators_without_64_bit_words_are_refused() -> None:
+    """packed_order reads raw outputs as 64-bit words: MT19937's 32-bit outputs would leave every
+    other key 0 (the order far from uniform), so it is refused by name."""
+    with pytest.raises(TypeError, match="MT19937"):
+        packed_order(10, 10, np.random.Generator(np.random.MT19937(0)))
+    for bg in (np.random.PCG64(0), np.random.PCG64DXSM(0), np.random.SFC64(0), np.random.Philox(0)):
+        o = packed_order(10, 10, np.random.Generator(bg))
+        np.testing.assert_array_equal(np.sort(o), np.arange(10))
 
 
 def test_bad_sizes() -> None:
@@ -90,6 +136,10 @@ def test_bad_sizes() -> None:
             random_order(n, k, g)
         with pytest.raises(ValueError):
             sorted_subset(n, k, g)
+    with pytest.raises(ValueError):
+        sorted_subset(2**62 + 1, 1, g)
+    with pytest.raises(ValueError):
+        first_distinct(10, 6, g)
 
 
 @pytest.mark.parametrize("key_bits", [1, 3, 32])

@@ -22,6 +22,18 @@ def test_draw_and_fill(R: int, m: int) -> None:
         np.testing.assert_array_equal(r.contents(), pos.astype(np.float64))
 
 
+def test_rounds_beyond_2_32_queries_draw_in_memory_of_m() -> None:
+    """R > 2^32 (a planned round) with a small m: positions only, never an R-element array."""
+    import tracemalloc
+
+    tracemalloc.start()
+    r = Reservoir.draw(2**62, 4000, 2, np.random.default_rng(5))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert r.positions.size == 4000 and r.positions[-1] > 2**32
+    assert peak < 4_000_000, peak
+
+
 def test_every_query_kept_draws_nothing() -> None:
     g = np.random.default_rng(3)
     before = g.bit_generator.state
