@@ -193,6 +193,16 @@ class NoisePlan:
 
 
 @functools.lru_cache(maxsize=1024)
+def capacity_problem(spec: RoundSpec) -> str:
+    """'' if this engine can hold the round, else why not. Unlike ``noise_plan`` this is not about
+    exactness (a certificate still describes the mechanism), only about what one engine runs:
+    D-hat's m_D points are kept in memory and put in a random order of at most 2^32 elements."""
+    if spec.m_D > MAX_D_HAT:
+        return (f"m_D = {spec.m_D} is beyond the largest D-hat the engine's round transition orders "
+                "(2^32 points)")
+    return ""
+
+
 def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
     """The exact round the engine runs for ``spec`` under ``design``; ``InvalidSchedule`` (naming
     the field) when it cannot run it exactly. A pure function of two frozen values (cached: a
@@ -202,9 +212,6 @@ def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
         raise InvalidSchedule(f"T = {T} is beyond what the engine counts exactly (2^60)")
     if spec.R > MAX_QUERIES:
         raise InvalidSchedule(f"R = {spec.R} is beyond what the engine counts exactly (2^62)")
-    if spec.m_D > MAX_D_HAT:
-        raise InvalidSchedule(f"m_D = {spec.m_D} is beyond the largest D-hat the engine's round transition orders "
-                              "(2^32 points)")
     if not 1 <= spec.c <= MAX_COUNT:
         raise InvalidSchedule(f"c = {spec.c} is outside [1, 2^60]")
     g = Fraction(spec.band)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.design import DEFAULT, PAPER, Design, integral, noise_plan
+from engine.design import DEFAULT, PAPER, Design, capacity_problem, integral, noise_plan
 from engine.errors import InvalidSchedule
 
 COMPLETE_HINT = ("plan the schedule (everlast plan --json), complete a hand-written one "
@@ -206,6 +206,9 @@ def validate(s: Schedule) -> None:
             noise_plan(s.design, r)
         except InvalidSchedule as exc:
             raise InvalidSchedule(f"{where}: {exc}") from None
+        too_big = capacity_problem(r)
+        if too_big:
+            raise InvalidSchedule(f"{where}: {too_big}")
         nxt = s.spec(i + 1)
         if nxt is not None and r.m_D < nxt.labeled_size:
             raise InvalidSchedule(

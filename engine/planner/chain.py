@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from engine.design import PAPER, Design, NoisePlan, noise_plan
+from engine.design import PAPER, Design, NoisePlan, capacity_problem, noise_plan
 from engine.errors import InvalidSchedule
 from engine.noise import MAX_SCALE, saturation_tv
 from engine.planner import amplification as amp
@@ -339,12 +339,17 @@ def _rounds_of(schedule: Schedule | Sequence[RoundSpec]) -> tuple[tuple[RoundSpe
 
 
 def _runnable(rounds: Sequence[RoundSpec], design: Design) -> str:
-    """'' if the engine runs every round exactly, else the first reason it cannot."""
+    """'' if the engine runs every round (exactly, and within what one engine holds), else the first
+    reason it cannot. Only inexactness voids the certificate (``_phi``); a round too large for one
+    engine is certified but flagged not runnable."""
     for i, r in enumerate(rounds, start=1):
         try:
             noise_plan(design, r)
         except InvalidSchedule as exc:
             return f"round {i}: {exc}"
+        too_big = capacity_problem(r)
+        if too_big:
+            return f"round {i}: {too_big}"
     return ""
 
 

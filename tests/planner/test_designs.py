@@ -9,12 +9,13 @@ import math
 
 import pytest
 
-from engine.design import RETIRED
+from engine.design import MAX_D_HAT, RETIRED, Design
+from engine.errors import InvalidSchedule
 from engine.planner import PlanInfeasible, Targets, best_epsilon, certify, cheapest_sound, designs, plan
 from engine.planner import above_threshold as at
 from engine.planner.chain import tct_accuracy_t
 from engine.planner.tight import BETA_H_SHARE
-from engine.schedule import Schedule
+from engine.schedule import RoundSpec, Schedule
 
 EIGHT = Targets(epsilon=8.0, halts="split-votes")
 PAPER = {"halting": "paper", "restarts": "per-top"}
@@ -39,10 +40,16 @@ def test_designs_plans_both_and_the_default_is_the_cheapest_proven() -> None:
 def test_schedule_passes_engine_validation_and_recertifies(fields: dict[str, str]) -> None:
     t = Targets(epsilon=8.0, halts="split-votes", **fields)  # type: ignore[arg-type]
     p = plan(t)
-    assert p.schedule is not None, p.not_runnable_reason
-    again = Schedule.from_dict(p.schedule.to_dict())  # the engine's own validation, from plain data
-    assert again == p.schedule and again.design.name == p.certificate.design
-    c = certify(again, p.n_required, "tight", t.delta)
+    doc = {"rounds": [r.to_dict() for r in p.rounds], "repeat_last": True, "design": p.certificate.design}
+    if any(r.m_D > MAX_D_HAT for r in p.rounds):  # certified, but beyond what one engine holds
+        assert p.schedule is None and "2^32" in p.not_runnable_reason and not p.certificate.runnable
+        with pytest.raises(InvalidSchedule, match="2\\^32"):
+            Schedule.from_dict(doc)
+        again: Schedule | tuple[RoundSpec, ...] = p.rounds
+    else:
+        again = Schedule.from_dict(doc)  # the engine's own validation, from plain data
+        assert again == p.schedule
+    c = certify(again, p.n_required, "tight", t.delta, design=Design.named(p.certificate.design))
     assert (c.epsilon_training, c.epsilon_queries) == (p.certificate.epsilon_training,
                                                        p.certificate.epsilon_queries)
     assert p.meets_targets and c.privacy_checks_hold
@@ -83,7 +90,9 @@ def test_issue_13_epsilon_1() -> None:
     p = plan(Targets(epsilon=1.0, delta=1e-6, alpha=0.1, halts="split-votes"))
     c = p.certificate
     assert c.design == "target-charged" and c.query_private and c.conditional_on is None
-    assert p.n_required <= 2e12 and p.meets_targets and p.schedule is not None
+    assert p.n_required <= 2e12 and p.meets_targets
+    # certified for the engine's mechanism; one engine cannot hold round 2's 5e12-point D-hat
+    assert p.schedule is None and "2^32" in p.not_runnable_reason
 
 
 def test_issue_13_epsilon_8() -> None:
