@@ -524,7 +524,9 @@ def _cell(t: Targets) -> tuple[str, list[str]]:
         if p.paper is not None and p.paper.d6_ratios and max(p.paper.d6_ratios) > 1.0:
             notes.append(D6_NOTE)
     elif p.schedule is None:
-        notes.append(f"not runnable, so not certified: {p.not_runnable_reason}")
+        certified = math.isfinite(p.certificate.epsilon_training)
+        notes.append(("certified, but not runnable by one engine: " if certified else
+                      "not runnable, so not certified: ") + p.not_runnable_reason)
     return fmt(p.n_required), notes
 
 
