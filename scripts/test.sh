@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite: pure, statistical and slow tests (broker tests join when the daemon lands).
+# The test suite: pure, statistical, slow and broker tests (the broker is started by the suite).
 # Extra arguments go to pytest (e.g. -m "not statistical and not slow" for the seconds-fast subset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
