@@ -47,7 +47,13 @@ def test_pmf_and_both_tails_match_the_exact_law(scale: Fraction) -> None:
     one binomial test per cell and one chi-square over all cells."""
     n = 300_000
     t = float(scale)
-    z = draws(scale, n, seed=int(t * 1000))
+    check_cells(draws(scale, n, seed=int(t * 1000)), scale)
+
+
+def check_cells(z: I64, scale: Fraction) -> None:
+    """A binomial test per cell z in [-K, K] (K where the expected count falls to ~50) and for each
+    tail beyond it, then one chi-square over all cells, against the exact DLap(scale) law."""
+    n, t = z.size, float(scale)
     p = dlap_ratio(t)
     k = max(1, int(math.log(n * (1 - p) / (1 + p) / 50) * t))  # P[Z = K] n ~ 50
     cells = list(range(-k, k + 1))
@@ -69,16 +75,7 @@ def test_the_scalar_path_has_the_exact_law(scale: Fraction) -> None:
     t = float(scale)
     g = np.random.default_rng(int(t * 977) + 5)
     z = np.concatenate([noise.sample(g, scale, noise.SMALL) for _ in range(n // noise.SMALL)])
-    p = dlap_ratio(t)
-    k = max(1, int(math.log(n * (1 - p) / (1 + p) / 50) * t))
-    cells = list(range(-k, k + 1))
-    probs = [dlap_pmf(c, t) for c in cells] + [dlap_upper(k + 1, t), dlap_upper(k + 1, t)]
-    counts = [int(np.count_nonzero(z == c)) for c in cells] + [int(np.count_nonzero(z < -k)),
-                                                                int(np.count_nonzero(z > k))]
-    m = len(cells) + 3
-    for c, cnt, pr in zip([*cells, "<-K", ">K"], counts, probs, strict=True):
-        check_binomial(cnt, z.size, pr, m, f"scale {scale}, cell {c}")
-    check_chisquare(counts, probs, m, f"scale {scale}")
+    check_cells(z, scale)
 
 
 @pytest.mark.statistical
