@@ -126,8 +126,10 @@ tct_targets = st.builds(
 def test_target_charged_plans_meet_their_targets(t: Targets) -> None:
     p = plan(t)
     c = p.certificate
-    assert p.schedule is not None, p.not_runnable_reason
-    assert Schedule.from_dict(p.schedule.to_dict()) == p.schedule
+    if p.schedule is None:  # certified, but one engine cannot hold it: only a capacity refusal may do that
+        assert "largest D-hat" in p.not_runnable_reason, p.not_runnable_reason
+    else:
+        assert Schedule.from_dict(p.schedule.to_dict()) == p.schedule
     assert c.query_private and c.privacy_checks_hold and p.meets_targets
     assert c.epsilon_training <= t.epsilon * (1 + SLACK) and c.epsilon_queries <= t.epsilon * (1 + SLACK)
     _printed_deltas_within(t.delta, c)
