@@ -58,12 +58,23 @@ def bits_of(rng: np.random.Generator) -> Bits:
     return Bits(rng)
 
 
+MAX_SCORE_RANGE = 1 << 40
+"""The largest score range (max - min) the samplers take. Lemma X3 needs y = (t - m) ln 2 in [0, 1],
+which holds while t = range / (2 ln 2) < 2^44; LabelBoost's range is at most |S-hat| <= 2^32."""
+
+
+def _check_score_range(d: int) -> None:
+    if d > MAX_SCORE_RANGE:
+        raise ValueError(f"LabelBoost's score range {d} exceeds {MAX_SCORE_RANGE} (Lemma X3's premise)")
+
+
 def sample_group(sizes: U64, score: I64, bits: BitSource) -> tuple[int, int]:
     """(g, r): group g with probability sizes_g exp(score_g / 2) / Z exactly, then r uniform in
     [0, sizes_g). Groups of size 0 are never drawn; at least one size must be positive."""
     s = np.ascontiguousarray(sizes, dtype=np.uint64).ravel()
     v = np.ascontiguousarray(score, dtype=np.int64).ravel()
     top = int(v[s > 0].max())
+    _check_score_range(top - int(v[s > 0].min()))
     g = sample_cell(s, top - v, 1.0, bits)
     return g, below(bits, int(s[g]))
 
@@ -138,6 +149,7 @@ def sample_range(sizes: I64, V: I64, bits: BitSource, fast: bool = True) -> Rang
         raise ValueError("sample_range needs one size >= 1 and one V per group")
     vmin, vmax = int(v.min()), int(v.max())
     dA, dB, dD = v - vmin, vmax - v, vmax - vmin
+    _check_score_range(dD)
     mA, mB = exponents(1.0, dA), exponents(1.0, dB)
     mD = int(exponents(1.0, np.array([dD], dtype=np.int64))[0])
     sz = [int(x) for x in s.tolist()]
@@ -178,6 +190,8 @@ def sample_range(sizes: I64, V: I64, bits: BitSource, fast: bool = True) -> Rang
 
 FLUSH = 2.0**-960
 """Float weights below this are set to 0 (Lemma X2 wants every non-zero weight normal)."""
+SHIFT_FLOOR = 4000
+"""Exponent shifts below -SHIFT_FLOOR are clamped (``_float_pass``): their terms underflow to 0 either way."""
 
 
 def _float_pass(s: I64, mA: I64, mB: I64, mD: int) -> tuple[NDArray[np.float64], Fraction, Fraction, int]:
@@ -224,9 +238,14 @@ def _float_pass(s: I64, mA: I64, mB: I64, mD: int) -> tuple[NDArray[np.float64],
             gam[a0:a1] = suffix[np.searchsorted(bs, np.arange(a0, a1), side="right")]
             e[a0:a1] = mA[a0:a1] + lv
     E = min(mD, int(e[: K - 1].min())) if K > 1 else mD
-    w = np.ldexp(f * gam, (E - e).astype(np.int32)) + np.ldexp(f * (f - 1.0) * 0.5, E - mD)
+    # Shifts are clamped at -SHIFT_FLOOR before the int32 cast (a shift of -2^32 would wrap to 0):
+    # a clamped term is below 2^140 2^-SHIFT_FLOOR, far under FLUSH, and ldexp returns 0 for it as
+    # it does for the true shift, so the clamp changes no output (review of exact LabelBoost, E1).
+    sa = np.maximum(E - e, -SHIFT_FLOOR).astype(np.int32)
+    sd = max(E - mD, -SHIFT_FLOOR)
+    w = np.ldexp(f * gam, sa) + np.ldexp(f * (f - 1.0) * 0.5, sd)
     w[w < FLUSH] = 0.0
-    w_empty = math.ldexp(1.0, E - mD)
+    w_empty = math.ldexp(1.0, sd)
     c = np.cumsum(np.concatenate([[w_empty if w_empty >= FLUSH else 0.0], w]))
     return c, gamma(K + 3) + 2 * gamma(K + 1), Fraction(2 * (K + 1), 1 << 959), E
 

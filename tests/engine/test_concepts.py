@@ -557,6 +557,36 @@ def test_range_float_pass_over_many_exponent_bands() -> None:
         assert abs(Fraction(float(c[k])) - x) <= rho * x + theta
 
 
+@pytest.mark.parametrize("dD", [2_977_043_087, 2_977_044_480, 5_954_088_890, 5_954_088_949, 1 << 40])
+def test_range_float_pass_beyond_int32_exponent_shifts(dD: int) -> None:
+    """Score ranges whose exponent shifts leave int32 (review of exact LabelBoost, E1: the shift
+    wrapped, the float pass overflowed or put the mass on a group of probability ~2^-(4e9)).
+    V = (dD, 0, 0), sizes (1, 1, 2): group 0 on top (mA_0 = mD), the others at the bottom
+    (mB = mD), so omega = (2^-mD, 3 2^-2mD, 2 2^-mD, 2^-mD) and the cumulative law is
+    (1/4, 1/4 + ~2^-mD, 3/4, 1). Too wide for exact rationals, so checked in floats (relative 1e-12)."""
+    sizes, V = np.array([1, 1, 2]), np.array([dD, 0, 0])
+    from engine.learner.sampler import exponents
+
+    mA, mB = exponents(1.0, V - V.min()), exponents(1.0, V.max() - V)
+    mD = int(exponents(1.0, np.array([dD]))[0])
+    c, _, _, _ = exact_em._float_pass(sizes, mA, mB, mD)
+    assert np.all(np.isfinite(c))
+    assert np.allclose(c / c[-1], [0.25, 0.25, 0.75, 1.0], rtol=1e-12, atol=0)
+    rng = np.random.default_rng(5)
+    draws = [exact_em.sample_range(sizes, V, exact_em.bits_of(rng)) for _ in range(40)]
+    assert all(d is None or d.a > 0 for d in draws)  # group 0 has probability ~2^-mD
+    assert {None, (2, 2)} <= {None if d is None else (d.a, d.b) for d in draws}
+
+
+def test_samplers_refuse_a_score_range_beyond_lemma_x3() -> None:
+    big = exact_em.MAX_SCORE_RANGE + 1
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="Lemma X3"):
+        exact_em.sample_range(np.array([1, 1]), np.array([0, big]), exact_em.bits_of(rng))
+    with pytest.raises(ValueError, match="Lemma X3"):
+        exact_em.sample_group(np.array([1, 1], dtype=np.uint64), np.array([0, big]), exact_em.bits_of(rng))
+
+
 def test_strict_pair_lists_the_pairs_by_their_larger_element() -> None:
     want = [(i, j) for j in range(1, 40) for i in range(j)]
     assert [exact_em.strict_pair(t) for t in range(len(want))] == want
