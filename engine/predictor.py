@@ -390,6 +390,11 @@ class Predictor:
                 or (ph is Phase.ANSWERING and answered == spec.R)
                 or (ph in (Phase.TRANSITION_DUE, Phase.EXHAUSTED) and answered != spec.R)):
             raise CorruptState("state's reservoir or phase does not fit its counters")
+        # LabelBoost and the ERMs take these as validated data (finite points, 0/1 labels); a NaN
+        # would break their deduplication (review of exact LabelBoost, N2)
+        if (not np.isfinite(points[:filled]).all() or not np.isfinite(rnd.s_hat_x).all()
+                or bool(np.any((rnd.s_hat_y != 0) & (rnd.s_hat_y != 1)))):
+            raise CorruptState("state's points are not finite or its labels not 0/1")
         return cls(concept, schedule, entropy, rnd, points, new_live)
 
 

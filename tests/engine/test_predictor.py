@@ -365,6 +365,12 @@ CORRUPTIONS = {
                                           st["round_state"]["reservoir_positions"] + 600)(st),
     "positions fewer than m_D": lambda st: _set("round_state.reservoir_positions",
                                                 st["round_state"]["reservoir_positions"][1:].copy())(st),
+    # data LabelBoost takes as validated
+    "NaN in the reservoir": lambda st: _set("live.reservoir_points",
+                                            np.where(np.arange(st["live"]["reservoir_points"].size) == 0, np.nan,
+                                                     st["live"]["reservoir_points"]))(st),
+    "NaN in S-hat": lambda st: _set("round_state.s_hat_x", np.full_like(st["round_state"]["s_hat_x"], np.nan))(st),
+    "label 2 in S-hat": lambda st: _set("round_state.s_hat_y", np.full_like(st["round_state"]["s_hat_y"], 2))(st),
 }
 
 
