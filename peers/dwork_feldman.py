@@ -12,7 +12,8 @@ Smith 2006; Dwork-Roth 2014, Thm 3.6), and the label is a post-processing of it:
 Dwork-Feldman 2018 analyse subsample-and-aggregate with a noisy aggregate of the votes; the
 Laplace count compared with T/2 is our choice of that aggregate, and the guarantee above is proved
 here, not taken from their theorems. The Laplace draws are ``engine.rng.laplace`` (inverse CDF on
-a 52-bit grid): the floating-point caveat of Mironov 2012 applies exactly as for the engine.
+a 52-bit grid): the floating-point caveat of Mironov 2012 applies. The peers are comparison rows and
+never serve; the engine itself draws exact discrete Laplace noise (docs/PRIVACY.md 8).
 
 Over queries. The querier is adaptive, so k answers are the k-fold adaptive composition of
 (eps0, 0)-DP mechanisms, accounted by ``peers.accounting``: basic (k eps0), advanced (DRV10),
