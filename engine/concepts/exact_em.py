@@ -65,7 +65,8 @@ which holds while t = range / (2 ln 2) < 2^44; LabelBoost's range is at most |S-
 
 def _check_score_range(d: int) -> None:
     if d > MAX_SCORE_RANGE:
-        raise ValueError(f"LabelBoost's score range {d} exceeds {MAX_SCORE_RANGE} (Lemma X3's premise)")
+        # the range is a function of the labels: it stays out of the message
+        raise ValueError(f"LabelBoost's score range exceeds {MAX_SCORE_RANGE} (Lemma X3's premise)")
 
 
 def sample_group(sizes: U64, score: I64, bits: BitSource) -> tuple[int, int]:
