@@ -242,6 +242,9 @@ class Purpose(enum.IntEnum):
     THRESHOLD = 2
     HALT_QUERY = 3
     HALT_THRESHOLD = 4
+    ORDER = 5
+    """S_{i+1}'s uniform order at a transition: its own stream, so it can be drawn beside LabelBoost
+    (``engine.overlap``) with the same result."""
 
 
 def generator(entropy: int, round_index: int, purpose: Purpose) -> np.random.Generator:

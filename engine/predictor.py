@@ -44,9 +44,10 @@ from engine.rng import root_entropy
 from engine.schedule import RoundSpec, Schedule
 from engine.serving import Answers, Refusal, RoundInfo
 
-FORMAT = "everlast-engine/4"
-"""/4: exact discrete noise on integer counts, one stream per (round, purpose), the target-charged
-design; a /3 state ran a different mechanism, so it is refused."""
+FORMAT = "everlast-engine/5"
+"""/5: S_{i+1}'s order at a transition comes from its own stream (``Purpose.ORDER``), so a /4 state
+would transition differently and is refused. /4: exact discrete noise on integer counts, one stream
+per (round, purpose), the target-charged design; a /3 state ran a different mechanism."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +250,8 @@ class Predictor:
             return
         g = generator(self.entropy, rnd.index + 1, Purpose.SAMPLING)
         d_hat = self._points[: live.filled]
-        start = self.concept.next_round(rnd.s_hat_x, rnd.s_hat_y, d_hat, nxt.T, nxt.lam, nxt.m_S, g)
+        order = generator(self.entropy, rnd.index + 1, Purpose.ORDER)
+        start = self.concept.next_round(rnd.s_hat_x, rnd.s_hat_y, d_hat, nxt.T, nxt.lam, nxt.m_S, g, order)
         new_round, points, new_live = _start_round(self.concept, self.schedule, self.entropy, rnd.index + 1,
                                                    start, g)
         new_live = replace(new_live, phase=phases.fire(live.phase, "transition", "next"))

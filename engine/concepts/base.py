@@ -146,14 +146,16 @@ class ConceptClass(abc.ABC):
         return RoundStart(ensemble, x[hat].copy(), y[hat].copy())
 
     def next_round(
-        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
+        order_rng: np.random.Generator,
     ) -> RoundStart:
-        """A round transition (steps 3(e)-(g), then 3(a), 3(b) of the next round), in this order
-        of draws: LabelBoost relabels D-hat (``labelboost``); S_{i+1} is the sequence
-        D[o] for D = d_hat[``self.arrange_order(d_hat)``] and o = ``random_order(|D-hat|, T * lam)``, and
-        chunk t holds its entries t, t + T, ..., t + (lam - 1) T (strided: any fixed partition
+        """A round transition (steps 3(e)-(g), then 3(a), 3(b) of the next round). LabelBoost relabels
+        D-hat (``labelboost``, drawing from ``rng``); S_{i+1} is the sequence D[o] for
+        D = d_hat[``self.arrange_order(d_hat)``] and o = ``random_order(|D-hat|, T * lam, order_rng)``,
+        and chunk t holds its entries t, t + T, ..., t + (lam - 1) T (strided: any fixed partition
         of a uniform order is a uniform partition); the ERM of every chunk; S-hat_{i+1} =
-        S_{i+1}[choice(T * lam, m_S)].
+        S_{i+1}[choice(T * lam, m_S)], drawn from ``rng`` after LabelBoost. The order has its own
+        stream (``Purpose.ORDER``), independent of LabelBoost's, so fast paths draw it concurrently.
 
         This is the definition; classes override it with faster code that must return the same
         thing from the same draws (tests/engine/test_concepts.py compares them). D-hat is used with
@@ -162,7 +164,7 @@ class ConceptClass(abc.ABC):
         d_hat = d_hat + 0.0
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         where = self.arrange_order(d_hat)
-        o = where[random_order(d_hat.shape[0], T * lam, rng)]
+        o = where[random_order(d_hat.shape[0], T * lam, order_rng)]
         sx, sy = d_hat[o], lb.labels_unlabeled[o]
         chunks_x = np.swapaxes(sx.reshape(lam, T, *sx.shape[1:]), 0, 1)
         ensemble = self.fit(np.ascontiguousarray(chunks_x), np.ascontiguousarray(sy.reshape(lam, T).T))

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from engine import overlap
 from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
@@ -136,9 +137,11 @@ class Intervals(ConceptClass):
         return np.argsort(d_hat, kind="stable").astype(np.int64)
 
     def next_round(
-        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
+        order_rng: np.random.Generator,
     ) -> RoundStart:
-        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts.
+        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts that
+        run side by side (``engine.overlap``, as in ``Thresholds.next_round``).
 
         S_{i+1} is labeled by an interval [lo, hi] (or all 0), so every chunk is realizable and
         its ERM (``interval_erm``: the first best right end, then the first best left end) is
@@ -149,14 +152,16 @@ class Intervals(ConceptClass):
         max each (as ``Thresholds.next_round`` does with one).
         """
         if type(self).labelboost is not Intervals.labelboost:  # a subclass's own LabelBoost (audit variants)
-            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
+        n, L = d_hat.shape[0], T * lam
+        order = overlap.begin(random_order, n, L, order_rng, work=n)  # S_{i+1}'s positions, beside the sort
         s = np.sort(d_hat)
         s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
         r = interval_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
-        n, L = s.size, T * lam
         P1 = int(np.searchsorted(s, r.lo, side="left"))
         P2 = int(np.searchsorted(s, r.hi, side="right")) if r.lo <= r.hi else P1  # empty: no ones
-        f = random_order(n, L, rng, shift=P1)  # S_{i+1} as (position - P1) mod 2^32
+        f = order.result()
+        f -= np.uint32(P1 % (1 << 32))  # S_{i+1} as (position - P1) mod 2^32, in place (uint32 wraps)
         hat = rng.choice(L, size=m_S, replace=False)
         hx = s.take((f[hat].astype(np.int64) + P1) % (1 << 32))
         a, b = _chunk_intervals(s, f.reshape(lam, T), P1, P2)

@@ -45,7 +45,7 @@ _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a
 
 def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U32:
     """The first k entries o of a uniformly random permutation of range(n) (a uniformly random
-    ordered k-subset) as uint32, possibly a strided view; n <= 2^32. With ``shift``, the entries
+    ordered k-subset) as a contiguous uint32 array; n <= 2^32. With ``shift``, the entries
     come as (o - shift) mod 2^32: a relabeling only (same draws, same o), which spares
     ``Thresholds.next_round`` a pass."""
     if not 0 <= k <= n:
@@ -68,7 +68,7 @@ def packed_order(n: int, k: int, rng: np.random.Generator, shift: int = 0, key_b
     halves[:, _HI] = r if key_bits == 32 else r >> np.uint32(32 - key_bits)  # ... the key above
     keys.sort()
     _shuffle_runs(halves, rng, shift)
-    return halves[:k, _LO]
+    return np.ascontiguousarray(halves[:k, _LO])  # contiguous: the callers' column reductions run ~5x faster
 
 
 def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:

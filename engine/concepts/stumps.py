@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from engine import overlap
 from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
@@ -186,9 +187,11 @@ class Stumps(ConceptClass):
         return (s * self._rows(x)[:, j] >= t).astype(np.int8)
 
     def next_round(
-        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
+        order_rng: np.random.Generator,
     ) -> RoundStart:
-        """``ConceptClass.next_round`` from the same draws, without sorting any chunk.
+        """``ConceptClass.next_round`` from the same draws, without sorting any chunk (S_{i+1}'s
+        order is drawn beside LabelBoost, ``engine.overlap``).
 
         S_{i+1} is labeled by a stump, so every chunk is realizable and ``fit``'s ERM (the first
         (j, s) with the fewest errors) is the first (j, s) that separates the chunk: s = +1 when
@@ -197,9 +200,11 @@ class Stumps(ConceptClass):
         column reductions per coordinate give every chunk's extremes at once.
         """
         if type(self).labelboost is not Stumps.labelboost:  # a subclass's own LabelBoost
-            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
+        n = self._rows(d_hat).shape[0]
+        order = overlap.begin(random_order, n, T * lam, order_rng, work=n)
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
-        o = random_order(lb.labels_unlabeled.size, T * lam, rng)
+        o = order.result()
         sx, sy = self._rows(d_hat)[o], lb.labels_unlabeled[o]
         sx += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat
         hat = rng.choice(T * lam, size=m_S, replace=False)

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from engine import overlap
 from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
@@ -147,27 +148,31 @@ class Thresholds(ConceptClass):
         return np.argsort(d_hat, kind="stable").astype(np.int64)
 
     def next_round(
-        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator
+        self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
+        order_rng: np.random.Generator,
     ) -> RoundStart:
-        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts.
+        """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts that
+        run side by side (``engine.overlap``): S_{i+1}'s order needs nothing from D-hat's sort.
 
         S_{i+1} is labeled by a threshold t*, so every chunk is realizable and its ERM (the first
         cut with the fewest errors, ``threshold_cuts``) is the one cut with none: the midpoint
         between the chunk's largest point below t* and its smallest point at or above t*
         (-inf / +inf when one side is empty). With D-hat sorted once (s) and S_{i+1} kept as
         positions into s, those are the largest position < K and the smallest >= K of each
-        chunk, K = #{s < t*}. The order is drawn directly as f = pos - K (mod 2^32)
-        (``random_order(shift=K)``), so a min and a max over each chunk give both: no per-chunk
-        sort, no gather of D-hat, and no more than two sorts of n numbers in all.
+        chunk, K = #{s < t*}. With the order relabeled as f = pos - K (mod 2^32, uint32 wrap-around),
+        a min and a max over each chunk give both: no per-chunk sort, no gather of D-hat, and no
+        more than two sorts of n numbers in all.
         """
         if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
-            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng)
+            return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
+        n, L = d_hat.shape[0], T * lam
+        order = overlap.begin(random_order, n, L, order_rng, work=n)  # S_{i+1}'s positions, beside the sort
         s = np.sort(d_hat)
         s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
         cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
-        n, L = s.size, T * lam
         K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
-        f = random_order(n, L, rng, shift=K)  # S_{i+1} as (position - K) mod 2^32
+        f = order.result()
+        f -= np.uint32(K % (1 << 32))  # S_{i+1} as (position - K) mod 2^32, in place (uint32 wraps)
         hat = rng.choice(L, size=m_S, replace=False)
         hx = s.take((f[hat].astype(np.int64) + K) % (1 << 32))
         ensemble = ThresholdEnsemble(_chunk_thresholds(s, f.reshape(lam, T), K))

@@ -872,12 +872,14 @@ def test_next_round_equals_its_definition(kit: Kit, T: int, lam: int, m_S: int) 
         n = T * lam + (seed % 3) * 7 + (70_000 if T * lam > 1000 and seed < 2 else 0)  # > SMALL: packed orders
         x_lab, y_lab, x_unlab = transition_case(kit, seed, n, n_lab=9)
         g1, g2 = np.random.default_rng(seed), np.random.default_rng(seed)
+        o1, o2 = np.random.default_rng(seed + 100), np.random.default_rng(seed + 100)
         before = [a.copy() for a in (x_lab, y_lab, x_unlab)]
-        fast = c.next_round(x_lab, y_lab, x_unlab, T, lam, m_S, g1)
+        fast = c.next_round(x_lab, y_lab, x_unlab, T, lam, m_S, g1, o1)
         for a, b in zip(before, (x_lab, y_lab, x_unlab), strict=True):
             np.testing.assert_array_equal(a, b)  # inputs untouched (the predictor's reservoir)
-        ref = ConceptClass.next_round(c, x_lab, y_lab, x_unlab, T, lam, m_S, g2)
+        ref = ConceptClass.next_round(c, x_lab, y_lab, x_unlab, T, lam, m_S, g2, o2)
         assert g1.bit_generator.state == g2.bit_generator.state
+        assert o1.bit_generator.state == o2.bit_generator.state
         assert fast.ensemble.size == T
         a, b = fast.ensemble.to_arrays(), ref.ensemble.to_arrays()
         assert a.keys() == b.keys()
@@ -902,7 +904,8 @@ def test_next_round_runs_a_subclass_labelboost(kit: Kit) -> None:
             return type(r)(r.labels_labeled * 0, r.labels_unlabeled * 0, r.n_dichotomies, 0)
 
     x_lab, y_lab, x_unlab = transition_case(kit, 2, 400, n_lab=9)
-    start = AllZero().next_round(x_lab, y_lab, x_unlab, 20, 10, 30, np.random.default_rng(0))
+    start = AllZero().next_round(x_lab, y_lab, x_unlab, 20, 10, 30, np.random.default_rng(0),
+                                 np.random.default_rng(1))
     assert calls and not start.s_hat_y.any()
     assert np.isinf(next(iter(start.ensemble.to_arrays().values()))).all()  # all-zero chunks: +inf / empty
 

@@ -254,7 +254,7 @@ ENTROPY = 0x1234_5678_9ABC_DEF0_1122_3344
 
 def test_purposes_are_part_of_the_format() -> None:
     assert [(p.name, p.value) for p in Purpose] == [
-        ("SAMPLING", 0), ("QUERY", 1), ("THRESHOLD", 2), ("HALT_QUERY", 3), ("HALT_THRESHOLD", 4)]
+        ("SAMPLING", 0), ("QUERY", 1), ("THRESHOLD", 2), ("HALT_QUERY", 3), ("HALT_THRESHOLD", 4), ("ORDER", 5)]
     assert (QUERY_BLOCK, THRESHOLD_BLOCK) == (32768, 1024)
 
 

@@ -332,6 +332,7 @@ def _drop(path: str) -> Any:
 
 CORRUPTIONS = {
     "format /3": _set("format", "everlast-engine/3"),
+    "format /4": _set("format", "everlast-engine/4"),
     "no format": _drop("format"),
     "unknown concept": _set("concept", {"name": "circles"}),
     "schedule": _set("schedule", {"rounds": []}),

@@ -1,0 +1,83 @@
+"""Run one independent computation beside the caller's own, on a second core when there is one.
+
+A round transition draws S_{i+1}'s uniform order (one sort of n packed random keys) while it sorts
+D-hat and runs LabelBoost: two sorts of n numbers that need nothing from each other. The order
+draws only from its own stream (``engine.design.Purpose.ORDER``) and reads nothing the caller
+writes, so a threaded run and an inline run return the same bytes (``tests/engine/test_overlap.py``);
+threads change when the work happens, never what it computes. Still pure: no I/O, no clocks.
+
+Below ``MIN_WORK`` elements, or in a process allowed one CPU (``os.sched_getaffinity``: taskset,
+cgroup cpusets), the work runs inline in ``result()``, because handing it to a thread costs tens of
+microseconds. numpy releases the GIL in its sorts and bulk copies, which is where the time goes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+R = TypeVar("R")
+
+MIN_WORK = 1 << 15
+"""Elements below which overlapping does not pay for the thread hand-off (~30-60 us)."""
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_enabled = True
+
+
+class Pending(Generic[R]):
+    """A computation started by ``begin``; ``result()`` returns its value or raises its exception."""
+
+    __slots__ = ("_args", "_fn", "_future")
+
+    def __init__(self, fn: Callable[..., R], args: tuple[object, ...], future: Future[R] | None) -> None:
+        self._fn, self._args, self._future = fn, args, future
+
+    @property
+    def threaded(self) -> bool:
+        return self._future is not None
+
+    def result(self) -> R:
+        if self._future is None:
+            return self._fn(*self._args)
+        return self._future.result()
+
+
+def begin(fn: Callable[..., R], *args: object, work: int) -> Pending[R]:
+    """Start ``fn(*args)`` on a worker thread when ``work`` (its size in elements) is worth it and
+    the process may use two CPUs; otherwise defer it to ``result()``. ``fn`` must not share
+    mutable state with the caller (its own generator, its own arrays)."""
+    if work < MIN_WORK or not parallel():
+        return Pending(fn, args, None)
+    return Pending(fn, args, _executor().submit(fn, *args))
+
+
+def parallel() -> bool:
+    """Whether ``begin`` may use a thread: enabled and at least two CPUs allowed."""
+    return _enabled and _cpus() >= 2
+
+
+def set_enabled(on: bool) -> bool:
+    """Allow or forbid threads (tests compare both paths); returns the previous setting."""
+    global _enabled
+    before, _enabled = _enabled, bool(on)
+    return before
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:  # one worker per allowed CPU: concurrent transitions (partitions) each get one
+            _pool = ThreadPoolExecutor(max_workers=max(1, _cpus()), thread_name_prefix="everlast-overlap")
+        return _pool
