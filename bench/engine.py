@@ -117,9 +117,15 @@ def transition_repeats(points: int, repeats: int, quick: bool) -> int:
 
 def transition_row(points: int, repeats: int, concept: str = "thresholds") -> dict[str, object]:
     """One transition of ``points`` queries (m_D = R: all of them kept) for ``concept``, timed
-    against ``np.sort`` of as many random floats. Each repeat answers a fresh round, then times
-    one transition and one sort back to back (same load on a shared machine); the ratio is of
-    the minima, with medians alongside."""
+    against ``np.sort`` of as many random floats; the ratio is of the minima over the repeats,
+    with medians alongside.
+
+    Each repeat answers a round and times the transition, then answers the next round and times
+    the sort: both start from the state a round of answering leaves. That matters where first-touch
+    memory is dear: on this repository's VM a page the process has not touched recently costs
+    ~1.2 ms/MB to fault in (memory freed back to the host), recycled memory ~0.06 ms/MB, so a sort
+    timed right after a transition (which just freed its scratch) looked 1.5-2x cheaper than the
+    same sort after a round. ``sort_seconds_hot`` is that right-after time, for comparison."""
     lam = 10
     T = points // lam
     spec = RoundSpec(T=T, lam=lam, R=points, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
@@ -129,24 +135,31 @@ def transition_row(points: int, repeats: int, concept: str = "thresholds") -> di
     x = draw(g, points)
     y = (np.asarray(x).reshape(points, -1)[:, 0] >= 0.5).astype(np.int8)
     pts = g.random(points)
-    times, sorts, cpu, cpu_sorts = [], [], [], []
-    for r in range(repeats):
-        p = Predictor.create(c, design_schedule(spec, "default"), x, y, seed=r)
+
+    def answer_round(p: Predictor) -> None:
         for i in range(0, points, 1 << 20):
             p.answer(draw(g, min(1 << 20, points - i)))
         assert p.phase is Phase.TRANSITION_DUE
+
+    times, sorts, hot, cpu, cpu_sorts = [], [], [], [], []
+    for r in range(repeats):
+        p = Predictor.create(c, design_schedule(spec, "default"), x, y, seed=r)
+        answer_round(p)
         c0 = time.process_time()
         times.append(_timed(p.transition))
+        cpu.append(time.process_time() - c0)
+        answer_round(p)
         c1 = time.process_time()
         sorts.append(_timed(lambda: np.sort(pts)))
-        cpu.append(c1 - c0)
         cpu_sorts.append(time.process_time() - c1)
+        hot.append(_timed(lambda: np.sort(pts)))
     sec, sort_s = min(times), min(sorts)
     return {"points": points, "seconds": sec, "sort_seconds": sort_s, "ratio": sec / sort_s, "concept": concept,
             "repeats": repeats, "seconds_median": float(np.median(times)),
             "sort_seconds_median": float(np.median(sorts)),
             "ratio_median": float(np.median(times) / np.median(sorts)),
-            "cpu_ratio": min(cpu) / max(min(cpu_sorts), 1e-9), "overlap": overlap.parallel()}
+            "cpu_ratio": min(cpu) / max(min(cpu_sorts), 1e-9), "overlap": overlap.parallel(),
+            "sort_seconds_hot": min(hot)}
 
 
 def _timed(fn: Callable[[], object]) -> float:

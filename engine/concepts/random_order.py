@@ -40,12 +40,16 @@ CHOICE_RATIO = 50
 shuffles an n-element array."""
 WORD_GENERATORS = ("PCG64", "PCG64DXSM", "SFC64", "Philox")
 """numpy bit generators whose ``random_raw`` outputs are 64 fair bits (MT19937's are 32)."""
+KEY_CHUNK = 1 << 20
+"""Keys drawn per ``random_raw`` call (even: whole 64-bit words): 4 MB of scratch, not 4n bytes."""
+CONTIGUOUS_MAX = 1 << 22
+"""Up to this many entries ``packed_order`` returns a contiguous copy; above, a strided view."""
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a uint64 word
 
 
 def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U32:
     """The first k entries o of a uniformly random permutation of range(n) (a uniformly random
-    ordered k-subset) as a contiguous uint32 array; n <= 2^32. With ``shift``, the entries
+    ordered k-subset) as uint32 (contiguous up to ``CONTIGUOUS_MAX`` entries); n <= 2^32. With ``shift``, the entries
     come as (o - shift) mod 2^32: a relabeling only (same draws, same o), which spares
     ``Thresholds.next_round`` a pass."""
     if not 0 <= k <= n:
@@ -64,11 +68,15 @@ def packed_order(n: int, k: int, rng: np.random.Generator, shift: int = 0, key_b
     check_word_generator(rng)
     keys = np.arange(-shift, n - shift, dtype=np.int64).view(np.uint64)  # the index in the low half ...
     halves = keys.view(np.uint32).reshape(n, 2)
-    r = np.asarray(rng.bit_generator.random_raw((n + 1) // 2), dtype=np.uint64).view(np.uint32)[:n]
-    halves[:, _HI] = r if key_bits == 32 else r >> np.uint32(32 - key_bits)  # ... the key above
+    for lo in range(0, n, KEY_CHUNK):  # ... the key above, in chunks: no n-sized temporary
+        m = min(KEY_CHUNK, n - lo)  # even except the last: the same raw words as one call
+        r = np.asarray(rng.bit_generator.random_raw((m + 1) // 2), dtype=np.uint64).view(np.uint32)[:m]
+        halves[lo : lo + m, _HI] = r if key_bits == 32 else r >> np.uint32(32 - key_bits)
     keys.sort()
     _shuffle_runs(halves, rng, shift)
-    return np.ascontiguousarray(halves[:k, _LO])  # contiguous: the callers' column reductions run ~5x faster
+    if k <= CONTIGUOUS_MAX:  # the callers' column reductions run ~5x faster on a contiguous copy
+        return np.ascontiguousarray(halves[:k, _LO])
+    return halves[:k, _LO]  # large: a copy would cost more in fresh memory than it saves
 
 
 def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:

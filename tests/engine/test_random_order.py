@@ -161,3 +161,24 @@ def test_huge_ranges() -> None:
     assert s.size == 1000 and (np.diff(s) > 0).all() and s[-1] > 2**32
     with pytest.raises(ValueError):
         random_order(2**32 + 1, 10, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("n", [1, 6, 7, 13, 40])
+def test_keys_drawn_in_chunks_are_the_keys_of_one_draw(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``packed_order`` fills the keys ``KEY_CHUNK`` at a time; the words (and so the order and the
+    stream after it) are those of one ``random_raw`` call, for odd and even n and a final partial chunk."""
+    whole = packed_order(n, n, np.random.default_rng(n), key_bits=3)
+    g_whole = np.random.default_rng(n)
+    packed_order(n, n, g_whole, key_bits=3)
+    monkeypatch.setattr(ro, "KEY_CHUNK", 6)
+    g = np.random.default_rng(n)
+    np.testing.assert_array_equal(packed_order(n, n, g, key_bits=3), whole)
+    assert g.bit_generator.state == g_whole.bit_generator.state
+
+
+def test_large_orders_come_as_views_and_small_ones_contiguous(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ro, "CONTIGUOUS_MAX", 100)
+    small = packed_order(500, 100, np.random.default_rng(1))
+    large = packed_order(500, 101, np.random.default_rng(1))
+    assert small.flags.c_contiguous and not large.flags.c_contiguous
+    np.testing.assert_array_equal(small, large[:100])
