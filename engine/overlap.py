@@ -75,6 +75,17 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
+def _forget_pool_after_fork() -> None:
+    """A forked child inherits the pool object but not its threads: a job submitted there would
+    wait forever. The child starts its own pool when it first needs one."""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _executor() -> ThreadPoolExecutor:
     global _pool
     with _lock:

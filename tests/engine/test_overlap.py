@@ -3,6 +3,8 @@ and a failure there changes nothing."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 
 import numpy as np
@@ -56,6 +58,24 @@ def test_an_exception_reaches_the_caller(work: int) -> None:
     pending = overlap.begin(boom, work=work)
     with pytest.raises(MemoryError, match="forced"):
         pending.result()
+
+
+@needs_two_cpus
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_worker() -> None:
+    """The parent's pool exists (its threads do not survive a fork); the child's job still runs."""
+    assert overlap.begin(sum, [1], work=overlap.MIN_WORK).result() == 1
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if the threaded job ran; SIGALRM ends a hung child
+        ok = False
+        try:
+            signal.alarm(20)
+            pending = overlap.begin(sum, [2, 3], work=overlap.MIN_WORK)
+            ok = pending.threaded and pending.result() == 5
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_disabled_means_inline(inline: None) -> None:
