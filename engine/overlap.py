@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Generic, TypeVar
 
 R = TypeVar("R")
@@ -30,7 +30,11 @@ _enabled = True
 
 
 class Pending(Generic[R]):
-    """A computation started by ``begin``; ``result()`` returns its value or raises its exception."""
+    """A computation started by ``begin``; ``result()`` returns its value or raises its exception.
+
+    Use it as a context manager around the caller's own work: if that work raises, ``__exit__``
+    waits for a threaded job (or cancels it if it has not started), so no orphaned job keeps a core
+    and its scratch memory into the caller's retry."""
 
     __slots__ = ("_args", "_fn", "_future")
 
@@ -46,14 +50,26 @@ class Pending(Generic[R]):
             return self._fn(*self._args)
         return self._future.result()
 
+    def __enter__(self) -> Pending[R]:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None and self._future is not None and not self._future.cancel():
+            wait([self._future])  # its own outcome is moot: the caller's exception propagates
+
 
 def begin(fn: Callable[..., R], *args: object, work: int) -> Pending[R]:
     """Start ``fn(*args)`` on a worker thread when ``work`` (its size in elements) is worth it and
     the process may use two CPUs; otherwise defer it to ``result()``. ``fn`` must not share
-    mutable state with the caller (its own generator, its own arrays)."""
+    mutable state with the caller (its own generator, its own arrays). A pool that refuses the job
+    (interpreter exit has shut it down; no thread can be started) means inline, never a failure."""
     if work < MIN_WORK or not parallel():
         return Pending(fn, args, None)
-    return Pending(fn, args, _executor().submit(fn, *args))
+    try:
+        future = _executor().submit(fn, *args)
+    except RuntimeError:  # "cannot schedule new futures after shutdown", "can't start new thread"
+        return Pending(fn, args, None)
+    return Pending(fn, args, future)
 
 
 def parallel() -> bool:

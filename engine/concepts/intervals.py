@@ -154,13 +154,13 @@ class Intervals(ConceptClass):
         if type(self).labelboost is not Intervals.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
         n, L = d_hat.shape[0], T * lam
-        order = overlap.begin(random_order, n, L, order_rng, work=n)  # S_{i+1}'s positions, beside the sort
-        s = np.sort(d_hat)
-        s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
-        r = interval_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
-        P1 = int(np.searchsorted(s, r.lo, side="left"))
-        P2 = int(np.searchsorted(s, r.hi, side="right")) if r.lo <= r.hi else P1  # empty: no ones
-        f = order.result()
+        with overlap.begin(random_order, n, L, order_rng, work=n) as order:  # S_{i+1}'s positions, beside the sort
+            s = np.sort(d_hat)
+            s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
+            r = interval_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
+            P1 = int(np.searchsorted(s, r.lo, side="left"))
+            P2 = int(np.searchsorted(s, r.hi, side="right")) if r.lo <= r.hi else P1  # empty: no ones
+            f = order.result()
         f -= np.uint32(P1 % (1 << 32))  # S_{i+1} as (position - P1) mod 2^32, in place (uint32 wraps)
         hat = rng.choice(L, size=m_S, replace=False)
         hx = s.take((f[hat].astype(np.int64) + P1) % (1 << 32))

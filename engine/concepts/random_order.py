@@ -42,6 +42,7 @@ WORD_GENERATORS = ("PCG64", "PCG64DXSM", "SFC64", "Philox")
 """numpy bit generators whose ``random_raw`` outputs are 64 fair bits (MT19937's are 32)."""
 KEY_CHUNK = 1 << 20
 """Keys drawn per ``random_raw`` call (even: whole 64-bit words): 4 MB of scratch, not 4n bytes."""
+assert KEY_CHUNK % 2 == 0, "an odd chunk would split a 64-bit word and change the keys"
 CONTIGUOUS_MAX = 1 << 22
 """Up to this many entries ``packed_order`` returns a contiguous copy; above, a strided view."""
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a uint64 word
@@ -49,9 +50,8 @@ _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a
 
 def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U32:
     """The first k entries o of a uniformly random permutation of range(n) (a uniformly random
-    ordered k-subset) as uint32 (contiguous up to ``CONTIGUOUS_MAX`` entries); n <= 2^32. With ``shift``, the entries
-    come as (o - shift) mod 2^32: a relabeling only (same draws, same o), which spares
-    ``Thresholds.next_round`` a pass."""
+    ordered k-subset) as uint32 (contiguous up to ``CONTIGUOUS_MAX`` entries); n <= 2^32. With
+    ``shift``, the entries come as (o - shift) mod 2^32: a relabeling only (same draws, same o)."""
     if not 0 <= k <= n:
         raise ValueError("need 0 <= k <= n")
     if n > MAX_N or not 0 <= shift <= MAX_N:

@@ -202,9 +202,9 @@ class Stumps(ConceptClass):
         if type(self).labelboost is not Stumps.labelboost:  # a subclass's own LabelBoost
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
         n = self._rows(d_hat).shape[0]
-        order = overlap.begin(random_order, n, T * lam, order_rng, work=n)
-        lb = self.labelboost(x_lab, y_lab, d_hat, rng)
-        o = order.result()
+        with overlap.begin(random_order, n, T * lam, order_rng, work=n) as order:
+            lb = self.labelboost(x_lab, y_lab, d_hat, rng)
+            o = order.result()
         sx, sy = self._rows(d_hat)[o], lb.labels_unlabeled[o]
         sx += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat
         hat = rng.choice(T * lam, size=m_S, replace=False)

@@ -166,12 +166,12 @@ class Thresholds(ConceptClass):
         if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
         n, L = d_hat.shape[0], T * lam
-        order = overlap.begin(random_order, n, L, order_rng, work=n)  # S_{i+1}'s positions, beside the sort
-        s = np.sort(d_hat)
-        s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
-        cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
-        K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
-        f = order.result()
+        with overlap.begin(random_order, n, L, order_rng, work=n) as order:  # S_{i+1}'s positions, beside the sort
+            s = np.sort(d_hat)
+            s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
+            cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))
+            K = int(np.searchsorted(s, cut.t, side="left"))  # positions >= K are labeled 1
+            f = order.result()
         f -= np.uint32(K % (1 << 32))  # S_{i+1} as (position - K) mod 2^32, in place (uint32 wraps)
         hat = rng.choice(L, size=m_S, replace=False)
         hx = s.take((f[hat].astype(np.int64) + K) % (1 << 32))

@@ -102,7 +102,7 @@ ANSWER_STAGES: dict[str, Patch] = {
 
 TRANSITION_STAGES: dict[str, Patch] = {
     "labelboost": patch_attr(engine.concepts.thresholds, "threshold_em"),
-    "sampling generator (each draw: labelboost, S_i+1, S-hat, reservoir)": patch_sampling_generator,
+    "transition generators (each draw: labelboost, S-hat, reservoir; S_i+1's order)": patch_sampling_generator,
     "random order of S_i+1": patch_attr(engine.concepts.thresholds, "random_order"),
     "fit": patch_attr(engine.concepts.thresholds, "_chunk_thresholds"),
     "reservoir draw": patch_attr(Reservoir, "draw"),

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 import engine.concepts.intervals
+import engine.concepts.random_order as ro
 import engine.concepts.thresholds
 from engine import codec, overlap
-from engine.concepts import from_spec
+from engine.concepts import ConceptClass, from_spec
 from engine.design import Design
 from engine.phases import Phase
 from engine.predictor import Predictor
@@ -30,15 +34,24 @@ def inline() -> Iterator[None]:
     overlap.set_enabled(before)
 
 
+CONCEPTS = {"thresholds": {"name": "thresholds"}, "intervals": {"name": "intervals"},
+            "stumps": {"name": "stumps", "d": 2}}
+
+
+def points(g: np.random.Generator, concept: str, n: int) -> np.ndarray:
+    return g.random((n, 2)) if concept == "stumps" else g.random(n)
+
+
 def due(concept: str, seed: int = 3) -> Predictor:
     """A predictor whose round of N queries (all kept in D-hat) has just ended."""
     spec = RoundSpec(T=N // 10, lam=10, R=N, c=N, eps_bt=0.5, delta_bt=None, alpha=0.1, m_S=200, m_D=N,
                      halt_eps=0.5, halt_threshold=N)
     g = np.random.default_rng(seed)
-    x = g.random(N)
-    p = Predictor.create(from_spec({"name": concept}), Schedule((spec,), repeat_last=True, design=Design.named(
-        "target-charged")), x, (x >= 0.5).astype(np.int8), seed=seed)
-    p.answer(g.random(N))
+    x = points(g, concept, N)
+    y = (x.reshape(N, -1)[:, 0] >= 0.5).astype(np.int8)
+    p = Predictor.create(from_spec(CONCEPTS[concept]), Schedule((spec,), repeat_last=True, design=Design.named(
+        "target-charged")), x, y, seed=seed)
+    p.answer(points(g, concept, N))
     assert p.phase is Phase.TRANSITION_DUE
     return p
 
@@ -84,7 +97,7 @@ def test_disabled_means_inline(inline: None) -> None:
 
 
 @needs_two_cpus
-@pytest.mark.parametrize("concept", ["thresholds", "intervals"])
+@pytest.mark.parametrize("concept", list(CONCEPTS))
 def test_threaded_and_inline_transitions_give_the_same_bytes(concept: str) -> None:
     threaded, alone = due(concept), due(concept)
     threaded.transition()
@@ -120,3 +133,80 @@ def test_a_failure_on_the_worker_changes_nothing(module: object, monkeypatch: py
     p.transition()
     twin.transition()
     assert codec.dumps(p) == codec.dumps(twin)
+
+
+def test_a_pool_that_refuses_the_job_means_inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At interpreter exit the pool refuses new jobs ("cannot schedule new futures after shutdown");
+    a transition still queued then must run inline, not fail (review of this module, E1)."""
+    closed = ThreadPoolExecutor(max_workers=1)
+    closed.shutdown()
+    monkeypatch.setattr(overlap, "_executor", lambda: closed)
+    monkeypatch.setattr(overlap, "parallel", lambda: True)
+    pending = overlap.begin(sum, [4, 5], work=overlap.MIN_WORK)
+    assert not pending.threaded and pending.result() == 9
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("module", [engine.concepts.thresholds, engine.concepts.intervals],
+                         ids=["thresholds", "intervals"])
+def test_a_failure_beside_the_worker_waits_for_it_and_changes_nothing(
+        module: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LabelBoost fails while the order is still being drawn: the exception reaches the caller only
+    after the job has ended (no orphan keeps a core into the retry), and nothing changed."""
+    concept = "thresholds" if module is engine.concepts.thresholds else "intervals"
+    p, twin = due(concept), due(concept)
+    before = codec.dumps(p)
+    real_order = module.random_order  # type: ignore[attr-defined]
+    em = "threshold_em" if concept == "thresholds" else "interval_em"
+    done = threading.Event()
+
+    def slow_order(*a: object, **kw: object) -> object:
+        time.sleep(0.3)
+        out = real_order(*a, **kw)
+        done.set()
+        return out
+
+    def failing_em(*a: object, **kw: object) -> object:
+        raise MemoryError("forced beside the worker")
+
+    monkeypatch.setattr(module, "random_order", slow_order)
+    monkeypatch.setattr(module, em, failing_em)
+    with pytest.raises(MemoryError, match="beside"):
+        p.transition()
+    assert done.is_set()
+    assert codec.dumps(p) == before
+    monkeypatch.undo()
+    p.transition()
+    twin.transition()
+    assert codec.dumps(p) == codec.dumps(twin)
+
+
+@pytest.mark.parametrize("concept", list(CONCEPTS))
+@pytest.mark.parametrize("threaded", [True, False], ids=["threaded", "inline"])
+def test_fast_paths_equal_the_definition_on_strided_orders(
+        concept: str, threaded: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The views ``packed_order`` returns above ``CONTIGUOUS_MAX`` (10^7-point rounds), taken on the
+    worker or inline, give each class's fast ``next_round`` what the definition gives, from the
+    same draws of both streams."""
+    monkeypatch.setattr(ro, "CONTIGUOUS_MAX", 0)
+    monkeypatch.setattr(ro, "KEY_CHUNK", 6)
+    monkeypatch.setattr(overlap, "MIN_WORK", 0)
+    if not threaded:
+        monkeypatch.setattr(overlap, "_enabled", False)
+    c = from_spec(CONCEPTS[concept])
+    g = np.random.default_rng(11)
+    T, lam, m_S, n = 40, 10, 30, 470
+    x_lab = points(g, concept, 50)
+    y_lab = (x_lab.reshape(50, -1)[:, 0] >= 0.5).astype(np.int8)
+    d_hat = points(g, concept, n)
+    g1, g2, o1, o2 = (np.random.default_rng(s) for s in (1, 1, 2, 2))
+    fast = c.next_round(x_lab, y_lab, d_hat, T, lam, m_S, g1, o1)
+    ref = ConceptClass.next_round(c, x_lab, y_lab, d_hat, T, lam, m_S, g2, o2)
+    assert g1.bit_generator.state == g2.bit_generator.state
+    assert o1.bit_generator.state == o2.bit_generator.state
+    a, b = fast.ensemble.to_arrays(), ref.ensemble.to_arrays()
+    assert a.keys() == b.keys()
+    for key in a:
+        assert np.asarray(a[key]).tobytes() == np.asarray(b[key]).tobytes()
+    assert fast.s_hat_x.tobytes() == ref.s_hat_x.tobytes()
+    np.testing.assert_array_equal(fast.s_hat_y, ref.s_hat_y)
