@@ -48,41 +48,39 @@ CONTIGUOUS_MAX = 1 << 22
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # uint32 halves of a uint64 word
 
 
-def random_order(n: int, k: int, rng: np.random.Generator, shift: int = 0) -> U32:
+def random_order(n: int, k: int, rng: np.random.Generator) -> U32:
     """The first k entries o of a uniformly random permutation of range(n) (a uniformly random
-    ordered k-subset) as uint32 (contiguous up to ``CONTIGUOUS_MAX`` entries); n <= 2^32. With
-    ``shift``, the entries come as (o - shift) mod 2^32: a relabeling only (same draws, same o)."""
+    ordered k-subset) as uint32 (contiguous up to ``CONTIGUOUS_MAX`` entries); n <= 2^32."""
     if not 0 <= k <= n:
         raise ValueError("need 0 <= k <= n")
-    if n > MAX_N or not 0 <= shift <= MAX_N:
+    if n > MAX_N:
         raise ValueError("random orders of more than 2^32 elements are not supported")
     if k <= n // CHOICE_RATIO:  # numpy's own exact sampler is cheap here (Floyd's, O(k)); else it shuffles n
         o = rng.choice(n, size=k, replace=False)
-        return ((o - shift) % MAX_N).astype(np.uint32)
-    return packed_order(n, k, rng, shift)
+        return o.astype(np.uint32)
+    return packed_order(n, k, rng)
 
 
-def packed_order(n: int, k: int, rng: np.random.Generator, shift: int = 0, key_bits: int = 32) -> U32:
-    """``random_order`` by sorting packed (key << 32) | (index - shift mod 2^32) words (module
+def packed_order(n: int, k: int, rng: np.random.Generator, key_bits: int = 32) -> U32:
+    """``random_order`` by sorting packed (key << 32) | index words (module
     docstring). Fewer ``key_bits`` only make ties (and the tie-breaking path) common, for tests."""
     check_word_generator(rng)
-    keys = np.arange(-shift, n - shift, dtype=np.int64).view(np.uint64)  # the index in the low half ...
+    keys = np.arange(n, dtype=np.int64).view(np.uint64)  # the index in the low half ...
     halves = keys.view(np.uint32).reshape(n, 2)
     for lo in range(0, n, KEY_CHUNK):  # ... the key above, in chunks: no n-sized temporary
         m = min(KEY_CHUNK, n - lo)  # even except the last: the same raw words as one call
         r = np.asarray(rng.bit_generator.random_raw((m + 1) // 2), dtype=np.uint64).view(np.uint32)[:m]
         halves[lo : lo + m, _HI] = r if key_bits == 32 else r >> np.uint32(32 - key_bits)
     keys.sort()
-    _shuffle_runs(halves, rng, shift)
+    _shuffle_runs(halves, rng)
     if k <= CONTIGUOUS_MAX:  # the callers' column reductions run ~5x faster on a contiguous copy
         return np.ascontiguousarray(halves[:k, _LO])
     return halves[:k, _LO]  # large: a copy would cost more in fresh memory than it saves
 
 
-def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:
-    """Put each run of equal high halves (sorted keys) in a uniformly random order, in place.
-    A run's words are first put in increasing index order, so that the result does not depend
-    on ``shift``."""
+def _shuffle_runs(halves: U32, rng: np.random.Generator) -> None:
+    """Put each run of equal high halves (sorted keys) in a uniformly random order, in place (the
+    sort leaves a run in increasing index order)."""
     hi = halves[:, _HI]
     ties = np.zeros(hi.size, dtype=bool)  # word t has the same key as word t - 1
     np.equal(hi[1:], hi[:-1], out=ties[1:])
@@ -93,10 +91,6 @@ def _shuffle_runs(halves: U32, rng: np.random.Generator, shift: int) -> None:
     members = np.flatnonzero(in_run)  # every word in a run of length >= 2, increasing (one pass)
     run = np.cumsum(~ties[members])  # a run starts at a member that does not tie its predecessor
     low = halves[members, _LO]
-    if shift:  # the sort put each run in shifted-index order; reorder the (rare) runs it changes
-        index = (low.astype(np.int64) + shift) % MAX_N
-        if np.any((index[1:] < index[:-1]) & (run[1:] == run[:-1])):
-            low = low[np.lexsort((index, run))]
     while True:  # i.i.d. uniform tie-breakers; redraw on the (2^-53-rare) tie among them
         u = rng.random(members.size)
         order = np.lexsort((u, run))

@@ -142,19 +142,6 @@ def test_bad_sizes() -> None:
         first_distinct(10, 6, g)
 
 
-@pytest.mark.parametrize("key_bits", [1, 3, 32])
-def test_shift_only_relabels(key_bits: int) -> None:
-    """``shift`` returns (o - shift) mod 2^32 for the same o, ties and all."""
-    n = 4000
-    ref = packed_order(n, n, np.random.default_rng(9), key_bits=key_bits)
-    for shift in (1, 1777, n - 1, n):
-        got = packed_order(n, n, np.random.default_rng(9), shift=shift, key_bits=key_bits)
-        np.testing.assert_array_equal((got.astype(np.int64) + shift) % 2**32, ref)
-    small = random_order(n, 50, np.random.default_rng(2))  # numpy's choice path
-    got = random_order(n, 50, np.random.default_rng(2), shift=77)
-    np.testing.assert_array_equal((got.astype(np.int64) + 77) % 2**32, small)
-
-
 def test_huge_ranges() -> None:
     """Round lengths R far beyond 2^32 (D-hat a tiny subset of them): the reservoir's positions."""
     s = sorted_subset(10**12, 1000, np.random.default_rng(0))
