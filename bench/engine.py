@@ -122,11 +122,11 @@ def transition_row(points: int, repeats: int, concept: str = "thresholds") -> di
 
     Each repeat answers a round and times the transition, then answers the next round and times
     the sort: both start from the state a round of answering leaves. That matters where first-touch
-    memory is dear: on this repository's VM a page the process has not touched recently costs
-    ~1.2 ms/MB to fault in (memory freed back to the host), recycled memory ~0.06 ms/MB, so a sort
-    timed right after a transition (on the scratch that transition just freed) is up to ~3x cheaper
-    than the same sort after a round (at 10^7 points). ``sort_seconds_hot`` is that right-after
-    time, for comparison."""
+    memory is dear: on this repository's VM a page the process has not touched for a few seconds
+    costs ~1.5 ms/MB to fault in (freed back to the host), recycled memory ~0.06 ms/MB (the
+    ``memory`` row), so a sort timed right after a transition (on the scratch that transition just
+    freed) is up to ~3x cheaper than the same sort after a round (at 10^7 points).
+    ``sort_seconds_hot`` is that right-after time, for comparison."""
     lam = 10
     T = points // lam
     spec = RoundSpec(T=T, lam=lam, R=points, c=10**9, eps_bt=0.5, delta_bt=1e-8, alpha=0.1,
@@ -163,6 +163,24 @@ def transition_row(points: int, repeats: int, concept: str = "thresholds") -> di
             "sort_seconds_hot": min(hot)}
 
 
+def memory_row(mb: int) -> dict[str, object]:
+    """What touching ``mb`` MB of fresh memory costs, in ms per MB: after 3 s idle (what a large
+    transition gets after a round of answering, on a VM that hands freed pages back to its host
+    within about 2 s) and right after the same amount was freed (recycled pages)."""
+    def touch() -> float:
+        t0 = time.perf_counter()
+        a = np.ones(mb << 17)  # mb MB of float64, every page written
+        t = time.perf_counter() - t0
+        del a
+        return t
+
+    touch()
+    time.sleep(3.0)
+    fresh = touch()
+    recycled = touch()
+    return {"megabytes": mb, "fresh_ms_per_mb": fresh * 1e3 / mb, "recycled_ms_per_mb": recycled * 1e3 / mb}
+
+
 def _timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -180,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     queries = 1 << 18 if args.quick else 1 << 21
     repeats = 2 if args.quick else 3
     engine_repeats = 3 if args.quick else 7
-    out: dict[str, list[dict[str, object]]] = {"engine": [], "transition": []}
+    out: dict[str, list[dict[str, object]]] = {"engine": [], "transition": [], "memory": []}
     for design in ("default", "paper"):
         for T in Ts:
             print(f"engine {design} T={T} ...", file=sys.stderr)
@@ -191,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
             reps = transition_repeats(n, repeats, args.quick)
             print(f"transition {concept} points={n} x{reps} ...", file=sys.stderr)
             out["transition"].append(transition_row(n, reps, concept))
+    out["memory"].append(memory_row(64 if args.quick else 300))
     print(json.dumps(out))
 
 

@@ -20,7 +20,7 @@ def test_quick_bench_prints_its_json() -> None:
         [sys.executable, "-m", "bench.engine", "--quick"], capture_output=True, text=True, timeout=300, check=True
     )
     data = json.loads(out.stdout)
-    assert set(data) == {"engine", "transition"}
+    assert set(data) == {"engine", "transition", "memory"}
     assert data["engine"] and data["transition"]
     for r in data["engine"]:
         assert {"design", "T"} <= set(r)
@@ -31,3 +31,5 @@ def test_quick_bench_prints_its_json() -> None:
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in numbers)
         assert r["repeats"] >= 2
         assert isinstance(r["overlap"], bool)
+    (mem,) = data["memory"]
+    assert all(math.isfinite(mem[k]) and mem[k] > 0 for k in ("fresh_ms_per_mb", "recycled_ms_per_mb"))
