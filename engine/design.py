@@ -203,6 +203,7 @@ def capacity_problem(spec: RoundSpec) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=1024)
 def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
     """The exact round the engine runs for ``spec`` under ``design``; ``InvalidSchedule`` (naming
     the field) when it cannot run it exactly. A pure function of two frozen values (cached: a

@@ -203,7 +203,7 @@ def test_a_failed_transition_changes_nothing(design: str, stage: str) -> None:
 
     forced = sweep(blob, TRANSITION_STAGES[stage], lambda p: p.transition(), then_answer, same_answers)
     assert forced >= 1, "the stage was never reached"
-    if stage.startswith("sampling generator"):
+    if stage.startswith("transition generators"):
         assert forced >= 2  # S-hat_{i+1} and the reservoir positions (the rest draw raw bits through the proxy)
 
 

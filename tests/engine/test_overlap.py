@@ -158,15 +158,17 @@ def test_a_failure_beside_the_worker_waits_for_it_and_changes_nothing(
     before = codec.dumps(p)
     real_order = module.random_order  # type: ignore[attr-defined]
     em = "threshold_em" if concept == "thresholds" else "interval_em"
-    done = threading.Event()
+    started, done = threading.Event(), threading.Event()
 
     def slow_order(*a: object, **kw: object) -> object:
+        started.set()
         time.sleep(0.3)
         out = real_order(*a, **kw)
         done.set()
         return out
 
     def failing_em(*a: object, **kw: object) -> object:
+        assert started.wait(10), "the worker never picked the order up"  # fail while it runs
         raise MemoryError("forced beside the worker")
 
     monkeypatch.setattr(module, "random_order", slow_order)
