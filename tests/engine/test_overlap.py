@@ -212,3 +212,18 @@ def test_fast_paths_equal_the_definition_on_strided_orders(
         assert np.asarray(a[key]).tobytes() == np.asarray(b[key]).tobytes()
     assert fast.s_hat_x.tobytes() == ref.s_hat_x.tobytes()
     np.testing.assert_array_equal(fast.s_hat_y, ref.s_hat_y)
+
+
+def test_a_failure_before_the_job_starts_cancels_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job still queued when the caller fails is cancelled, never run later."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    release, ran = threading.Event(), threading.Event()
+    pool.submit(release.wait, 10)  # occupies the one worker
+    monkeypatch.setattr(overlap, "_executor", lambda: pool)
+    monkeypatch.setattr(overlap, "parallel", lambda: True)
+    with pytest.raises(MemoryError), overlap.begin(ran.set, work=overlap.MIN_WORK) as pending:
+        assert pending.threaded
+        raise MemoryError("forced before the job started")
+    release.set()
+    pool.shutdown(wait=True)
+    assert not ran.is_set()
