@@ -22,7 +22,6 @@ from engine.concepts.base import (
     distinct_of_sorted,
     sort_chunks,
 )
-from engine.concepts.line import LabeledRanks
 from engine.concepts.random_order import random_order
 from engine.learner.exact import BitSource
 
@@ -214,12 +213,49 @@ def threshold_em(x_lab: F64, y_lab: I8, values: F64, bits: BitSource) -> Cut:
     changes where k passes a labeled point, so every cut of group a (``line``: cuts bounds[a] + 1 ..
     bounds[a + 1]) has the same score s_a. ``exact_em.sample_group`` draws group a with probability
     size_a exp(s_a / 2) / Z and a uniform cut inside it: each cut has probability exp(score / 2) / Z.
+
+    Computed from the labeled points sorted (with repeats) rather than through
+    ``line.LabeledRanks``: the same groups, sizes and scores, in about half the numpy calls (a
+    transition's LabelBoost is call-bound at 10^5 points). With the q labeled points sorted, xs,
+    and cz_a the labeled zeros among the first a of them, the cut after the first a points (those
+    of rank <= rank(xs_{a-1})) scores cz_a + (ones) - (a - cz_a) = 2 cz_a - a + n_1. A labeled value
+    repeated r times gives r - 1 empty groups; they are dropped, leaving one group per distinct
+    labeled value, in the order ``LabeledRanks`` lists them.
     """
-    lr = LabeledRanks.of(x_lab, y_lab, values)
-    bounds = lr.bounds()
-    size = np.diff(bounds)  # >= 1
-    zeros_below = np.concatenate([[0], np.cumsum(lr.zeros)])  # labeled zeros left of group a
-    score = zeros_below + int(lr.ones.sum()) - np.concatenate([[0], np.cumsum(lr.ones)])
-    a, r = exact_em.sample_group(size.astype(np.uint64), score.astype(np.int64), bits)
-    k = int(bounds[a]) + 1 + r
-    return Cut(t=lr.value(k), n_dichotomies=lr.ell + 1, score=int(score[a]))
+    q, nv = x_lab.size, values.size
+    order = np.argsort(x_lab, kind="stable")
+    xs = x_lab.take(order)
+    below = np.searchsorted(values, xs, side="left")  # distinct unlabeled points below each labeled one
+    if nv:
+        shared = values.take(np.minimum(below, nv - 1)) == xs
+        shared &= below < nv
+    else:
+        shared = np.zeros(q, dtype=bool)
+    first = np.ones(q, dtype=bool)  # the first labeled point of its value
+    np.not_equal(xs[1:], xs[:-1], out=first[1:])
+    alone = ~shared  # a value only the labeled part has
+    own = first & alone  # ... counted at its first labeled point
+    n_own = np.cumsum(own)
+    rank = below + n_own - alone  # rank of each labeled point's value among all l distinct points
+    ell = nv + (int(n_own[-1]) if q else 0)
+    bounds = np.concatenate([[-1], rank, [ell]])
+    cz = np.concatenate([[0], np.cumsum(y_lab.take(order) == 0)])
+    score = 2 * cz - np.arange(q + 1) + (q - int(cz[-1]))
+    size = np.diff(bounds)
+    lo = bounds[:-1]
+    if not first.all():  # drop the empty groups of repeated labeled values
+        keep = np.append(first, True)
+        size, score, lo = size[keep], score[keep], lo[keep]
+    a, r = exact_em.sample_group(size.astype(np.uint64), score, bits)
+    k = int(lo[a]) + 1 + r
+    own_rank = rank[own]
+    j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
+    return Cut(t=_kth_distinct(k, j, own_rank, xs[own], values), n_dichotomies=ell + 1, score=int(score[a]))
+
+
+def _kth_distinct(k: int, j: int, own_rank: I64, own_points: F64, values: F64) -> float:
+    """The k-th smallest distinct point of S-hat o D-hat (+inf for k = l), given the ranks of the
+    labeled-only points and j, how many of them rank below k."""
+    if j < own_rank.size and own_rank[j] == k:
+        return float(own_points[j])
+    return float(values[k - j]) if k - j < values.size else float("inf")

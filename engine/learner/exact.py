@@ -134,35 +134,43 @@ def invert(bounds: Callable[[int], tuple[list[int], list[int]]], u: LazyUniform)
 
 def gamma(k: int) -> Fraction:
     """Higham's gamma_k = k u / (1 - k u) (u = 2^-53), exactly."""
-    ku = k * U53
-    if ku >= Fraction(1, 2):
+    if 2 * k >= 1 << 53:  # k u >= 1/2
         raise ValueError("too many terms for the float bound")
-    return ku / (1 - ku)
+    return Fraction(k, (1 << 53) - k)  # k u / (1 - k u) with u = 2^-53
 
 
 def float_decide(c: NDArray[np.float64], rho: Fraction, theta_sum: Fraction, u: LazyUniform) -> int | None:
     """``decide`` from float cumulative sums ``c`` with |c_k - C_k| <= rho C_k + theta_sum for all k
-    (Lemma X2), i.e. C_k in [(c_k - theta_sum)/(1 + rho), (c_k + theta_sum)/(1 - rho)]. Checks only
-    the candidate the float search finds; the check itself is exact (Fractions)."""
+    (Lemma X2), i.e. C_k in [lo(c_k), hi(c_k)] = [(c_k - theta_sum)/(1 + rho), (c_k + theta_sum)/(1 - rho)].
+    Checks only the candidate the float search finds, exactly. Needs 0 <= rho < 1, theta_sum >= 0.
+
+    The two checks of Lemma X1, hi(c_{k-1}) <= (r / 2^b) lo(Z) and ((r + 1) / 2^b) hi(Z) <= lo(c_k)
+    with Z = c_{K-1}, are compared as integers: every float is n / d exactly (``as_integer_ratio``),
+    rho = pn / pd and theta_sum = tn / td, and both sides are multiplied by the same positive
+    integer (2^b, the floats' and theta's denominators, pd + pn and pd - pn). That is the same
+    comparison of the same rationals as with ``fractions.Fraction``, at a fraction of its cost
+    (tests/engine/learner/test_exact.py checks the two agree)."""
     K = c.size
     if K == 0 or not c[-1] > 0.0:
         return None
-    ulo = Fraction(u.r, 1 << u.b)
-    uhi = Fraction(u.r + 1, 1 << u.b)
-    k = min(int(np.searchsorted(c, float(ulo) * float(c[-1]), side="right")), K - 1)
-
-    def lo(v: float) -> Fraction:
-        return (Fraction(v) - theta_sum) / (1 + rho)
-
-    def hi(v: float) -> Fraction:
-        return (Fraction(v) + theta_sum) / (1 - rho)
-
-    zlo, zhi = lo(float(c[-1])), hi(float(c[-1]))
+    pn, pd = rho.numerator, rho.denominator
+    tn, td = theta_sum.numerator, theta_sum.denominator
+    if not (0 <= pn < pd and tn >= 0):
+        raise ValueError("float_decide needs 0 <= rho < 1 and theta_sum >= 0")
+    r, b = u.r, u.b
+    z = float(c[-1])
+    k = min(int(np.searchsorted(c, (r / (1 << b)) * z, side="right")), K - 1)
+    zn, zd = z.as_integer_ratio()
+    zlo = zn * td - tn * zd  # sign and numerator of lo(Z) (times zd td (1 + rho) / 1 > 0)
     if zlo <= 0:
         return None
-    if k > 0 and hi(float(c[k - 1])) > ulo * zlo:
-        return None
-    if uhi * zhi > lo(float(c[k])):
+    up, down = pd + pn, pd - pn  # (1 + rho) pd, (1 - rho) pd: both > 0
+    if k > 0:  # hi(c_{k-1}) > (r / 2^b) lo(Z): U Z might lie below C_{k-1}
+        an, ad = float(c[k - 1]).as_integer_ratio()
+        if ((an * td + tn * ad) * zd * up) << b > r * zlo * ad * down:
+            return None
+    bn, bd = float(c[k]).as_integer_ratio()  # ((r + 1) / 2^b) hi(Z) > lo(c_k): U Z might reach C_k
+    if (r + 1) * (zn * td + tn * zd) * bd * up > ((bn * td - tn * bd) * zd * down) << b:
         return None
     return k
 

@@ -59,7 +59,8 @@ def exponents(eps: float, de: I64) -> I64:
 
 def _g(eps: float, de: int) -> Fraction:
     """g = eps de / 2 exactly (eps is a dyadic rational)."""
-    return Fraction(eps) * de / 2
+    num, den = float(eps).as_integer_ratio()
+    return Fraction(num * de, 2 * den)
 
 
 def _accept(bits: BitSource, eps: float, de: int, m: int) -> bool:

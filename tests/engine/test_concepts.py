@@ -1042,3 +1042,42 @@ def test_stumps_labelboost_keeps_colliding_dichotomies_in_its_law(monkeypatch: p
     law, n_dich = exact_law(STUMPS3, x_lab, y_lab, x_unlab, monkeypatch)
     check_law(support, law)
     assert n_dich == len(support)
+
+
+def _threshold_em_via_labeled_ranks(x_lab: np.ndarray, y_lab: np.ndarray, values: np.ndarray,
+                                    bits: Any) -> tuple[float, int, int]:
+    """``threshold_em`` as first written, through ``line.LabeledRanks`` (np.unique of the labeled
+    points): the reference its leaner form must match draw for draw (same groups, same order)."""
+    from engine.concepts.line import LabeledRanks
+
+    lr = LabeledRanks.of(x_lab, y_lab, values)
+    bounds = lr.bounds()
+    size = np.diff(bounds)
+    zeros_below = np.concatenate([[0], np.cumsum(lr.zeros)])
+    score = zeros_below + int(lr.ones.sum()) - np.concatenate([[0], np.cumsum(lr.ones)])
+    a, r = exact_em.sample_group(size.astype(np.uint64), score.astype(np.int64), bits)
+    return lr.value(int(bounds[a]) + 1 + r), lr.ell + 1, int(score[a])
+
+
+def test_threshold_em_matches_the_labeled_ranks_form_draw_for_draw() -> None:
+    """Repeated labeled values (with conflicting labels), values shared with D-hat, +-0, an empty
+    D-hat: the same cut, dichotomy count and score from the same stream, so the state format holds."""
+    from engine.concepts.thresholds import threshold_em
+
+    rng = np.random.default_rng(12)
+    for trial in range(600):
+        q, nv = int(rng.integers(1, 60)), int(rng.integers(0, 80))
+        grid = float(rng.integers(1, 40)) if trial % 2 else 1e9
+        x_lab = np.round(rng.random(q) * grid) / grid
+        values = np.unique(np.round(rng.random(nv) * grid) / grid)
+        if trial % 3 == 0 and nv:
+            x_lab[: q // 2] = rng.choice(values, q // 2)
+        if trial % 7 == 0:
+            x_lab[:1] = -0.0
+            values = np.unique(np.concatenate([values, [0.0]]))
+        y_lab = (x_lab >= 0.5).astype(np.int8)
+        y_lab[rng.random(q) < 0.2] ^= 1
+        seed = int(rng.integers(1 << 30))
+        got = threshold_em(x_lab, y_lab, values, exact_em.bits_of(np.random.default_rng(seed)))
+        want = _threshold_em_via_labeled_ranks(x_lab, y_lab, values, exact_em.bits_of(np.random.default_rng(seed)))
+        assert (got.t, got.n_dichotomies, got.score) == want, trial

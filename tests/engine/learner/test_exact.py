@@ -197,3 +197,63 @@ def test_float_bound_constants() -> None:
     assert gamma(1) == Fraction(1, 2**53 - 1)
     with pytest.raises(ValueError):
         gamma(2**52)
+
+
+def _float_decide_fractions(c: np.ndarray, rho: Fraction, theta_sum: Fraction, u: LazyUniform) -> int | None:
+    """``float_decide`` as first written, with ``fractions.Fraction``: the oracle of its integer form."""
+    K = c.size
+    if K == 0 or not c[-1] > 0.0:
+        return None
+    ulo = Fraction(u.r, 1 << u.b)
+    uhi = Fraction(u.r + 1, 1 << u.b)
+    k = min(int(np.searchsorted(c, float(ulo) * float(c[-1]), side="right")), K - 1)
+
+    def lo(v: float) -> Fraction:
+        return (Fraction(v) - theta_sum) / (1 + rho)
+
+    def hi(v: float) -> Fraction:
+        return (Fraction(v) + theta_sum) / (1 - rho)
+
+    zlo, zhi = lo(float(c[-1])), hi(float(c[-1]))
+    if zlo <= 0:
+        return None
+    if k > 0 and hi(float(c[k - 1])) > ulo * zlo:
+        return None
+    if uhi * zhi > lo(float(c[k])):
+        return None
+    return k
+
+
+def test_float_decide_integer_form_agrees_with_fractions() -> None:
+    """The integer comparisons decide exactly as the Fraction ones: random sums, uniforms near and
+    far from the boundaries, tiny and large (rho, theta), zero weights, one and many words of U."""
+    rng = np.random.default_rng(2026)
+    decided = undecided = 0
+    for trial in range(3000):
+        K = int(rng.integers(1, 12))
+        w = rng.random(K) * 2.0 ** rng.integers(-40, 40, K)
+        w[rng.random(K) < 0.2] = 0.0
+        c = np.cumsum(w)
+        rho = [gamma(K) * 2, Fraction(1, 3), Fraction(0), Fraction(7, 2**20)][trial % 4]
+        theta = [Fraction(0), Fraction(2 * K, 1 << 897), Fraction(1, 2**30), Fraction(3, 1000)][trial // 4 % 4]
+        words = [int(x) for x in rng.integers(0, 2**63, 1 + trial % 3, dtype=np.int64) * 2 + int(rng.integers(2))]
+        if trial % 5 == 0 and c[-1] > 0:  # a uniform right at a cumulative boundary
+            j = int(rng.integers(K))
+            words[0] = min(int(float(c[j] / c[-1]) * TWO64), TWO64 - 1)
+        u1, u2 = LazyUniform(ScriptedBits(list(words), seed=1)), LazyUniform(ScriptedBits(list(words), seed=1))
+        for _ in range(len(words) - 1):
+            u1.refine()
+            u2.refine()
+        got, want = float_decide(c, rho, theta, u1), _float_decide_fractions(c, rho, theta, u2)
+        assert got == want, (trial, got, want)
+        decided += want is not None
+        undecided += want is None
+    assert decided > 1000 and undecided > 300  # both outcomes exercised
+    with pytest.raises(ValueError):
+        float_decide(np.array([1.0]), Fraction(1), Fraction(0), LazyUniform(ScriptedBits([5], seed=1)))
+
+
+def test_gamma_matches_its_definition() -> None:
+    u = Fraction(1, 1 << 53)
+    for k in (0, 1, 2, 3, 1000, 2**40, 2**52 - 1):
+        assert gamma(k) == k * u / (1 - k * u)
