@@ -1,10 +1,12 @@
 """Run one independent computation beside the caller's own, on a second core when there is one.
 
 A round transition draws S_{i+1}'s uniform order (one sort of n packed random keys) while it sorts
-D-hat and runs LabelBoost: two sorts of n numbers that need nothing from each other. The order
-draws only from its own stream (``engine.design.Purpose.ORDER``) and reads nothing the caller
-writes, so a threaded run and an inline run return the same bytes (``tests/engine/test_overlap.py``);
-threads change when the work happens, never what it computes. Still pure: no I/O, no clocks.
+D-hat and runs LabelBoost: two sorts of n numbers that need nothing from each other. The predictor
+also opens the next round's noise streams beside it (interpreter work that fits inside the D-hat
+sort, which releases the GIL). Each job draws only from its own streams (``engine.design.Purpose``)
+and reads nothing the caller writes, so a threaded run and an inline run return the same bytes
+(``tests/engine/test_overlap.py``); threads change when the work happens, never what it computes.
+Still pure: no I/O, no clocks.
 
 Below ``MIN_WORK`` elements, or in a process allowed one CPU (``os.sched_getaffinity``: taskset,
 cgroup cpusets), the work runs inline in ``result()``, because handing it to a thread costs tens of

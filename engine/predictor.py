@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from engine import between_thresholds as bt
-from engine import phases
+from engine import overlap, phases
 from engine.concepts import ConceptClass, Ensemble, from_spec
 from engine.concepts.base import RoundStart, check_labels
 from engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
@@ -251,9 +251,14 @@ class Predictor:
         g = generator(self.entropy, rnd.index + 1, Purpose.SAMPLING)
         d_hat = self._points[: live.filled]
         order = generator(self.entropy, rnd.index + 1, Purpose.ORDER)
-        start = self.concept.next_round(rnd.s_hat_x, rnd.s_hat_y, d_hat, nxt.T, nxt.lam, nxt.m_S, g, order)
+        # The next round's noise streams need nothing from the transition: opened on a second core
+        # (Python work that fits inside the D-hat sort, which releases the GIL), same bytes inline.
+        with overlap.begin(RoundNoise.start, self.schedule.design, noise_plan(self.schedule.design, nxt),
+                           self.entropy, rnd.index + 1, work=d_hat.shape[0]) as opening:
+            start = self.concept.next_round(rnd.s_hat_x, rnd.s_hat_y, d_hat, nxt.T, nxt.lam, nxt.m_S, g, order)
+            opened = opening.result()
         new_round, points, new_live = _start_round(self.concept, self.schedule, self.entropy, rnd.index + 1,
-                                                   start, g)
+                                                   start, g, opened)
         new_live = replace(new_live, phase=phases.fire(live.phase, "transition", "next"))
         self._round, self._points, self._live = new_round, points, new_live  # commit
         self._check_invariants()
@@ -401,16 +406,18 @@ class Predictor:
 
 
 def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index: int, start: RoundStart,
-                 g: np.random.Generator) -> tuple[_Round, NDArray[np.float64], _Live]:
+                 g: np.random.Generator, opened: tuple[RoundNoise, int] | None = None,
+                 ) -> tuple[_Round, NDArray[np.float64], _Live]:
     """Step 3(c) for round ``index``, whose classifiers and S-hat are ``start``; ``g`` is the round's
-    sampling stream (already used for what formed S_index and its classifiers)."""
+    sampling stream (already used for what formed S_index and its classifiers); ``opened``: the
+    round's ``RoundNoise.start``, when the caller computed it already."""
     spec = schedule.spec(index)
     if spec is None or start.ensemble.size != spec.T:
         raise InvalidSchedule(f"round {index} cannot be formed from the classifiers given")
     plan = noise_plan(schedule.design, spec)
     reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
     rnd = _Round(index, spec, plan, start.ensemble, start.s_hat_x, start.s_hat_y, reservoir.stored_positions)
-    noise, first = RoundNoise.start(schedule.design, plan, entropy, index)
+    noise, first = RoundNoise.start(schedule.design, plan, entropy, index) if opened is None else opened
     state = bt.BTState(rho_h=first) if schedule.design.target_charged else bt.BTState(mu=first)
     return rnd, reservoir.points, _Live(Phase.ANSWERING, 0, state, noise, 0)
 

@@ -227,3 +227,36 @@ def test_a_failure_before_the_job_starts_cancels_it(monkeypatch: pytest.MonkeyPa
     release.set()
     pool.shutdown(wait=True)
     assert not ran.is_set()
+
+
+@needs_two_cpus
+def test_the_next_rounds_noise_opens_on_the_worker_and_a_failure_there_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Predictor.transition`` opens the next round's noise streams beside the transition (they
+    need nothing from it): a failure there reaches the caller and leaves the predictor as it was."""
+    import threading
+
+    import engine.predictor
+    from engine.design import RoundNoise
+
+    p, twin = due("thresholds"), due("thresholds")
+    before = codec.dumps(p)
+    real = RoundNoise.start
+    where: list[str] = []
+
+    class Failing:
+        @staticmethod
+        def start(*a: object) -> object:
+            where.append(threading.current_thread().name)
+            raise MemoryError("forced while opening the noise")
+
+    monkeypatch.setattr(engine.predictor, "RoundNoise", Failing)
+    with pytest.raises(MemoryError, match="opening the noise"):
+        p.transition()
+    assert where and where[0].startswith("everlast-overlap")
+    assert codec.dumps(p) == before
+    monkeypatch.undo()
+    assert RoundNoise.start == real
+    p.transition()
+    twin.transition()
+    assert codec.dumps(p) == codec.dumps(twin)
