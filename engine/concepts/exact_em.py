@@ -74,8 +74,10 @@ def sample_group(sizes: U64, score: I64, bits: BitSource) -> tuple[int, int]:
     [0, sizes_g). Groups of size 0 are never drawn; at least one size must be positive."""
     s = np.ascontiguousarray(sizes, dtype=np.uint64).ravel()
     v = np.ascontiguousarray(score, dtype=np.int64).ravel()
-    top = int(v[s > 0].max())
-    _check_score_range(top - int(v[s > 0].min()))
+    pos = s > 0
+    live = v if pos.all() else v[pos]
+    top = int(live.max())
+    _check_score_range(top - int(live.min()))
     g = sample_cell(s, top - v, 1.0, bits)
     return g, below(bits, int(s[g]))
 

@@ -132,6 +132,14 @@ def invert(bounds: Callable[[int], tuple[list[int], list[int]]], u: LazyUniform)
         u.refine()
 
 
+def _float_rho(k: int) -> Fraction:
+    """rho = 2u + 2 gamma_k of ``DyadicSampler``'s float pass, in one construction:
+    2^-52 + 2k / (2^53 - k) = (2^53 - k + 2^53 k) / (2^52 (2^53 - k))."""
+    gamma(k)  # its range check
+    d = (1 << 53) - k
+    return Fraction(d + (k << 53), d << 52)
+
+
 def gamma(k: int) -> Fraction:
     """Higham's gamma_k = k u / (1 - k u) (u = 2^-53), exactly."""
     if 2 * k >= 1 << 53:  # k u >= 1/2
@@ -193,12 +201,14 @@ class DyadicSampler:
         m = np.asarray(m, dtype=np.int64)
         if sizes.shape != m.shape or sizes.ndim != 1 or sizes.size == 0:
             raise ValueError("sizes and exponents must be equal-length vectors")
-        pos = sizes > 0
-        if not pos.any():
-            raise ValueError("cannot sample from all-zero weights")
         # shift so the largest-exponent positive weight has m = 0: Z >= 1, no overflow
-        mm = m - m[pos].min()
-        mm = np.where(pos, mm, 0)
+        pos = sizes > 0
+        if pos.all():  # the common case, in fewer numpy calls (the same values)
+            mm = m - m.min()
+        elif pos.any():
+            mm = np.where(pos, m - m[pos].min(), 0)
+        else:
+            raise ValueError("cannot sample from all-zero weights")
         self._sizes = sizes
         self._m = mm
         self.fast = fast
@@ -206,12 +216,13 @@ class DyadicSampler:
         # normal), or 0 when m > DROP_EXP. |w_hat - w| <= 2u w + theta, theta = 2^64 2^-(DROP_EXP+1)
         # (2u: the uint64 -> double conversion is only assumed faithful, within one ulp).
         f = sizes.astype(np.float64)
-        keep = mm <= DROP_EXP
-        w = np.where(keep, np.ldexp(f, -np.minimum(mm, DROP_EXP).astype(np.int32)), 0.0)
+        if int(mm.max()) <= DROP_EXP:
+            w = np.ldexp(f, (-mm).astype(np.int32))
+        else:
+            w = np.where(mm <= DROP_EXP, np.ldexp(f, -np.minimum(mm, DROP_EXP).astype(np.int32)), 0.0)
         self._c = np.cumsum(w)
         K = int(sizes.size)
-        eta = 2 * U53
-        self._rho = eta + 2 * gamma(K)
+        self._rho = _float_rho(K)
         self._theta = Fraction(2 * K, 1 << (DROP_EXP + 1 - 64))
         self._exact: dict[int, tuple[list[int], list[int]]] = {}
 

@@ -53,7 +53,8 @@ def exponents(eps: float, de: I64) -> I64:
     """m = floor(fl(fl(fl(eps de) c) M_SHAVE)) with c = fl(1/(2 ln 2)): an integer in
     [0, g / ln 2] for g = eps de / 2 (Lemma X3: the float estimate carries at most 4 roundings, each
     of relative size <= 2^-53, which the shave 2^-48 dominates). ``de`` >= 0 integers < 2^53."""
-    t = (eps * de.astype(np.float64)) * INV_2LN2
+    f = de.astype(np.float64)
+    t = (f if eps == 1.0 else eps * f) * INV_2LN2  # fl(1.0 x) = x: the same roundings
     return np.floor(t * M_SHAVE).astype(np.int64)
 
 
@@ -76,8 +77,11 @@ def sample_cell(sizes: U64, err: I64, eps: float, bits: BitSource, fast: bool = 
     s = sizes.ravel()
     e = err.ravel()
     pos = s > 0
-    de = e - int(e[pos].min())
-    de = np.where(pos, de, 0)
+    if pos.all():  # the common case, in fewer numpy calls (the same values)
+        low = int(e.min())
+        de = e - low if low else e
+    else:
+        de = np.where(pos, e - int(e[pos].min()), 0)
     m = exponents(eps, de)
     prop = DyadicSampler(s, m, fast=fast)
     while True:

@@ -257,3 +257,19 @@ def test_gamma_matches_its_definition() -> None:
     u = Fraction(1, 1 << 53)
     for k in (0, 1, 2, 3, 1000, 2**40, 2**52 - 1):
         assert gamma(k) == k * u / (1 - k * u)
+
+
+def test_dyadic_sampler_float_pass_is_the_same_on_its_short_path() -> None:
+    """All sizes positive and every exponent within DROP_EXP takes fewer numpy calls; the float
+    cumulative sums and (rho, theta) are those of the general path (a zero size appended forces it)."""
+    from engine.learner.exact import DROP_EXP, U53
+
+    rng = np.random.default_rng(9)
+    for K in (1, 2, 17, 1000):
+        sizes = rng.integers(1, 2**40, K).astype(np.uint64)
+        m = rng.integers(-50, DROP_EXP + 40, K).astype(np.int64)
+        short = DyadicSampler(sizes, m)
+        general = DyadicSampler(np.append(sizes, np.uint64(0)), np.append(m, np.int64(7)))
+        assert np.array_equal(short._c, general._c[:K]) and general._c[K] == general._c[K - 1]
+        assert short._rho == 2 * U53 + 2 * gamma(K)
+        assert general._rho == 2 * U53 + 2 * gamma(K + 1)
