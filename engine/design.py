@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.errors import CorruptState, InvalidSchedule
-from engine.noise import NoiseStream, exact_scale
+from engine.noise import NoiseStream, exact_scale, sample
 
 if TYPE_CHECKING:
     from engine.schedule import RoundSpec
@@ -285,7 +285,9 @@ class RoundNoise:
         if design.target_charged:
             assert plan.halt_query is not None and plan.halt_threshold is not None
             hq = stream(Purpose.HALT_QUERY, plan.halt_query, block)
-            rho, _ = stream(Purpose.HALT_THRESHOLD, plan.halt_threshold, 1).take(1)
+            # rho_h is the stream's only draw: a block of one from its start, as ``take(1)`` would
+            # draw it, without keeping (encoding, decoding) a stream that is then dropped
+            rho = sample(generator(entropy, round_index, Purpose.HALT_THRESHOLD), plan.halt_threshold, 1)
             return cls(design, plan, q, None, hq), int(rho[0])
         assert plan.threshold is not None
         th = stream(Purpose.THRESHOLD, plan.threshold, THRESHOLD_BLOCK)
