@@ -84,11 +84,12 @@ def _shuffle_runs(halves: U32, rng: np.random.Generator) -> None:
     hi = halves[:, _HI]
     ties = np.zeros(hi.size, dtype=bool)  # word t has the same key as word t - 1
     np.equal(hi[1:], hi[:-1], out=ties[1:])
-    if not ties.any():
+    tied = np.flatnonzero(ties)  # the one other pass over all n words; ~n^2/2^33 entries
+    if tied.size == 0:
         return
-    in_run = ties.copy()
-    in_run[:-1] |= ties[1:]
-    members = np.flatnonzero(in_run)  # every word in a run of length >= 2, increasing (one pass)
+    members = np.concatenate([tied - 1, tied])  # every word in a run of length >= 2 ...
+    members.sort()
+    members = members[np.concatenate([[True], members[1:] != members[:-1]])]  # ... once, increasing
     run = np.cumsum(~ties[members])  # a run starts at a member that does not tie its predecessor
     low = halves[members, _LO]
     while True:  # i.i.d. uniform tie-breakers; redraw on the (2^-53-rare) tie among them

@@ -173,7 +173,7 @@ class Thresholds(ConceptClass):
             f = order.result()
         f -= np.uint32(K % (1 << 32))  # S_{i+1} as (position - K) mod 2^32, in place (uint32 wraps)
         hat = rng.choice(L, size=m_S, replace=False)
-        hx = s.take((f[hat].astype(np.int64) + K) % (1 << 32))
+        hx = s.take(f[hat] + np.uint32(K % (1 << 32)))  # back to positions (uint32 wraps again)
         ensemble = ThresholdEnsemble(_chunk_thresholds(s, f.reshape(lam, T), K))
         return RoundStart(ensemble, hx, (hx >= cut.t).astype(np.int8))
 
@@ -188,7 +188,7 @@ def _chunk_thresholds(s: F64, f: NDArray[np.uint32], K: int) -> F64:
         return np.full(T, -np.inf if K == 0 else np.inf)
     fmin, fmax = f.min(axis=0), f.max(axis=0)
     k32 = np.uint32(K)
-    t = midpoint_above(s.take((fmax + k32).astype(np.intp)), s.take((fmin + k32).astype(np.intp)))
+    t = midpoint_above(s.take(fmax + k32), s.take(fmin + k32))  # uint32 sums wrap back to positions
     t[fmax < n - K] = -np.inf  # no zeros: the chunk's largest "zero" was a one
     t[fmin >= n - K] = np.inf  # no ones
     return t

@@ -169,3 +169,37 @@ def test_large_orders_come_as_views_and_small_ones_contiguous(monkeypatch: pytes
     large = packed_order(500, 101, np.random.default_rng(1))
     assert small.flags.c_contiguous and not large.flags.c_contiguous
     np.testing.assert_array_equal(small, large[:100])
+
+
+def _shuffle_runs_reference(halves: np.ndarray, rng: np.random.Generator) -> None:
+    """``_shuffle_runs`` as first written (its run members from two more passes over all n words)."""
+    lo_i, hi_i = ro._LO, ro._HI
+    hi = halves[:, hi_i]
+    ties = np.zeros(hi.size, dtype=bool)
+    np.equal(hi[1:], hi[:-1], out=ties[1:])
+    if not ties.any():
+        return
+    in_run = ties.copy()
+    in_run[:-1] |= ties[1:]
+    members = np.flatnonzero(in_run)
+    run = np.cumsum(~ties[members])
+    low = halves[members, lo_i]
+    while True:
+        u = rng.random(members.size)
+        order = np.lexsort((u, run))
+        us, rs = u[order], run[order]
+        if not np.any((us[1:] == us[:-1]) & (rs[1:] == rs[:-1])):
+            break
+    halves[members, lo_i] = low[order]
+
+
+@pytest.mark.parametrize("key_bits", [32, 12, 3, 1])
+def test_run_shuffle_matches_its_reference(key_bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same orders, tie for tie, as the first form of the run shuffle (the state format holds)."""
+    for n in (1, 2, 5, 64, 3000):
+        for seed in range(4):
+            got = ro.packed_order(n, n, np.random.default_rng(seed), key_bits=key_bits)
+            with monkeypatch.context() as m:
+                m.setattr(ro, "_shuffle_runs", _shuffle_runs_reference)
+                want = ro.packed_order(n, n, np.random.default_rng(seed), key_bits=key_bits)
+            assert np.array_equal(got, want)
