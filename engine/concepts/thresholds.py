@@ -220,7 +220,8 @@ def threshold_em(x_lab: F64, y_lab: I8, values: F64, bits: BitSource) -> Cut:
     and cz_a the labeled zeros among the first a of them, the cut after the first a points (those
     of rank <= rank(xs_{a-1})) scores cz_a + (ones) - (a - cz_a) = 2 cz_a - a + n_1. A labeled value
     repeated r times gives r - 1 empty groups; they are dropped, leaving one group per distinct
-    labeled value, in the order ``LabeledRanks`` lists them.
+    labeled value, in the order ``LabeledRanks`` lists them. Labels must be 0/1 (``check_labels``;
+    every caller's are): a non-zero label counts as a one.
     """
     q, nv = x_lab.size, values.size
     order = np.argsort(x_lab, kind="stable")
@@ -257,5 +258,5 @@ def _kth_distinct(k: int, j: int, own_rank: I64, own_points: F64, values: F64) -
     """The k-th smallest distinct point of S-hat o D-hat (+inf for k = l), given the ranks of the
     labeled-only points and j, how many of them rank below k."""
     if j < own_rank.size and own_rank[j] == k:
-        return float(own_points[j])
+        return float(own_points[j]) + 0.0  # +0.0 for a labeled zero of either sign (only compared: x >= t)
     return float(values[k - j]) if k - j < values.size else float("inf")

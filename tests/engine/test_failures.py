@@ -81,6 +81,14 @@ def patch_attr(owner: Any, name: str, when: str = "before") -> Patch:
     return apply
 
 
+def patch_both(*patches: Patch) -> Patch:
+    """Each of several call sites, counted together (a stage the designs reach by different calls)."""
+    def apply(mp: pytest.MonkeyPatch, f: Forced) -> None:
+        for p in patches:
+            p(mp, f)
+    return apply
+
+
 def patch_sampling_generator(mp: pytest.MonkeyPatch, f: Forced) -> None:
     real = vars(engine.predictor)["generator"]
     mp.setattr(engine.predictor, "generator", lambda *a: GeneratorProxy(real(*a), f))
@@ -109,7 +117,8 @@ TRANSITION_STAGES: dict[str, Patch] = {
     "noise plan": patch_attr(engine.predictor, "noise_plan"),
     "round noise start": patch_attr(RoundNoise, "start"),
     "round noise streams (each)": patch_attr(engine.design, "generator"),
-    "round noise first draw (each)": patch_attr(NoiseStream, "take"),
+    # paper: mu from its kept stream (take); target-charged: rho_h straight from its generator (sample)
+    "round noise first draw (each)": patch_both(patch_attr(NoiseStream, "take"), patch_attr(engine.design, "sample")),
     "phase table": patch_attr(phases, "fire"),
 }
 

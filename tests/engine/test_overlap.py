@@ -260,3 +260,41 @@ def test_the_next_rounds_noise_opens_on_the_worker_and_a_failure_there_changes_n
     p.transition()
     twin.transition()
     assert codec.dumps(p) == codec.dumps(twin)
+
+
+@needs_two_cpus
+def test_a_failure_in_the_transition_waits_for_the_noise_job_and_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """LabelBoost fails while the next round's noise is still being opened on the worker: the
+    exception reaches the caller only after that job has ended, and the predictor is unchanged
+    (review of the noise job, F8)."""
+    import engine.predictor
+    from engine.design import RoundNoise
+
+    p, twin = due("thresholds"), due("thresholds")
+    before = codec.dumps(p)
+    started, done = threading.Event(), threading.Event()
+
+    class Slow:
+        @staticmethod
+        def start(*a: object) -> object:
+            started.set()
+            time.sleep(0.3)
+            out = RoundNoise.start(*a)  # type: ignore[arg-type]
+            done.set()
+            return out
+
+    def failing_em(*a: object, **kw: object) -> object:
+        assert started.wait(10), "the worker never picked the noise job up"
+        raise MemoryError("forced beside the noise job")
+
+    monkeypatch.setattr(engine.predictor, "RoundNoise", Slow)
+    monkeypatch.setattr(engine.concepts.thresholds, "threshold_em", failing_em)
+    with pytest.raises(MemoryError, match="noise job"):
+        p.transition()
+    assert done.is_set()
+    assert codec.dumps(p) == before
+    monkeypatch.undo()
+    p.transition()
+    twin.transition()
+    assert codec.dumps(p) == codec.dumps(twin)
