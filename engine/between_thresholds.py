@@ -11,7 +11,9 @@ integer arithmetic, so the mechanism is the one docs/PRIVACY.md analyses, not a 
 TOP if lo + mu <= v_j + nu_j <= hi - mu, L if v_j + nu_j < lo + mu, else R. Evaluated as "TOP iff
 s_j >= mu, with s_j = min(v_j + nu_j - lo, hi - v_j - nu_j); else L iff v_j + nu_j - lo < mu", which
 is the same over the integers and lets the loop search each restart's first top with no per-query
-Python step. The c-th top fails the round (after its query is answered).
+Python step; with the next threshold noises known in advance (the predictor's feed can peek) most
+tops are decided many at a time (``_run_paper_windows``). The c-th top fails the round (after its
+query is answered).
 
 **target-charged**: no threshold noise; the outcome is L if v_j + z_j < lo, R if v_j + z_j > hi, TOP
 otherwise. After each query (answered either way) the round fails if C_j + xi_j >= c0 + rho_h
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -93,15 +96,22 @@ def run_tct(v: I64, z: I64, xi: I64, plan: NoisePlan, state: BTState) -> BTRun:
     return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
 
 
+MU_WINDOW = 256
+"""Threshold noises ``run_paper`` looks ahead at per step (a peekable source)."""
+
+
 def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callable[[], int]) -> BTRun:
     """paper: BetweenThresholds with a fresh threshold noise after every top, failing at the c-th.
 
     ``next_mu`` returns the next threshold noise (called once per top that does not fail the round,
-    in order: batch-invariant).
+    in order: batch-invariant). A source with ``peek``/``skip`` is consumed the same way, exactly one
+    noise per top that does not fail the round, and decided in windows (``_run_paper_windows``).
     """
-    n = v.size
     above = v + nu - plan.lo  # v + nu - lo
     slack = np.minimum(above, plan.band - above)  # min(v + nu - lo, hi - v - nu)
+    if hasattr(next_mu, "peek") and hasattr(next_mu, "skip"):
+        return _run_paper_windows(above, slack, plan, state, next_mu)
+    n = v.size
     mu, tops = state.mu, state.tops
     tops_at: list[int] = []
     mus = [mu]
@@ -123,13 +133,70 @@ def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callabl
         mu = next_mu()
         mus.append(mu)
         w = _FIRST_WINDOW
-    # the threshold noise in force at each answered query: constant between tops
-    restarts = np.asarray(tops_at[: len(mus) - 1], dtype=np.int64)  # a failing top draws no new mu
-    seg = np.diff(np.r_[0, restarts + 1, p])
-    mu_at = np.repeat(np.asarray(mus, dtype=np.int64), seg)
-    out = np.where(above[:p] < mu_at, L, R).astype(np.int8)
-    out[np.asarray(tops_at, dtype=np.int64)] = TOP
-    return BTRun(out, p, BTState(tops=tops, mu=mu), halted)
+    return _outcomes(above, np.asarray(tops_at, dtype=np.int64), np.asarray(mus, dtype=np.int64), p,
+                     BTState(tops=tops, mu=mu), halted)
+
+
+def _run_paper_windows(above: I64, slack: I64, plan: NoisePlan, state: BTState, feed: Any) -> BTRun:
+    """``run_paper`` with the next ``MU_WINDOW`` threshold noises known in advance.
+
+    With M_0 the noise in force and M_1..M_W the next W (``feed.peek``), the noise in force after u
+    more tops is M_u. Query j is a top iff s_j >= the noise in force at j, so while at most W tops
+    happen: a query with s_j < min M is never a top, and one with s_j >= max M always is (in order,
+    each moving the noise on by one). Only the queries in between are decided one at a time, against
+    M_u. So every query gets the outcome the one-at-a-time definition gives it, with the same noises
+    consumed in the same order (``feed.skip``: one per top that does not fail the round)."""
+    n = slack.size
+    mu, tops = state.mu, state.tops
+    tops_at: list[I64] = []
+    mus: list[I64] = [np.array([mu], dtype=np.int64)]  # the noise in force from the start, then after each top
+    p, halted = 0, False
+    while p < n and not halted:
+        M = np.concatenate([np.array([mu], dtype=np.int64), np.asarray(feed.peek(MU_WINDOW), dtype=np.int64)])
+        cand = np.flatnonzero(slack[p:] >= M.min()) + p  # nothing else can be a top while M lasts
+        sure = slack[cand] >= M.max()  # a top under every noise of M
+        unsure = np.flatnonzero(~sure).tolist()
+        used, i, q = 0, 0, 0  # tops so far in this window; next candidate; next unsure one
+        stop = n
+        while i < cand.size:
+            if used == MU_WINDOW:  # M is used up: the next window starts at this candidate
+                stop = int(cand[i])
+                break
+            r = unsure[q] if q < len(unsure) else cand.size  # candidates i..r-1 are sure tops
+            if r > i:
+                k = min(r - i, MU_WINDOW - used, plan.c - tops)
+                tops_at.append(cand[i : i + k])
+                tops, used, i = tops + k, used + k, i + k
+                if tops >= plan.c:
+                    halted, stop = True, int(cand[i - 1]) + 1
+                    break
+                continue
+            j = int(cand[i])  # an unsure candidate: the noise in force is M[used]
+            q, i = q + 1, i + 1
+            if slack[j] >= M[used]:
+                tops_at.append(np.array([j], dtype=np.int64))
+                tops, used = tops + 1, used + 1
+                if tops >= plan.c:
+                    halted, stop = True, j + 1
+                    break
+        drawn = used - 1 if halted else used  # the failing top draws no new noise
+        feed.skip(drawn)
+        mus.append(M[1 : drawn + 1])
+        mu = int(M[drawn])
+        p = stop
+    at = np.concatenate(tops_at) if tops_at else np.zeros(0, dtype=np.int64)
+    return _outcomes(above, at, np.concatenate(mus), min(p, n), BTState(tops=tops, mu=mu), halted)
+
+
+def _outcomes(above: I64, tops_at: I64, mus: I64, answered: int, state: BTState, halted: bool) -> BTRun:
+    """The outcomes of the first ``answered`` queries: TOP at ``tops_at``; elsewhere L iff
+    v + nu - lo < the threshold noise in force (constant between tops: ``mus[t]`` after t tops)."""
+    restarts = tops_at[: mus.size - 1]  # a failing top draws no new mu
+    seg = np.diff(np.r_[0, restarts + 1, answered])
+    mu_at = np.repeat(mus, seg)
+    out = np.where(above[:answered] < mu_at, L, R).astype(np.int8)
+    out[tops_at] = TOP
+    return BTRun(out, answered, state, halted)
 
 
 def reference(v: I64, noise: I64, plan: NoisePlan, state: BTState, *, xi: I64 | None = None,

@@ -423,23 +423,38 @@ def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index:
 
 
 class _MuFeed:
-    """The paper design's threshold noises for one batch, pulled from the stream in chunks (a
-    Python step per top stays cheap); ``committed`` is the stream after exactly the ones used."""
+    """The paper design's threshold noises for one batch, pulled from the stream in chunks: called
+    (one noise), or peeked at and skipped (``bt.run_paper`` looks ahead); ``committed`` is the
+    stream after exactly the ones consumed."""
 
     __slots__ = ("before", "buf", "pos", "stream")
     CHUNK = 256
 
     def __init__(self, stream: NoiseStream) -> None:
-        self.stream = self.before = stream
+        self.stream = self.before = stream  # ``before``: the stream at buf[0]
         self.buf, self.pos = np.zeros(0, np.int64), 0
 
+    def _have(self, k: int) -> None:
+        """At least k noises pulled past ``pos``."""
+        if self.pos + k <= self.buf.size:
+            return
+        if self.pos == self.buf.size:  # all used: start a fresh buffer where the stream is
+            self.before, self.buf, self.pos = self.stream, np.zeros(0, np.int64), 0
+        more, self.stream = self.stream.take(max(self.CHUNK, self.pos + k - self.buf.size))
+        self.buf = np.concatenate([self.buf, more])
+
     def __call__(self) -> int:
-        if self.pos == self.buf.size:
-            self.before = self.stream
-            self.buf, self.stream = self.stream.take(self.CHUNK)
-            self.pos = 0
+        self._have(1)
         self.pos += 1
         return int(self.buf[self.pos - 1])
+
+    def peek(self, k: int) -> NDArray[np.int64]:
+        self._have(k)
+        return self.buf[self.pos : self.pos + k]
+
+    def skip(self, k: int) -> None:
+        self._have(k)
+        self.pos += k
 
     def committed(self) -> NoiseStream:
         return self.stream if self.pos == self.buf.size else self.before.take(self.pos)[1]

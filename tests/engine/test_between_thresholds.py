@@ -336,3 +336,66 @@ def test_tct_halting_time_law() -> None:
     check_chisquare(obs, pr, 1, "halting time")
     assert math.isclose(sum(pr), 1.0, abs_tol=1e-9)
 
+
+
+class PeekMus(Mus):
+    """A source ``run_paper`` can look ahead in (as the predictor's ``_MuFeed``): ``calls`` counts
+    the noises consumed, peeked ones excluded."""
+
+    def __init__(self, values: list[int]) -> None:
+        super().__init__(values)
+        self.values, self.pos = list(values), 0
+
+    def __call__(self) -> int:
+        self.pos += 1
+        self.calls += 1
+        return self.values[self.pos - 1]
+
+    def peek(self, k: int) -> np.ndarray:
+        got = self.values[self.pos : self.pos + k]
+        return arr(got + [0] * (k - len(got)))  # past the list: never consumed (a test would see it)
+
+    def skip(self, k: int) -> None:
+        assert self.pos + k <= len(self.values), "consumed more noises than there are tops"
+        self.pos += k
+        self.calls += k
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=cases(paper=True), cut=st.integers(0, 150), window=st.sampled_from([1, 2, 3, 7, 256]))
+def test_run_paper_windows_are_the_reference(case: dict[str, Any], cut: int, window: int) -> None:
+    """Looking ahead (windows of 1, 2, 3, 7 and 256 noises, so that windows run out mid-batch) gives
+    the reference's outcomes and consumes the same noises in the same order, in one batch or two."""
+    plan, v, nu, mus, state = case["plan"], case["v"], case["noise"], case["mus"], case["state"]
+    saved = bt.MU_WINDOW
+    bt.MU_WINDOW = window
+    try:
+        a, b = PeekMus(mus[1:]), Mus(mus[1:])
+        got = bt.run_paper(v, nu, plan, state, a)
+        want = bt.reference(v, nu, plan, state, next_mu=b)
+        assert same(got, want) and a.calls == b.calls
+        k = min(cut, v.size)
+        c = PeekMus(mus[1:])
+        first = bt.run_paper(v[:k], nu[:k], plan, state, c)
+        if not first.halted:
+            second = bt.run_paper(v[k:], nu[k:], plan, first.state, c)
+            assert np.array_equal(np.r_[first.outcomes, second.outcomes], got.outcomes)
+            assert (second.state, second.halted) == (got.state, got.halted) and c.calls == a.calls
+    finally:
+        bt.MU_WINDOW = saved
+
+
+def test_run_paper_windows_on_long_batches() -> None:
+    """Thousands of tops, sure and unsure ones mixed (noise spread 9 against slacks 0..40), the c-th
+    top near the end: the windowed path equals the reference and consumes the same noises."""
+    g = np.random.default_rng(3)
+    n = 30_000
+    plan = plan_of(40, 60, 100, c=4_000)
+    v = g.integers(20, 81, size=n)
+    nu = g.integers(-3, 4, size=n)
+    mus = g.integers(-4, 5, size=n + 1).tolist()
+    a, b = PeekMus(mus[1:]), Mus(mus[1:])
+    got = bt.run_paper(v, nu, plan, bt.BTState(mu=mus[0]), a)
+    want = bt.reference(v, nu, plan, bt.BTState(mu=mus[0]), next_mu=b)
+    assert same(got, want) and a.calls == b.calls
+    assert got.halted and 2_000 < got.answered < n
