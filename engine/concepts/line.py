@@ -58,8 +58,13 @@ class LabeledRanks:
 
     def value(self, k: int) -> float:
         """The k-th smallest distinct point (0-based); +inf for k = l."""
-        own_rank = self.rank[self.own]
-        j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
-        if j < own_rank.size and own_rank[j] == k:
-            return float(self.points[self.own][j])
-        return float(self.values[k - j]) if k - j < self.values.size else np.inf
+        return kth_distinct(k, self.rank[self.own], self.points[self.own], self.values)
+
+
+def kth_distinct(k: int, own_rank: I64, own_points: F64, values: F64) -> float:
+    """The k-th smallest (0-based) of the distinct points ``values`` o ``own_points`` (+inf for k = l),
+    given the increasing ranks ``own_rank`` of the labeled-only points among all of them."""
+    j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
+    if j < own_rank.size and own_rank[j] == k:
+        return float(own_points[j])
+    return float(values[k - j]) if k - j < values.size else np.inf

@@ -22,6 +22,7 @@ from engine.concepts.base import (
     distinct_of_sorted,
     sort_chunks,
 )
+from engine.concepts.line import kth_distinct
 from engine.concepts.random_order import random_order
 from engine.learner.exact import BitSource
 
@@ -249,14 +250,5 @@ def threshold_em(x_lab: F64, y_lab: I8, values: F64, bits: BitSource) -> Cut:
         size, score, lo = size[keep], score[keep], lo[keep]
     a, r = exact_em.sample_group(size.astype(np.uint64), score, bits)
     k = int(lo[a]) + 1 + r
-    own_rank = rank[own]
-    j = int(np.searchsorted(own_rank, k, side="left"))  # labeled-only points ranked below k
-    return Cut(t=_kth_distinct(k, j, own_rank, xs[own], values), n_dichotomies=ell + 1, score=int(score[a]))
-
-
-def _kth_distinct(k: int, j: int, own_rank: I64, own_points: F64, values: F64) -> float:
-    """The k-th smallest distinct point of S-hat o D-hat (+inf for k = l), given the ranks of the
-    labeled-only points and j, how many of them rank below k."""
-    if j < own_rank.size and own_rank[j] == k:
-        return float(own_points[j]) + 0.0  # +0.0 for a labeled zero of either sign (only compared: x >= t)
-    return float(values[k - j]) if k - j < values.size else float("inf")
+    t = kth_distinct(k, rank[own], xs[own], values) + 0.0  # +0.0 for a labeled zero of either sign (only compared)
+    return Cut(t=t, n_dichotomies=ell + 1, score=int(score[a]))
