@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -96,8 +96,24 @@ def run_tct(v: I64, z: I64, xi: I64, plan: NoisePlan, state: BTState) -> BTRun:
     return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
 
 
+@runtime_checkable
+class Lookahead(Protocol):
+    """A threshold-noise source ``run_paper`` may look ahead in: ``peek(k)`` returns exactly the next
+    k noises without consuming them, ``skip(k)`` consumes k, a call consumes one
+    (``engine.predictor._MuFeed``)."""
+
+    def __call__(self) -> int: ...
+
+    def peek(self, k: int) -> I64: ...
+
+    def skip(self, k: int) -> None: ...
+
+
 MU_WINDOW = 256
 """Threshold noises ``run_paper`` looks ahead at per step (a peekable source)."""
+LOOKAHEAD_MIN_BATCH = 256
+"""Smaller batches take the one-noise path: its few numpy calls cost less there (same outcomes, same
+noises consumed)."""
 
 
 def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callable[[], int]) -> BTRun:
@@ -109,7 +125,7 @@ def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callabl
     """
     above = v + nu - plan.lo  # v + nu - lo
     slack = np.minimum(above, plan.band - above)  # min(v + nu - lo, hi - v - nu)
-    if hasattr(next_mu, "peek") and hasattr(next_mu, "skip"):
+    if v.size >= LOOKAHEAD_MIN_BATCH and isinstance(next_mu, Lookahead) and state.tops < plan.c:
         return _run_paper_windows(above, slack, plan, state, next_mu)
     n = v.size
     mu, tops = state.mu, state.tops
@@ -137,48 +153,69 @@ def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callabl
                      BTState(tops=tops, mu=mu), halted)
 
 
-def _run_paper_windows(above: I64, slack: I64, plan: NoisePlan, state: BTState, feed: Any) -> BTRun:
-    """``run_paper`` with the next ``MU_WINDOW`` threshold noises known in advance.
+def _run_paper_windows(above: I64, slack: I64, plan: NoisePlan, state: BTState, feed: Lookahead) -> BTRun:
+    """``run_paper`` with the next threshold noises known in advance (at most ``MU_WINDOW``).
 
     With M_0 the noise in force and M_1..M_W the next W (``feed.peek``), the noise in force after u
     more tops is M_u. Query j is a top iff s_j >= the noise in force at j, so while at most W tops
     happen: a query with s_j < min M is never a top, and one with s_j >= max M always is (in order,
-    each moving the noise on by one). Only the queries in between are decided one at a time, against
-    M_u. So every query gets the outcome the one-at-a-time definition gives it, with the same noises
-    consumed in the same order (``feed.skip``: one per top that does not fail the round)."""
+    each moving the noise on by one). Between those, the next top under M_u is searched as the
+    one-noise path searches (doubling windows over the candidates), one numpy step per top, not per
+    query. So every query gets the outcome the one-at-a-time definition gives it, with the same
+    noises consumed in the same order (``feed.skip``: one per top that does not fail the round).
+    No noise is looked at before a query reaches the noise in force (a batch without tops draws
+    none)."""
     n = slack.size
     mu, tops = state.mu, state.tops
     tops_at: list[I64] = []
     mus: list[I64] = [np.array([mu], dtype=np.int64)]  # the noise in force from the start, then after each top
     p, halted = 0, False
     while p < n and not halted:
-        M = np.concatenate([np.array([mu], dtype=np.int64), np.asarray(feed.peek(MU_WINDOW), dtype=np.int64)])
+        first = np.flatnonzero(slack[p:] >= mu)
+        if first.size == 0:  # no top under the noise in force: the rest of the batch has none
+            p = n
+            break
+        p += int(first[0])  # the next top; the window starts there
+        W = min(MU_WINDOW, n - p)  # at most one top per query left
+        M = np.concatenate([np.array([mu], dtype=np.int64), np.asarray(feed.peek(W), dtype=np.int64)])
         cand = np.flatnonzero(slack[p:] >= M.min()) + p  # nothing else can be a top while M lasts
         sure = slack[cand] >= M.max()  # a top under every noise of M
-        unsure = np.flatnonzero(~sure).tolist()
-        used, i, q = 0, 0, 0  # tops so far in this window; next candidate; next unsure one
+        flips = np.flatnonzero(sure[1:] != sure[:-1]) + 1  # where runs of sure / unsure candidates start
+        ends = [*flips.tolist(), cand.size]
+        used, i, run = 0, 0, 0  # tops so far in this window; next candidate; its run's index in ends
         stop = n
         while i < cand.size:
-            if used == MU_WINDOW:  # M is used up: the next window starts at this candidate
+            if used == W:  # M is used up: the next window starts at this candidate
                 stop = int(cand[i])
                 break
-            r = unsure[q] if q < len(unsure) else cand.size  # candidates i..r-1 are sure tops
-            if r > i:
-                k = min(r - i, MU_WINDOW - used, plan.c - tops)
+            while ends[run] <= i:
+                run += 1
+            r = ends[run]  # candidates i..r-1 are all sure or all unsure
+            if sure[i]:
+                k = min(r - i, W - used, plan.c - tops)
                 tops_at.append(cand[i : i + k])
                 tops, used, i = tops + k, used + k, i + k
                 if tops >= plan.c:
                     halted, stop = True, int(cand[i - 1]) + 1
                     break
                 continue
-            j = int(cand[i])  # an unsure candidate: the noise in force is M[used]
-            q, i = q + 1, i + 1
-            if slack[j] >= M[used]:
-                tops_at.append(np.array([j], dtype=np.int64))
-                tops, used = tops + 1, used + 1
-                if tops >= plan.c:
-                    halted, stop = True, j + 1
+            h, w = i, _FIRST_WINDOW  # unsure: the first of them that reaches M[used], if any
+            while h < r:
+                e = min(r, h + w)
+                hits = np.flatnonzero(slack[cand[h:e]] >= M[used])
+                if hits.size:
+                    h += int(hits[0])
                     break
+                h, w = e, w * 2
+            if h >= r:
+                i = r
+                continue
+            j = int(cand[h])
+            tops_at.append(np.array([j], dtype=np.int64))
+            tops, used, i = tops + 1, used + 1, h + 1
+            if tops >= plan.c:
+                halted, stop = True, j + 1
+                break
         drawn = used - 1 if halted else used  # the failing top draws no new noise
         feed.skip(drawn)
         mus.append(M[1 : drawn + 1])

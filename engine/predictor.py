@@ -394,7 +394,7 @@ class Predictor:
         if (positions.size != spec.m_D or (positions.size and (positions[0] < 0 or positions[-1] >= spec.R))
                 or bool(np.any(np.diff(positions) <= 0))
                 or filled != int(np.searchsorted(positions, answered))
-                or (ph is Phase.ANSWERING and answered == spec.R)
+                or (ph is Phase.ANSWERING and (answered == spec.R or state.tops >= spec.c))  # the c-th top halts
                 or (ph in (Phase.TRANSITION_DUE, Phase.EXHAUSTED) and answered != spec.R)):
             raise CorruptState("state's reservoir or phase does not fit its counters")
         # LabelBoost and the ERMs take these as validated data (finite points, 0/1 labels); a NaN
@@ -449,6 +449,7 @@ class _MuFeed:
         return int(self.buf[self.pos - 1])
 
     def peek(self, k: int) -> NDArray[np.int64]:
+        """Exactly the next k noises, not consumed."""
         self._have(k)
         return self.buf[self.pos : self.pos + k]
 

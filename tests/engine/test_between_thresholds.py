@@ -352,8 +352,8 @@ class PeekMus(Mus):
         return self.values[self.pos - 1]
 
     def peek(self, k: int) -> np.ndarray:
-        got = self.values[self.pos : self.pos + k]
-        return arr(got + [0] * (k - len(got)))  # past the list: never consumed (a test would see it)
+        assert self.pos + k <= len(self.values), "looked past the noises the batch can use"
+        return arr(self.values[self.pos : self.pos + k])
 
     def skip(self, k: int) -> None:
         assert self.pos + k <= len(self.values), "consumed more noises than there are tops"
@@ -367,8 +367,8 @@ def test_run_paper_windows_are_the_reference(case: dict[str, Any], cut: int, win
     """Looking ahead (windows of 1, 2, 3, 7 and 256 noises, so that windows run out mid-batch) gives
     the reference's outcomes and consumes the same noises in the same order, in one batch or two."""
     plan, v, nu, mus, state = case["plan"], case["v"], case["noise"], case["mus"], case["state"]
-    saved = bt.MU_WINDOW
-    bt.MU_WINDOW = window
+    saved, saved_min = bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH
+    bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH = window, 0
     try:
         a, b = PeekMus(mus[1:]), Mus(mus[1:])
         got = bt.run_paper(v, nu, plan, state, a)
@@ -382,7 +382,7 @@ def test_run_paper_windows_are_the_reference(case: dict[str, Any], cut: int, win
             assert np.array_equal(np.r_[first.outcomes, second.outcomes], got.outcomes)
             assert (second.state, second.halted) == (got.state, got.halted) and c.calls == a.calls
     finally:
-        bt.MU_WINDOW = saved
+        bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH = saved, saved_min
 
 
 def test_run_paper_windows_on_long_batches() -> None:
@@ -399,3 +399,36 @@ def test_run_paper_windows_on_long_batches() -> None:
     want = bt.reference(v, nu, plan, bt.BTState(mu=mus[0]), next_mu=b)
     assert same(got, want) and a.calls == b.calls
     assert got.halted and 2_000 < got.answered < n
+
+
+def test_run_paper_windows_narrow_band_and_no_tops() -> None:
+    """A band narrower than the noises' spread (no query is ever sure: every top is searched) and a
+    batch with no top (no noise is looked at): the reference's outcomes and draws."""
+    g = np.random.default_rng(5)
+    n = 5_000
+    plan = plan_of(24, 26, 50, c=10**6)  # band 2: slack <= 1
+    v = g.integers(20, 31, size=n)
+    nu = g.integers(-1, 2, size=n)
+    mus = g.integers(-6, 2, size=n + 1).tolist()  # most noises let a top through, a few (1) only the band centre
+    a, b = PeekMus(mus[1:]), Mus(mus[1:])
+    got = bt.run_paper(v, nu, plan, bt.BTState(mu=mus[0]), a)
+    assert same(got, bt.reference(v, nu, plan, bt.BTState(mu=mus[0]), next_mu=b)) and a.calls == b.calls
+    assert int((got.outcomes == bt.TOP).sum()) > 100
+
+    class Blind(PeekMus):
+        def peek(self, k: int) -> np.ndarray:
+            raise AssertionError("looked at a noise in a batch without tops")
+
+    none = bt.run_paper(np.full(500, 0, np.int64), np.zeros(500, np.int64), plan, bt.BTState(mu=3), Blind([]))
+    assert (none.outcomes == bt.L).all() and none.state == bt.BTState(mu=3)
+
+
+def test_run_paper_with_the_round_already_failed_takes_the_one_noise_path() -> None:
+    """A state at or past c tops (refused on restore, ``Predictor.from_state``) is not fed to the
+    look-ahead: the one-noise path answers it as it always has."""
+    plan = plan_of(20, 30, 50, c=3)
+    a, b = PeekMus([1, 2, 3]), Mus([1, 2, 3])
+    state = bt.BTState(tops=3, mu=0)
+    v = np.full(500, 25, np.int64)
+    got = bt.run_paper(v, np.zeros(500, np.int64), plan, state, a)
+    assert same(got, bt.reference(v, np.zeros(500, np.int64), plan, state, next_mu=b)) and a.calls == 0

@@ -99,7 +99,9 @@ ANSWER_STAGES: dict[str, Patch] = {
     "noise take (each)": patch_attr(NoiseStream, "take"),
     "noise block sampling (each)": patch_attr(engine.noise, "sample"),
     "per-query noise": patch_attr(RoundNoise, "per_query"),
-    "threshold redraw (each, paper)": patch_both(patch_attr(engine.predictor._MuFeed, "peek"),
+    # small batches call the feed once per top, large ones peek and skip (bt.LOOKAHEAD_MIN_BATCH)
+    "threshold redraw (each, paper)": patch_both(patch_attr(engine.predictor._MuFeed, "__call__"),
+                                                 patch_attr(engine.predictor._MuFeed, "peek"),
                                                  patch_attr(engine.predictor._MuFeed, "skip")),
     "threshold commit (paper)": patch_attr(engine.predictor._MuFeed, "committed"),
     "mechanism tct": patch_attr(bt, "run_tct"),

@@ -359,6 +359,8 @@ CORRUPTIONS = {
     "answering a full round": lambda st: (_set("live.answered", 600)(st), _set("live.reservoir_filled", 500)(st),
                                           _set("live.reservoir_points", np.zeros(500))(st)),
     "transition due mid-round": _set("live.phase", "transition_due"),
+    # the c-th top halts the round: still answering with c tops (the paper's look-ahead read a noise past it)
+    "answering with c tops": lambda st: _set("live.tops", int(st["schedule"]["rounds"][0]["c"]))(st),
     "exhausted mid-round": _set("live.phase", "exhausted"),
     "positions unsorted": lambda st: _set("round_state.reservoir_positions",
                                           st["round_state"]["reservoir_positions"][::-1].copy())(st),
