@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -154,33 +154,11 @@ def test_a_failure_beside_the_worker_waits_for_it_and_changes_nothing(
     """LabelBoost fails while the order is still being drawn: the exception reaches the caller only
     after the job has ended (no orphan keeps a core into the retry), and nothing changed."""
     concept = "thresholds" if module is engine.concepts.thresholds else "intervals"
-    p, twin = due(concept), due(concept)
-    before = codec.dumps(p)
     real_order = module.random_order  # type: ignore[attr-defined]
     em = "threshold_em" if concept == "thresholds" else "interval_em"
-    started, done = threading.Event(), threading.Event()
-
-    def slow_order(*a: object, **kw: object) -> object:
-        started.set()
-        time.sleep(0.3)
-        out = real_order(*a, **kw)
-        done.set()
-        return out
-
-    def failing_em(*a: object, **kw: object) -> object:
-        assert started.wait(10), "the worker never picked the order up"  # fail while it runs
-        raise MemoryError("forced beside the worker")
-
-    monkeypatch.setattr(module, "random_order", slow_order)
-    monkeypatch.setattr(module, em, failing_em)
-    with pytest.raises(MemoryError, match="beside"):
-        p.transition()
-    assert done.is_set()
-    assert codec.dumps(p) == before
-    monkeypatch.undo()
-    p.transition()
-    twin.transition()
-    assert codec.dumps(p) == codec.dumps(twin)
+    fail_beside_a_slow_job(concept, monkeypatch,
+                           lambda slow: monkeypatch.setattr(module, "random_order", slow(real_order)),
+                           lambda failing: monkeypatch.setattr(module, em, failing))
 
 
 @pytest.mark.parametrize("concept", list(CONCEPTS))
@@ -271,26 +249,41 @@ def test_a_failure_in_the_transition_waits_for_the_noise_job_and_changes_nothing
     import engine.predictor
     from engine.design import RoundNoise
 
-    p, twin = due("thresholds"), due("thresholds")
+
+    def slow_noise(slow: Callable[[Callable[..., object]], Callable[..., object]]) -> None:
+        slowed = type("Slow", (), {"start": staticmethod(slow(RoundNoise.start))})
+        monkeypatch.setattr(engine.predictor, "RoundNoise", slowed)
+
+    fail_beside_a_slow_job("thresholds", monkeypatch, slow_noise,
+                           lambda failing: monkeypatch.setattr(engine.concepts.thresholds, "threshold_em", failing))
+
+
+def fail_beside_a_slow_job(concept: str, monkeypatch: pytest.MonkeyPatch,
+                           patch_job: Callable[[Callable[[Callable[..., object]], Callable[..., object]]], None],
+                           patch_em: Callable[[Callable[..., object]], None]) -> None:
+    """A job on the worker slowed down (``patch_job`` installs ``slow(real)``), LabelBoost failing
+    while it runs (``patch_em``): the exception reaches the caller only after the job has ended (no
+    orphan keeps a core into the retry), the predictor is unchanged, and a retry equals a twin."""
+    p, twin = due(concept), due(concept)
     before = codec.dumps(p)
     started, done = threading.Event(), threading.Event()
 
-    class Slow:
-        @staticmethod
-        def start(*a: object) -> object:
+    def slow(real: Callable[..., object]) -> Callable[..., object]:
+        def job(*a: object, **kw: object) -> object:
             started.set()
             time.sleep(0.3)
-            out = RoundNoise.start(*a)  # type: ignore[arg-type]
+            out = real(*a, **kw)
             done.set()
             return out
+        return job
 
     def failing_em(*a: object, **kw: object) -> object:
-        assert started.wait(10), "the worker never picked the noise job up"
-        raise MemoryError("forced beside the noise job")
+        assert started.wait(10), "the worker never picked the job up"  # fail while it runs
+        raise MemoryError("forced beside the worker")
 
-    monkeypatch.setattr(engine.predictor, "RoundNoise", Slow)
-    monkeypatch.setattr(engine.concepts.thresholds, "threshold_em", failing_em)
-    with pytest.raises(MemoryError, match="noise job"):
+    patch_job(slow)
+    patch_em(failing_em)
+    with pytest.raises(MemoryError, match="beside the worker"):
         p.transition()
     assert done.is_set()
     assert codec.dumps(p) == before
