@@ -94,12 +94,16 @@ def _bernoulli_exp_frac(g: np.random.Generator, u: I64, den: int | I64) -> NDArr
     when den K fits int64 (always, in practice: den < 2^53 and K < 2^10), else as [W2 == 0 and W < u]
     with W ~ U{0..den-1}, W2 ~ U{0..K-1} (W2 den + W is uniform on [0, den K) and is < u <= den iff
     W2 = 0 and W < u).
+
+    Round 1 (every draw active) runs on the whole arrays; later rounds on the survivors' indices.
+    Only K's parity is kept (a bool per draw): the working set stays small enough for the cache.
     """
-    k_final = np.ones(u.size, dtype=np.int64)
-    active = np.arange(u.size)
     d = np.asarray(den, dtype=np.int64)
     big = int(d.max()) if d.size else 0
-    k = 1
+    odd = np.ones(u.size, dtype=bool)
+    active = np.flatnonzero(g.integers(0, d, size=u.size, dtype=np.int64) < u)  # K = 1
+    odd[active] = False  # K = 2
+    k = 2
     while active.size:
         da = d if d.ndim == 0 else d[active]
         if big <= _I64_MAX // k:
@@ -109,8 +113,8 @@ def _bernoulli_exp_frac(g: np.random.Generator, u: I64, den: int | I64) -> NDArr
             hit &= g.integers(0, k, size=active.size, dtype=np.int64) == 0
         active = active[hit]
         k += 1
-        k_final[active] = k
-    return np.asarray(k_final % 2 == 1)
+        odd[active] = k % 2 == 1
+    return odd
 
 
 _FACT = 2432902008176640000  # 20!
@@ -127,56 +131,67 @@ def _bernoulli_exp_one(g: np.random.Generator, n: int) -> NDArray[np.bool_]:
     before the first failure and the output is [S odd]. P[S >= s] = 1/(s+1)!, a rational with
     denominator dividing 20! for s <= 19, so one uniform U in {0..20!-1} gives S exactly
     (S >= s iff U < 20!/(s+1)!); the event S >= 19 (probability 1/20!) continues with fresh
-    Bernoulli(1/K) draws for K = 21, 22, ..."""
+    Bernoulli(1/K) draws for K = 21, 22, ...
+
+    S >= 1 is one comparison; only the draws with S >= 2 (probability 1/6) are located exactly."""
     u = g.integers(0, _FACT, size=n, dtype=np.int64)
-    s = (19 - np.searchsorted(_FACT_ASC, u, side="right")).astype(np.int64)
-    tail = np.flatnonzero(s == 19)
-    k = 21
-    while tail.size:
-        hit = g.integers(0, k, size=tail.size, dtype=np.int64) == 0
-        tail = tail[hit]
-        s[tail] += 1
-        k += 1
-    return np.asarray(s % 2 == 1)
+    odd: NDArray[np.bool_] = u < _FACT_STEPS[0]  # S >= 1
+    deep = np.flatnonzero(u < _FACT_STEPS[1])  # S >= 2
+    if deep.size:
+        s = (19 - np.searchsorted(_FACT_ASC, u[deep], side="right")).astype(np.int64)
+        tail = np.flatnonzero(s == 19)
+        k = 21
+        while tail.size:
+            hit = g.integers(0, k, size=tail.size, dtype=np.int64) == 0
+            tail = tail[hit]
+            s[tail] += 1
+            k += 1
+        odd[deep] = s % 2 == 1
+    return odd
 
 
 def _geometric_e(g: np.random.Generator, n: int) -> I64:
     """V with P[V = v] = (1 - e^-1) e^-v: count Bernoulli(exp(-1)) successes before a failure."""
     v = np.zeros(n, dtype=np.int64)
-    active = np.arange(n)
+    active = np.flatnonzero(_bernoulli_exp_one(g, n))
     while active.size:
-        ok = _bernoulli_exp_one(g, active.size)
-        v[active[ok]] += 1
-        active = active[ok]
+        v[active] += 1
+        active = active[_bernoulli_exp_one(g, active.size)]
     return v
 
 
-def _attempts(g: np.random.Generator, m: int, num: int, den: int) -> tuple[I64, NDArray[np.bool_]]:
-    """m attempts of CKS Algorithm 2 (scale num/den): the candidate outputs and which were accepted.
+def _attempts(g: np.random.Generator, m: int, num: int, den: int) -> I64:
+    """m attempts of CKS Algorithm 2 (scale num/den): the accepted outputs, in attempt order.
 
     U ~ U{0..num-1}; accept w.p. exp(-U/num); V ~ Geom(1 - e^-1); X = U + num V is geometric with
     P[X = x] proportional to e^{-x/num}; Y = X // den is then geometric with ratio e^{-den/num};
     a fair sign B; reject (B = 1, Y = 0) so that 0 is not counted twice; Z = (1 - 2B) Y.
     """
     u = g.integers(0, num, size=m, dtype=np.int64)
-    d = _bernoulli_exp_frac(g, u, num)
-    idx = np.flatnonzero(d)
-    v = _geometric_e(g, idx.size)
-    sign = g.integers(0, 2, size=idx.size, dtype=np.int64)
-    y = np.empty(idx.size, dtype=np.int64)
-    fast = v <= _V_FAST
-    # X = U + num V < num (V + 1) <= 2^63 - 2^10 here; a scale below ~2^-11 can have den >= 2^63
-    # (no int64), and then Y = X // den = 0 exactly.
-    y[fast] = (u[idx[fast]] + num * v[fast]) // den if den <= _I64_MAX else 0
-    for j in np.flatnonzero(~fast):  # probability e^-1023 each: exact Python integers, saturated
-        y[j] = min((int(u[idx[j]]) + num * int(v[j])) // den, SATURATION)
+    u = u[_bernoulli_exp_frac(g, u, num)]
+    v = _geometric_e(g, u.size)
+    sign = g.integers(0, 2, size=u.size, dtype=np.int64)
+    slow = np.flatnonzero(v > _V_FAST)
+    v_slow = [int(x) for x in v[slow]]
+    # X = U + num V < num (V + 1) <= 2^63 - 2^10 where V <= _V_FAST; a scale below ~2^-11 can have
+    # den >= 2^63 (no int64), and then Y = X // den = 0 exactly.
+    if den > _I64_MAX:
+        y = np.zeros(u.size, dtype=np.int64)
+    else:
+        v[slow] = 0  # computed below; keeps the int64 arithmetic in range
+        y = v
+        y *= num
+        y += u
+        y //= den
+    for j, vj in zip(slow, v_slow, strict=True):  # probability e^-1023 each: exact Python integers, saturated
+        y[j] = min((int(u[j]) + num * vj) // den, SATURATION)
     np.minimum(y, SATURATION, out=y)
-    keep = ~((sign == 1) & (y == 0))
-    z = np.zeros(m, dtype=np.int64)
-    acc = np.zeros(m, dtype=bool)
-    z[idx] = np.where(sign == 1, -y, y)
-    acc[idx] = keep
-    return z, acc
+    keep = (y != 0) | (sign == 0)
+    np.negative(sign, out=sign)  # -1 where B = 1, else 0
+    y ^= sign  # two's complement: (y ^ -1) + 1 = -y; y ^ 0 - 0 = y
+    y -= sign
+    out: I64 = y[keep]
+    return out
 
 
 def _one(g: np.random.Generator, num: int, den: int) -> int:
@@ -218,8 +233,7 @@ def sample(g: np.random.Generator, scale: Fraction, n: int) -> I64:
     while got < n:
         need = n - got
         m = need * 5 // 3 + 32  # acceptance ~0.63 at large scales, ~0.33 at the smallest: one or a few passes
-        z, acc = _attempts(g, m, num, den)
-        z = z[acc][:need]
+        z = _attempts(g, m, num, den)[:need]
         out[got : got + z.size] = z
         got += z.size
     return out
