@@ -229,9 +229,11 @@ def _outcomes(above: I64, tops_at: I64, mus: I64, answered: int, state: BTState,
     """The outcomes of the first ``answered`` queries: TOP at ``tops_at``; elsewhere L iff
     v + nu - lo < the threshold noise in force (constant between tops: ``mus[t]`` after t tops)."""
     restarts = tops_at[: mus.size - 1]  # a failing top draws no new mu
-    seg = np.diff(np.r_[0, restarts + 1, answered])
-    mu_at = np.repeat(mus, seg)
-    out = np.where(above[:answered] < mu_at, L, R).astype(np.int8)
+    if restarts.size:
+        mu_at: I64 | int = np.repeat(mus, np.diff(np.r_[0, restarts + 1, answered]))
+    else:
+        mu_at = int(mus[0])
+    out = np.greater_equal(above[:answered], mu_at).view(np.int8)  # R = 1 where v + nu - lo >= mu, else L = 0
     out[tops_at] = TOP
     return BTRun(out, answered, state, halted)
 
