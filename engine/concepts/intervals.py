@@ -29,7 +29,7 @@ from engine.concepts.base import (
 )
 from engine.concepts.line import LabeledRanks
 from engine.concepts.random_order import random_order
-from engine.concepts.thresholds import midpoint_above, midpoint_below, sorted_search
+from engine.concepts.thresholds import midpoint_above, midpoint_below, search_order, sorted_search
 from engine.errors import CorruptState
 from engine.learner.exact import BitSource
 
@@ -57,9 +57,14 @@ class IntervalEnsemble(Ensemble):
         return int(self.a.size)
 
     def votes(self, x: Array) -> I64:
-        inside_or_right = sorted_search(self.a, x, "right")
-        right = sorted_search(self.b, x, "left")
-        return inside_or_right - right
+        xs = np.asarray(x)
+        order = search_order(self.a.size, xs)
+        if order is None:
+            return sorted_search(self.a, xs, "right") - sorted_search(self.b, xs, "left")
+        sx = xs[order]  # one sort serves both endpoint searches
+        out = np.empty(xs.size, dtype=np.int64)
+        out[order] = np.searchsorted(self.a, sx, side="right") - np.searchsorted(self.b, sx, side="left")
+        return out
 
     def to_arrays(self) -> dict[str, Array]:
         return {"a": self.a, "b": self.b}

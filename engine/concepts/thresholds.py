@@ -26,19 +26,30 @@ from engine.concepts.line import kth_distinct
 from engine.concepts.random_order import random_order
 from engine.learner.exact import BitSource
 
-SORTED_SEARCH_MIN_T = 1 << 15
-"""Above this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) the batch is sorted before
-the binary search: consecutive needles then walk nearby thresholds (cache hits) instead of each
-missing on its own path; the counts are the same integers."""
-SORTED_SEARCH_MIN_BATCH = 1024
+SORTED_SEARCH_MIN_T = 64
+"""From this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) the batch is sorted before
+the binary search: consecutive needles then walk nearby thresholds (cache hits, predictable
+branches) instead of each missing on its own path; the counts are the same integers. On fresh
+random needles the sorted search costs 1.2-4x less per needle from T = 100 up and about the same
+at T <= 30 or a batch of 64 (``python -m bench.search`` prints both). Timing one batch over and
+over hides this: the branch predictor learns the batch."""
+SORTED_SEARCH_MIN_BATCH = 256
+
+
+def search_order(t_size: int, xs: NDArray[Any]) -> I64 | None:
+    """The order to search ``xs`` in against ``t_size`` sorted values, or None where the plain
+    search is as cheap (small tables or batches)."""
+    if t_size < SORTED_SEARCH_MIN_T or xs.size < SORTED_SEARCH_MIN_BATCH:
+        return None
+    return np.argsort(xs)  # any order: equal needles get equal counts
 
 
 def sorted_search(t: F64, x: Array, side: Literal["left", "right"]) -> I64:
-    """``np.searchsorted(t, x, side)`` as int64, through a sort of x when t is large."""
+    """``np.searchsorted(t, x, side)`` as int64, through a sort of x where that is cheaper."""
     xs = np.asarray(x)
-    if t.size < SORTED_SEARCH_MIN_T or xs.size < SORTED_SEARCH_MIN_BATCH:
+    order = search_order(t.size, xs)
+    if order is None:
         return np.asarray(np.searchsorted(t, xs, side=side), dtype=np.int64)
-    order = np.argsort(xs)  # any order: equal needles get equal counts
     out = np.empty(xs.size, dtype=np.int64)
     out[order] = np.searchsorted(t, xs[order], side=side)
     return out

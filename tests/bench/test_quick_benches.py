@@ -35,3 +35,11 @@ def test_bench_compare_quick() -> None:
     for m in data["methods"]:
         ns = [x for x in m.get("n_required", []) if x is not None]
         assert all(isinstance(x, int | float) and math.isfinite(x) and x > 0 for x in ns)
+
+
+def test_bench_search_quick() -> None:
+    rows = _run("bench.search")["search"]
+    assert {(r["T"], r["batch"]) for r in rows} == {(T, B) for T in (10, 300, 10**4) for B in (64, 4096)}
+    for r in rows:
+        assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("plain_ns", "engine_ns", "ratio"))
+        assert r["sorted"] == (r["T"] >= 64 and r["batch"] >= 256)
