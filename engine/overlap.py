@@ -52,6 +52,12 @@ class Pending(Generic[R]):
             return self._fn(*self._args)
         return self._future.result()
 
+    def cancel(self) -> None:
+        """Drop a job whose result is no longer wanted: a threaded one that has not started never
+        runs; one already running finishes on its own (its result is discarded)."""
+        if self._future is not None:
+            self._future.cancel()
+
     def __enter__(self) -> Pending[R]:
         return self
 

@@ -35,6 +35,7 @@ from engine import between_thresholds as bt
 from engine import overlap, phases
 from engine.concepts import ConceptClass, Ensemble, from_spec
 from engine.concepts.base import RoundStart, check_labels
+from engine.concepts.random_order import OrderSource, PreparedOrder
 from engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
 from engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
 from engine.noise import NoiseStream
@@ -83,7 +84,7 @@ class _Live:
 class Predictor:
     """The GenericBBL private everlasting predictor. Build with ``create`` or ``from_state``."""
 
-    __slots__ = ("_live", "_points", "_round", "concept", "entropy", "schedule")
+    __slots__ = ("_live", "_points", "_prepared", "_round", "concept", "entropy", "schedule")
 
     mechanism = "generic-bbl"
     has_rounds = True
@@ -96,6 +97,9 @@ class Predictor:
         self._round = rnd
         self._points = points
         self._live = live
+        self._prepared: tuple[int, PreparedOrder] | None = None
+        """S_{i+1}'s order for round i + 1, begun with round i's last batch (not state: a cache of
+        a pure function of the state, dropped by a checkpoint and recomputed the same)."""
 
     # -- construction ------------------------------------------------------------------------
 
@@ -199,8 +203,39 @@ class Predictor:
         n_in = xs.shape[0]
         if live.phase in phases.REFUSING:
             return self._refusals(n_in, live.phase)
-        rnd, spec = self._round, self._round.spec
-        n = min(n_in, spec.R - live.answered)
+        n = min(n_in, self._round.spec.R - live.answered)
+        prepared = self._prepare_order(n)
+        try:
+            new, out = self._answer(xs, n)
+        except BaseException:
+            if prepared is not None:
+                prepared.cancel()
+            raise
+        self._live = new  # commit
+        if prepared is not None and new.phase is Phase.TRANSITION_DUE:
+            self._prepared = (self._round.index + 1, prepared)
+        elif prepared is not None:
+            prepared.cancel()
+        return out
+
+    def _prepare_order(self, n: int) -> PreparedOrder | None:
+        """For the batch that ends the round, S_{i+1}'s order, begun now on a second core
+        (``PreparedOrder``): it needs only D-hat's final size, the next round's T * lambda and the
+        ORDER stream, all fixed already, so the transition that follows does not wait for it."""
+        rnd, live = self._round, self._live
+        if n == 0 or live.answered + n != rnd.spec.R:
+            return None
+        nxt = self.schedule.spec(rnd.index + 1)
+        if nxt is None or nxt.T * nxt.lam > rnd.kept:
+            return None
+        entropy, index = self.entropy, rnd.index + 1
+        return PreparedOrder(rnd.kept, nxt.T * nxt.lam, lambda: generator(entropy, index, Purpose.ORDER))
+
+    def _answer(self, xs: NDArray[Any], n: int) -> tuple[_Live, Answers]:
+        """``answer``'s work on validated queries, n of them before the round's end: the new live
+        state and the answers, nothing committed."""
+        live, rnd, spec = self._live, self._round, self._round.spec
+        n_in = xs.shape[0]
         xb = xs[:n]
         votes = rnd.ensemble.votes(xb)
         a, b, noise = live.noise.per_query(n)
@@ -229,9 +264,7 @@ class Predictor:
             outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
             refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
             consumed = n_in
-        out = Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed, refusals=refusals)
-        self._live = new  # commit
-        return out
+        return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed, refusals=refusals)
 
     def _refusals(self, n: int, phase: Phase) -> Answers:
         code = Refusal.EXHAUSTED if phase is Phase.EXHAUSTED else Refusal.HALTED
@@ -247,10 +280,13 @@ class Predictor:
         nxt = self.schedule.spec(rnd.index + 1)
         if nxt is None:
             self._live = replace(live, phase=phases.fire(live.phase, "transition", "ended"))
+            self._prepared = None
             return
         g = generator(self.entropy, rnd.index + 1, Purpose.SAMPLING)
         d_hat = self._points[: live.filled]
-        order = generator(self.entropy, rnd.index + 1, Purpose.ORDER)
+        prepared = self._prepared
+        order: OrderSource = (prepared[1] if prepared is not None and prepared[0] == rnd.index + 1
+                              else generator(self.entropy, rnd.index + 1, Purpose.ORDER))
         # The next round's noise streams need nothing from the transition: opened on a second core
         # (Python work that fits inside the D-hat sort, which releases the GIL), same bytes inline.
         with overlap.begin(RoundNoise.start, self.schedule.design, noise_plan(self.schedule.design, nxt),
@@ -261,6 +297,7 @@ class Predictor:
                                                    start, g, opened)
         new_live = replace(new_live, phase=phases.fire(live.phase, "transition", "next"))
         self._round, self._points, self._live = new_round, points, new_live  # commit
+        self._prepared = None
         self._check_invariants()
 
     def _check_invariants(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.random_order import random_order
+from engine.concepts.random_order import OrderSource, order_job
 from engine.errors import InvalidInput
 
 Array = NDArray[Any]
@@ -147,7 +147,7 @@ class ConceptClass(abc.ABC):
 
     def next_round(
         self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
-        order_rng: np.random.Generator,
+        order_rng: OrderSource,
     ) -> RoundStart:
         """A round transition (steps 3(e)-(g), then 3(a), 3(b) of the next round). LabelBoost relabels
         D-hat (``labelboost``, drawing from ``rng``); S_{i+1} is the sequence D[o] for
@@ -164,7 +164,7 @@ class ConceptClass(abc.ABC):
         d_hat = d_hat + 0.0
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         where = self.arrange_order(d_hat)
-        o = where[random_order(d_hat.shape[0], T * lam, order_rng)]
+        o = where[order_job(d_hat.shape[0], T * lam, order_rng).result()]
         sx, sy = d_hat[o], lb.labels_unlabeled[o]
         chunks_x = np.swapaxes(sx.reshape(lam, T, *sx.shape[1:]), 0, 1)
         ensemble = self.fit(np.ascontiguousarray(chunks_x), np.ascontiguousarray(sy.reshape(lam, T).T))

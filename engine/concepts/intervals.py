@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import overlap
 from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
@@ -28,7 +27,7 @@ from engine.concepts.base import (
     sort_chunks,
 )
 from engine.concepts.line import LabeledRanks
-from engine.concepts.random_order import random_order
+from engine.concepts.random_order import OrderSource, order_job
 from engine.concepts.thresholds import midpoint_above, midpoint_below, search_order, sorted_search
 from engine.errors import CorruptState
 from engine.learner.exact import BitSource
@@ -143,7 +142,7 @@ class Intervals(ConceptClass):
 
     def next_round(
         self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
-        order_rng: np.random.Generator,
+        order_rng: OrderSource,
     ) -> RoundStart:
         """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts that
         run side by side (``engine.overlap``, as in ``Thresholds.next_round``).
@@ -159,7 +158,7 @@ class Intervals(ConceptClass):
         if type(self).labelboost is not Intervals.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
         n, L = d_hat.shape[0], T * lam
-        with overlap.begin(random_order, n, L, order_rng, work=n) as order:  # S_{i+1}'s positions, beside the sort
+        with order_job(n, L, order_rng) as order:  # S_{i+1}'s positions, beside the sort
             s = np.sort(d_hat)
             s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
             r = interval_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))

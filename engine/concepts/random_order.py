@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
+
+from engine import overlap
 
 U32 = NDArray[np.uint32]
 I64 = NDArray[np.int64]
@@ -59,6 +62,48 @@ def random_order(n: int, k: int, rng: np.random.Generator) -> U32:
         o = rng.choice(n, size=k, replace=False)
         return o.astype(np.uint32)
     return packed_order(n, k, rng)
+
+
+class PreparedOrder:
+    """``random_order(n, k, rng)`` begun before the transition that needs it (``engine.overlap``):
+    the predictor starts it while a round's last batch is answered, when n (D-hat's size), k
+    (T * lambda of the next round) and the ORDER stream are already fixed. ``fresh`` makes that
+    stream's generator again from its seed, so a job asked for other sizes, asked for twice (a
+    transition retried after a failure: the first caller may have changed its array in place), or
+    never begun on a thread is computed from the same draws: the same bytes whichever way."""
+
+    __slots__ = ("_pending", "fresh", "k", "n")
+
+    def __init__(self, n: int, k: int, fresh: Callable[[], np.random.Generator]) -> None:
+        self.n, self.k, self.fresh = n, k, fresh
+        self._pending: overlap.Pending[U32] | None = overlap.begin(random_order, n, k, fresh(), work=n)
+
+    def job(self, n: int, k: int) -> overlap.Pending[U32]:
+        """The order of the first k of range(n): the prepared job once, if it has these sizes."""
+        pending, self._pending = self._pending, None
+        if pending is not None and (n, k) == (self.n, self.k):
+            return pending
+        if pending is not None:
+            pending.cancel()
+        return overlap.begin(random_order, n, k, self.fresh(), work=n)
+
+    def cancel(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
+OrderSource = np.random.Generator | PreparedOrder
+"""What ``ConceptClass.next_round`` draws S_{i+1}'s order from: the ORDER stream's generator, or
+that order already begun (``PreparedOrder``)."""
+
+
+def order_job(n: int, k: int, source: OrderSource) -> overlap.Pending[U32]:
+    """``random_order(n, k, ...)`` from ``source``, on a second core where that pays
+    (``engine.overlap.begin``; use the result as a context manager around the caller's own work)."""
+    if isinstance(source, PreparedOrder):
+        return source.job(n, k)
+    return overlap.begin(random_order, n, k, source, work=n)
 
 
 def packed_order(n: int, k: int, rng: np.random.Generator, key_bits: int = 32) -> U32:

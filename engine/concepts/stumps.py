@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import overlap
 from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
@@ -34,7 +33,7 @@ from engine.concepts.base import (
     LabelBoostResult,
     RoundStart,
 )
-from engine.concepts.random_order import random_order
+from engine.concepts.random_order import OrderSource, order_job
 from engine.concepts.thresholds import cut_to_threshold, midpoint_above, threshold_cuts
 from engine.errors import CorruptState, InvalidInput
 
@@ -188,7 +187,7 @@ class Stumps(ConceptClass):
 
     def next_round(
         self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
-        order_rng: np.random.Generator,
+        order_rng: OrderSource,
     ) -> RoundStart:
         """``ConceptClass.next_round`` from the same draws, without sorting any chunk (S_{i+1}'s
         order is drawn beside LabelBoost, ``engine.overlap``).
@@ -202,7 +201,7 @@ class Stumps(ConceptClass):
         if type(self).labelboost is not Stumps.labelboost:  # a subclass's own LabelBoost
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
         n = self._rows(d_hat).shape[0]
-        with overlap.begin(random_order, n, T * lam, order_rng, work=n) as order:
+        with order_job(n, T * lam, order_rng) as order:
             lb = self.labelboost(x_lab, y_lab, d_hat, rng)
             o = order.result()
         sx, sy = self._rows(d_hat)[o], lb.labels_unlabeled[o]

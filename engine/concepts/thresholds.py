@@ -8,7 +8,6 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import overlap
 from engine.concepts import exact_em
 from engine.concepts.base import (
     F64,
@@ -23,7 +22,7 @@ from engine.concepts.base import (
     sort_chunks,
 )
 from engine.concepts.line import kth_distinct
-from engine.concepts.random_order import random_order
+from engine.concepts.random_order import OrderSource, order_job
 from engine.learner.exact import BitSource
 
 SORTED_SEARCH_MIN_T = 64
@@ -160,7 +159,7 @@ class Thresholds(ConceptClass):
 
     def next_round(
         self, x_lab: F64, y_lab: I8, d_hat: F64, T: int, lam: int, m_S: int, rng: np.random.Generator,
-        order_rng: np.random.Generator,
+        order_rng: OrderSource,
     ) -> RoundStart:
         """``ConceptClass.next_round`` from the same draws, in O(n log n) with two SIMD sorts that
         run side by side (``engine.overlap``): S_{i+1}'s order needs nothing from D-hat's sort.
@@ -177,7 +176,7 @@ class Thresholds(ConceptClass):
         if type(self).labelboost is not Thresholds.labelboost:  # a subclass's own LabelBoost (audit variants)
             return super().next_round(x_lab, y_lab, d_hat, T, lam, m_S, rng, order_rng)
         n, L = d_hat.shape[0], T * lam
-        with overlap.begin(random_order, n, L, order_rng, work=n) as order:  # S_{i+1}'s positions, beside the sort
+        with order_job(n, L, order_rng) as order:  # S_{i+1}'s positions, beside the sort
             s = np.sort(d_hat)
             s += 0.0  # -0.0 -> +0.0, as the definition's canonical D-hat (the sort leaves +-0 in any order)
             cut = threshold_em(x_lab, y_lab, distinct_of_sorted(s), exact_em.bits_of(rng))

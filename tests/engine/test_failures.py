@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import engine.concepts.random_order
 import engine.concepts.thresholds
 import engine.design
 import engine.noise
@@ -114,7 +115,7 @@ ANSWER_STAGES: dict[str, Patch] = {
 TRANSITION_STAGES: dict[str, Patch] = {
     "labelboost": patch_attr(engine.concepts.thresholds, "threshold_em"),
     "transition generators (each draw: labelboost, S-hat, reservoir; S_i+1's order)": patch_sampling_generator,
-    "random order of S_i+1": patch_attr(engine.concepts.thresholds, "random_order"),
+    "random order of S_i+1": patch_attr(engine.concepts.random_order, "random_order"),
     "fit": patch_attr(engine.concepts.thresholds, "_chunk_thresholds"),
     "reservoir draw": patch_attr(Reservoir, "draw"),
     "noise plan": patch_attr(engine.predictor, "noise_plan"),
@@ -153,15 +154,19 @@ def same_answers(a: Answers, b: Answers) -> bool:
 
 
 def sweep(blob: bytes, patch: Patch, call: Callable[[Predictor], Any], follow: Callable[[Predictor], Any],
-          compare: Callable[[Any, Any], bool]) -> int:
+          compare: Callable[[Any, Any], bool], setup: Callable[[Predictor], Any] | None = None) -> int:
     """Force a failure of ``call`` at the 1st, 2nd, ... call of the patched stage until a run
     passes it untouched; after each, ``follow`` (unpatched) must give what it gives on a twin.
+    ``setup`` (unpatched) runs first on each restored predictor; ``blob`` is then its bytes.
     Returns how many failures were forced."""
-    k = 0
+    k, start = 0, blob
     while True:
         k += 1
-        p = codec.loads(blob)
+        p = codec.loads(start)
         assert isinstance(p, Predictor)
+        if setup is not None:
+            setup(p)
+            blob = codec.dumps(p)
         forced = Forced(k)
         with pytest.MonkeyPatch.context() as mp:
             patch(mp, forced)
@@ -217,6 +222,31 @@ def test_a_failed_transition_changes_nothing(design: str, stage: str) -> None:
     assert forced >= 1, "the stage was never reached"
     if stage.startswith("transition generators"):
         assert forced >= 2  # S-hat_{i+1} and the reservoir positions (the rest draw raw bits through the proxy)
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+@pytest.mark.parametrize("stage", list(TRANSITION_STAGES))
+def test_a_failed_transition_after_the_last_batch_changes_nothing(design: str, stage: str) -> None:
+    """The same sweep on a predictor that has just answered its round's last batch, so the
+    transition starts from the order that batch prepared (``PreparedOrder``); a retry after a
+    failure, which may have changed that order's array, must still equal a restored twin."""
+    p = predictor(design)
+    p.answer(QUERIES[:500])
+    blob = codec.dumps(p)
+
+    def last_batch(q: Predictor) -> None:
+        q.answer(QUERIES[500:600])
+        assert q.phase is Phase.TRANSITION_DUE and q._prepared is not None
+
+    def then_answer(q: Predictor) -> Answers:
+        q.transition()
+        return q.answer(QUERIES[600:900])
+
+    forced = sweep(blob, TRANSITION_STAGES[stage], lambda q: q.transition(), then_answer, same_answers, last_batch)
+    if stage == "random order of S_i+1":
+        assert forced >= 0  # drawn before the transition, unless a retry recomputes it
+    else:
+        assert forced >= 1, "the stage was never reached"
 
 
 def test_the_sweeps_reach_every_draw() -> None:

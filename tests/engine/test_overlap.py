@@ -42,8 +42,10 @@ def points(g: np.random.Generator, concept: str, n: int) -> np.ndarray:
     return g.random((n, 2)) if concept == "stumps" else g.random(n)
 
 
-def due(concept: str, seed: int = 3) -> Predictor:
-    """A predictor whose round of N queries (all kept in D-hat) has just ended."""
+def due(concept: str, seed: int = 3, prepared: bool = False) -> Predictor:
+    """A predictor whose round of N queries (all kept in D-hat) has just ended: restored from its
+    bytes (the transition draws S_{i+1}'s order itself) unless ``prepared`` (the one that answered
+    the last batch, which began that order then: ``PreparedOrder``)."""
     spec = RoundSpec(T=N // 10, lam=10, R=N, c=N, eps_bt=0.5, delta_bt=None, alpha=0.1, m_S=200, m_D=N,
                      halt_eps=0.5, halt_threshold=N)
     g = np.random.default_rng(seed)
@@ -53,7 +55,11 @@ def due(concept: str, seed: int = 3) -> Predictor:
         "target-charged")), x, y, seed=seed)
     p.answer(points(g, concept, N))
     assert p.phase is Phase.TRANSITION_DUE
-    return p
+    if prepared:
+        return p
+    q = codec.loads(codec.dumps(p))
+    assert isinstance(q, Predictor)
+    return q
 
 
 def test_small_work_runs_inline_and_large_work_on_a_thread() -> None:
@@ -116,7 +122,7 @@ def test_a_failure_on_the_worker_changes_nothing(module: object, monkeypatch: py
     concept = "thresholds" if module is engine.concepts.thresholds else "intervals"
     p, twin = due(concept), due(concept)
     before = codec.dumps(p)
-    real = module.random_order  # type: ignore[attr-defined]
+    real = ro.random_order
     threads = []
 
     def failing(*a: object, **kw: object) -> object:
@@ -124,12 +130,12 @@ def test_a_failure_on_the_worker_changes_nothing(module: object, monkeypatch: py
         threads.append(threading.current_thread().name)
         raise MemoryError("forced on the worker")
 
-    monkeypatch.setattr(module, "random_order", failing)
+    monkeypatch.setattr(ro, "random_order", failing)
     with pytest.raises(MemoryError, match="worker"):
         p.transition()
     assert threads and threads[0].startswith("everlast-overlap")
     assert codec.dumps(p) == before
-    monkeypatch.setattr(module, "random_order", real)
+    monkeypatch.setattr(ro, "random_order", real)
     p.transition()
     twin.transition()
     assert codec.dumps(p) == codec.dumps(twin)
@@ -154,10 +160,10 @@ def test_a_failure_beside_the_worker_waits_for_it_and_changes_nothing(
     """LabelBoost fails while the order is still being drawn: the exception reaches the caller only
     after the job has ended (no orphan keeps a core into the retry), and nothing changed."""
     concept = "thresholds" if module is engine.concepts.thresholds else "intervals"
-    real_order = module.random_order  # type: ignore[attr-defined]
+    real_order = ro.random_order
     em = "threshold_em" if concept == "thresholds" else "interval_em"
     fail_beside_a_slow_job(concept, monkeypatch,
-                           lambda slow: monkeypatch.setattr(module, "random_order", slow(real_order)),
+                           lambda slow: monkeypatch.setattr(ro, "random_order", slow(real_order)),
                            lambda failing: monkeypatch.setattr(module, em, failing))
 
 
@@ -291,3 +297,98 @@ def fail_beside_a_slow_job(concept: str, monkeypatch: pytest.MonkeyPatch,
     p.transition()
     twin.transition()
     assert codec.dumps(p) == codec.dumps(twin)
+
+
+# -- S_{i+1}'s order begun with the round's last batch (PreparedOrder) ----------------------------
+
+
+@pytest.mark.parametrize("concept", list(CONCEPTS))
+def test_an_order_prepared_with_the_last_batch_gives_the_same_bytes(concept: str) -> None:
+    prepared, restored = due(concept, prepared=True), due(concept)
+    assert prepared._prepared is not None and restored._prepared is None
+    assert prepared._prepared[1]._pending is not None
+    assert prepared._prepared[1]._pending.threaded == overlap.parallel()
+    assert codec.dumps(prepared) == codec.dumps(restored)  # not state
+    prepared.transition()
+    restored.transition()
+    assert prepared._prepared is None
+    assert codec.dumps(prepared) == codec.dumps(restored)
+
+
+def last_batch_due(concept: str) -> tuple[Predictor, np.ndarray]:
+    """``due``'s predictor one batch before the round's end, and that batch."""
+    g = np.random.default_rng(11)
+    p = due(concept)
+    p.transition()
+    q = points(g, concept, N)
+    p.answer(q[:-500])
+    return p, q[-500:]
+
+
+def test_an_order_that_failed_on_the_worker_fails_the_transition_and_a_retry_recomputes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    p, last = last_batch_due("thresholds")
+    twin = codec.loads(codec.dumps(p))
+    assert isinstance(twin, Predictor)
+
+    def failing(*a: object, **kw: object) -> object:
+        raise MemoryError("forced in the prepared order")
+
+    monkeypatch.setattr(ro, "random_order", failing)
+    p.answer(last)  # the job fails, the batch does not
+    monkeypatch.undo()
+    twin.answer(last)
+    before = codec.dumps(p)
+    assert before == codec.dumps(twin)
+    with pytest.raises(MemoryError, match="prepared order"):
+        p.transition()
+    assert codec.dumps(p) == before
+    p.transition()
+    twin.transition()
+    assert codec.dumps(p) == codec.dumps(twin)
+
+
+def test_a_last_batch_that_fails_drops_its_order_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.between_thresholds as bt
+    p, last = last_batch_due("thresholds")
+    before = codec.dumps(p)
+    cancelled = []
+    real_cancel = ro.PreparedOrder.cancel
+
+    def cancel(self: ro.PreparedOrder) -> None:
+        cancelled.append(self)
+        real_cancel(self)
+
+    def failing(*a: object, **kw: object) -> object:
+        raise MemoryError("forced in the last batch")
+
+    monkeypatch.setattr(ro.PreparedOrder, "cancel", cancel)
+    monkeypatch.setattr(bt, "run_tct", failing)
+    with pytest.raises(MemoryError, match="last batch"):
+        p.answer(last)
+    assert len(cancelled) == 1 and p._prepared is None
+    assert codec.dumps(p) == before
+    monkeypatch.undo()
+    twin = codec.loads(before)
+    assert isinstance(twin, Predictor)
+    for q in (p, twin):
+        q.answer(last)
+        q.transition()
+    assert codec.dumps(p) == codec.dumps(twin)
+
+
+def test_a_prepared_order_hands_out_its_job_once_and_recomputes_otherwise() -> None:
+    from engine.design import Purpose, generator
+    n, k = overlap.MIN_WORK + 100, overlap.MIN_WORK
+    fresh = lambda: generator(12345, 2, Purpose.ORDER)  # noqa: E731
+    want = ro.random_order(n, k, fresh())
+    prep = ro.PreparedOrder(n, k, fresh)
+    first = ro.order_job(n, k, prep).result()
+    first[:] = 0  # the first caller may change its array in place (Thresholds.next_round does)
+    assert np.array_equal(ro.order_job(n, k, prep).result(), want)  # a retry recomputes
+    other = ro.PreparedOrder(n, k, fresh)
+    assert np.array_equal(ro.order_job(n, k - 1, other).result(), ro.random_order(n, k - 1, fresh()))
+    assert np.array_equal(ro.order_job(n, k, fresh()).result(), want)  # a plain generator, as before
+    dropped = ro.PreparedOrder(n, k, fresh)
+    dropped.cancel()
+    assert dropped._pending is None and np.array_equal(dropped.job(n, k).result(), want)
