@@ -13,9 +13,13 @@ in CPU seconds of this process (single-threaded work), interleaved, best of 7.
 transition: seconds of ``Predictor.transition`` (LabelBoost over the round's D-hat, drawing
 S_{i+1}, refitting T chunks) against ``np.sort`` of the same number of points (thresholds unless
 ``--concept``); ``ratio`` is of the best wall-clock times of several repeats, ``ratio_median`` of
-the medians, ``cpu_ratio`` of the best process CPU times (both threads: a transition draws S_{i+1}'s
-order on a second core, ``engine.overlap``, so its wall time is below its CPU time; ``overlap``
-says whether it could). CPU time is also less sensitive to other processes on a shared machine.
+the medians, ``cpu_ratio`` of the best process CPU times (both threads: a transition opens the
+next round's noise on a second core, ``engine.overlap``, so its wall time is below its CPU time;
+``overlap`` says whether it could). CPU time is also less sensitive to other processes on a shared
+machine. The round's last batch began S_{i+1}'s uniform order on the second core
+(``PreparedOrder``), so that sort of n keys is in none of these figures: they are how long
+answering stops. ``*_unprepared`` time the same transition without it, as after a restore from a
+checkpoint: the order is then drawn beside LabelBoost, inside the transition.
 """
 
 from __future__ import annotations
@@ -142,14 +146,19 @@ def transition_row(points: int, repeats: int, concept: str = "thresholds") -> di
             p.answer(draw(g, min(1 << 20, points - i)))
         assert p.phase is Phase.TRANSITION_DUE
 
-    times, sorts, hot, cpu, cpu_sorts = [], [], [], [], []
+    times, sorts, hot, cpu, cpu_sorts, cold, cpu_cold = [], [], [], [], [], [], []
     for r in range(repeats):
         p = Predictor.create(c, design_schedule(spec, "default"), x, y, seed=r)
-        answer_round(p)
+        answer_round(p)  # its last batch began S_{i+1}'s order (PreparedOrder)
         c0 = time.process_time()
         times.append(_timed(p.transition))
         cpu.append(time.process_time() - c0)
         hot.append(_timed(lambda: np.sort(pts)))  # on the scratch the transition just freed
+        answer_round(p)
+        p._prepared = None  # as after a restore from a checkpoint: the transition draws the order itself
+        c0 = time.process_time()
+        cold.append(_timed(p.transition))
+        cpu_cold.append(time.process_time() - c0)
         answer_round(p)
         c1 = time.process_time()
         sorts.append(_timed(lambda: np.sort(pts)))
@@ -160,7 +169,9 @@ def transition_row(points: int, repeats: int, concept: str = "thresholds") -> di
             "sort_seconds_median": float(np.median(sorts)),
             "ratio_median": float(np.median(times) / np.median(sorts)),
             "cpu_ratio": min(cpu) / max(min(cpu_sorts), 1e-9), "overlap": overlap.parallel(),
-            "sort_seconds_hot": min(hot)}
+            "sort_seconds_hot": min(hot), "seconds_unprepared": min(cold), "ratio_unprepared": min(cold) / sort_s,
+            "ratio_unprepared_median": float(np.median(cold) / np.median(sorts)),
+            "cpu_ratio_unprepared": min(cpu_cold) / max(min(cpu_sorts), 1e-9)}
 
 
 def memory_row(mb: int) -> dict[str, object]:

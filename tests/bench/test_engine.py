@@ -27,7 +27,8 @@ def test_quick_bench_prints_its_json() -> None:
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("engine_qps", "floor_qps", "ratio"))
     assert [(r["concept"], r["points"]) for r in data["transition"]] == [("thresholds", 10**5), ("thresholds", 10**6)]
     for r in data["transition"]:
-        numbers = ("seconds", "sort_seconds", "sort_seconds_hot", "ratio", "ratio_median", "cpu_ratio")
+        numbers = ("seconds", "sort_seconds", "sort_seconds_hot", "ratio", "ratio_median", "cpu_ratio",
+                   "seconds_unprepared", "ratio_unprepared", "ratio_unprepared_median", "cpu_ratio_unprepared")
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in numbers)
         assert r["repeats"] >= 2
         assert isinstance(r["overlap"], bool)
