@@ -111,6 +111,10 @@ class Lookahead(Protocol):
 
 MU_WINDOW = 256
 """Threshold noises ``run_paper`` looks ahead at per step (a peekable source)."""
+MU_SCAN = 1 << 14
+"""Queries a window scans at most: with tops rare its noises outlast the scan, and the next window
+starts where it ended (the split changes no outcome), instead of every window scanning the rest of
+the batch."""
 LOOKAHEAD_MIN_BATCH = 256
 """Smaller batches take the one-noise path: its few numpy calls cost less there (same outcomes, same
 noises consumed)."""
@@ -123,8 +127,10 @@ def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callabl
     in order: batch-invariant). A source with ``peek``/``skip`` is consumed the same way, exactly one
     noise per top that does not fail the round, and decided in windows (``_run_paper_windows``).
     """
-    above = v + nu - plan.lo  # v + nu - lo
-    slack = np.minimum(above, plan.band - above)  # min(v + nu - lo, hi - v - nu)
+    above = v + nu
+    above -= plan.lo  # v + nu - lo
+    slack = np.subtract(plan.band, above)
+    np.minimum(slack, above, out=slack)  # min(v + nu - lo, hi - v - nu)
     if v.size >= LOOKAHEAD_MIN_BATCH and isinstance(next_mu, Lookahead) and state.tops < plan.c:
         return _run_paper_windows(above, slack, plan, state, next_mu)
     n = v.size
@@ -171,19 +177,18 @@ def _run_paper_windows(above: I64, slack: I64, plan: NoisePlan, state: BTState, 
     mus: list[I64] = [np.array([mu], dtype=np.int64)]  # the noise in force from the start, then after each top
     p, halted = 0, False
     while p < n and not halted:
-        first = np.flatnonzero(slack[p:] >= mu)
-        if first.size == 0:  # no top under the noise in force: the rest of the batch has none
-            p = n
+        p = _first_at_least(slack, p, mu)  # the next top under the noise in force; the window starts there
+        if p >= n:  # none: the rest of the batch has no top
             break
-        p += int(first[0])  # the next top; the window starts there
         W = min(MU_WINDOW, n - p)  # at most one top per query left
         M = np.concatenate([np.array([mu], dtype=np.int64), np.asarray(feed.peek(W), dtype=np.int64)])
-        cand = np.flatnonzero(slack[p:] >= M.min()) + p  # nothing else can be a top while M lasts
+        end = min(n, p + MU_SCAN)  # the window decides [p, end) at most
+        cand = np.flatnonzero(slack[p:end] >= M.min()) + p  # nothing else can be a top while M lasts
         sure = slack[cand] >= M.max()  # a top under every noise of M
         flips = np.flatnonzero(sure[1:] != sure[:-1]) + 1  # where runs of sure / unsure candidates start
         ends = [*flips.tolist(), cand.size]
         used, i, run = 0, 0, 0  # tops so far in this window; next candidate; its run's index in ends
-        stop = n
+        stop = end
         while i < cand.size:
             if used == W:  # M is used up: the next window starts at this candidate
                 stop = int(cand[i])
@@ -223,6 +228,18 @@ def _run_paper_windows(above: I64, slack: I64, plan: NoisePlan, state: BTState, 
         p = stop
     at = np.concatenate(tops_at) if tops_at else np.zeros(0, dtype=np.int64)
     return _outcomes(above, at, np.concatenate(mus), min(p, n), BTState(tops=tops, mu=mu), halted)
+
+
+def _first_at_least(s: I64, p: int, bound: int) -> int:
+    """The first j >= p with s[j] >= bound (s.size if none), scanning doubling windows from p."""
+    w = _FIRST_WINDOW
+    while p < s.size:
+        e = min(s.size, p + w)
+        hits = np.flatnonzero(s[p:e] >= bound)
+        if hits.size:
+            return p + int(hits[0])
+        p, w = e, w * 2
+    return s.size
 
 
 def _outcomes(above: I64, tops_at: I64, mus: I64, answered: int, state: BTState, halted: bool) -> BTRun:

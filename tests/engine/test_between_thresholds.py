@@ -362,13 +362,15 @@ class PeekMus(Mus):
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=cases(paper=True), cut=st.integers(0, 150), window=st.sampled_from([1, 2, 3, 7, 256]))
-def test_run_paper_windows_are_the_reference(case: dict[str, Any], cut: int, window: int) -> None:
-    """Looking ahead (windows of 1, 2, 3, 7 and 256 noises, so that windows run out mid-batch) gives
-    the reference's outcomes and consumes the same noises in the same order, in one batch or two."""
+@given(case=cases(paper=True), cut=st.integers(0, 150), window=st.sampled_from([1, 2, 3, 7, 256]),
+       scan=st.sampled_from([1, 2, 5, 64, bt.MU_SCAN]))
+def test_run_paper_windows_are_the_reference(case: dict[str, Any], cut: int, window: int, scan: int) -> None:
+    """Looking ahead (windows of 1, 2, 3, 7 and 256 noises, so that windows run out mid-batch, and
+    scans of 1-64 queries, so that they end before the window's noises do) gives the reference's
+    outcomes and consumes the same noises in the same order, in one batch or two."""
     plan, v, nu, mus, state = case["plan"], case["v"], case["noise"], case["mus"], case["state"]
-    saved, saved_min = bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH
-    bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH = window, 0
+    saved, saved_min, saved_scan = bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH, bt.MU_SCAN
+    bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH, bt.MU_SCAN = window, 0, scan
     try:
         a, b = PeekMus(mus[1:]), Mus(mus[1:])
         got = bt.run_paper(v, nu, plan, state, a)
@@ -382,7 +384,7 @@ def test_run_paper_windows_are_the_reference(case: dict[str, Any], cut: int, win
             assert np.array_equal(np.r_[first.outcomes, second.outcomes], got.outcomes)
             assert (second.state, second.halted) == (got.state, got.halted) and c.calls == a.calls
     finally:
-        bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH = saved, saved_min
+        bt.MU_WINDOW, bt.LOOKAHEAD_MIN_BATCH, bt.MU_SCAN = saved, saved_min, saved_scan
 
 
 def test_run_paper_windows_on_long_batches() -> None:
@@ -399,6 +401,13 @@ def test_run_paper_windows_on_long_batches() -> None:
     want = bt.reference(v, nu, plan, bt.BTState(mu=mus[0]), next_mu=b)
     assert same(got, want) and a.calls == b.calls
     assert got.halted and 2_000 < got.answered < n
+    saved = bt.MU_SCAN
+    bt.MU_SCAN = 300  # scans end long before the windows' noises run out
+    try:
+        c = PeekMus(mus[1:])
+        assert same(bt.run_paper(v, nu, plan, bt.BTState(mu=mus[0]), c), want) and c.calls == b.calls
+    finally:
+        bt.MU_SCAN = saved
 
 
 def test_run_paper_windows_narrow_band_and_no_tops() -> None:
