@@ -81,6 +81,12 @@ class _Live:
     """Reservoir points collected (rows >= filled of the points array are scratch)."""
 
 
+PREPARE_AHEAD = 8
+"""S_{i+1}'s order is begun by the batch that reaches the last 1/8 of a round (``Predictor.answer``):
+early enough that a daemon's small batches cover it, late enough that its array (4 bytes per D-hat
+point, next to D-hat's own 8 d) is held for a fraction of the round."""
+
+
 class Predictor:
     """The GenericBBL private everlasting predictor. Build with ``create`` or ``from_state``."""
 
@@ -212,18 +218,21 @@ class Predictor:
                 prepared.cancel()
             raise
         self._live = new  # commit
-        if prepared is not None and new.phase is Phase.TRANSITION_DUE:
+        if prepared is not None:
             self._prepared = (self._round.index + 1, prepared)
-        elif prepared is not None:
-            prepared.cancel()
+        if self._prepared is not None and new.phase not in (Phase.ANSWERING, Phase.TRANSITION_DUE):
+            self._prepared[1].cancel()  # the round halted: no transition will take it
+            self._prepared = None
         return out
 
     def _prepare_order(self, n: int) -> PreparedOrder | None:
-        """For the batch that ends the round, S_{i+1}'s order, begun now on a second core
-        (``PreparedOrder``): it needs only D-hat's final size, the next round's T * lambda and the
-        ORDER stream, all fixed already, so the transition that follows does not wait for it."""
+        """From the batch that reaches the round's last 1/PREPARE_AHEAD, S_{i+1}'s order, begun
+        on a second core (``PreparedOrder``): it needs only D-hat's final size, the next round's
+        T * lambda and the ORDER stream, all fixed already, so the transition does not wait for it.
+        When to begin depends on public counts only; what it computes, on none of the queries."""
         rnd, live = self._round, self._live
-        if n == 0 or live.answered + n != rnd.spec.R:
+        R = rnd.spec.R
+        if n == 0 or self._prepared is not None or live.answered + n < R - R // PREPARE_AHEAD:
             return None
         nxt = self.schedule.spec(rnd.index + 1)
         if nxt is None or nxt.T * nxt.lam > rnd.kept:

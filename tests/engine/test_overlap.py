@@ -20,7 +20,7 @@ from engine import codec, overlap
 from engine.concepts import ConceptClass, from_spec
 from engine.design import Design
 from engine.phases import Phase
-from engine.predictor import Predictor
+from engine.predictor import PREPARE_AHEAD, Predictor
 from engine.schedule import RoundSpec, Schedule
 
 N = overlap.MIN_WORK + 4_000  # D-hat large enough to be drawn on the worker thread
@@ -316,13 +316,44 @@ def test_an_order_prepared_with_the_last_batch_gives_the_same_bytes(concept: str
 
 
 def last_batch_due(concept: str) -> tuple[Predictor, np.ndarray]:
-    """``due``'s predictor one batch before the round's end, and that batch."""
+    """``due``'s predictor one batch before the round's end, that batch reaching its last 1/8."""
     g = np.random.default_rng(11)
     p = due(concept)
     p.transition()
     q = points(g, concept, N)
-    p.answer(q[:-500])
-    return p, q[-500:]
+    cut = N - N // PREPARE_AHEAD - 1
+    p.answer(q[:cut])
+    assert p._prepared is None
+    return p, q[cut:]
+
+
+def test_the_order_is_begun_once_by_the_batch_that_reaches_the_rounds_last_eighth() -> None:
+    p, last = last_batch_due("thresholds")
+    twin = codec.loads(codec.dumps(p))
+    assert isinstance(twin, Predictor)
+    p.answer(last[:1])  # reaches R - R/8
+    assert p._prepared is not None and p._prepared[0] == p.round + 1
+    first = p._prepared
+    p.answer(last[1:-1])
+    assert p._prepared is first and p.phase is Phase.ANSWERING
+    p.answer(last[-1:])
+    assert p._prepared is first and p.phase is Phase.TRANSITION_DUE
+    twin.answer(last)
+    for q in (p, twin):
+        q.transition()
+    assert codec.dumps(p) == codec.dumps(twin)
+
+
+@pytest.mark.parametrize("design", ["target-charged", "paper"])
+def test_a_round_that_halts_drops_its_order(design: str) -> None:
+    from tests.engine.helpers import tops_predictor
+    p = (tops_predictor(design, halt_threshold=4, c=10) if design == "target-charged"
+         else tops_predictor(design, c=4))
+    R = p.spec.R
+    p.answer(np.full(R - R // PREPARE_AHEAD, -1.0))  # no tops; reaches the last eighth
+    assert p._prepared is not None
+    p.answer(np.full(20, 0.5))  # tops until the round halts
+    assert p.phase is Phase.HALTED and p._prepared is None
 
 
 def test_an_order_that_failed_on_the_worker_fails_the_transition_and_a_retry_recomputes_it(
