@@ -28,7 +28,13 @@ from engine.concepts.base import (
 )
 from engine.concepts.line import LabeledRanks
 from engine.concepts.random_order import OrderSource, order_job
-from engine.concepts.thresholds import midpoint_above, midpoint_below, search_order, sorted_search
+from engine.concepts.thresholds import (
+    midpoint_above,
+    midpoint_below,
+    search_order,
+    search_sorted_needles,
+    sorted_search,
+)
 from engine.errors import CorruptState
 from engine.learner.exact import BitSource
 
@@ -62,7 +68,7 @@ class IntervalEnsemble(Ensemble):
             return sorted_search(self.a, xs, "right") - sorted_search(self.b, xs, "left")
         sx = xs[order]  # one sort serves both endpoint searches
         out = np.empty(xs.size, dtype=np.int64)
-        out[order] = np.searchsorted(self.a, sx, side="right") - np.searchsorted(self.b, sx, side="left")
+        out[order] = search_sorted_needles(self.a, sx, "right") - search_sorted_needles(self.b, sx, "left")
         return out
 
     def to_arrays(self) -> dict[str, Array]:
