@@ -1,8 +1,9 @@
 """Run one independent computation beside the caller's own, on a second core when there is one.
 
-A round transition draws S_{i+1}'s uniform order (one sort of n packed random keys) while it sorts
-D-hat and runs LabelBoost: two sorts of n numbers that need nothing from each other. The predictor
-also opens the next round's noise streams beside it (interpreter work that fits inside the D-hat
+S_{i+1}'s uniform order (one sort of n packed random keys) needs nothing from D-hat: the predictor
+begins it while the round's last eighth is answered (``PreparedOrder``), and a transition without it
+(after a restore) draws it while it sorts D-hat and runs LabelBoost. The predictor also opens the
+next round's noise streams beside the transition (interpreter work that fits inside the D-hat
 sort, which releases the GIL). Each job draws only from its own streams (``engine.design.Purpose``)
 and reads nothing the caller writes, so a threaded run and an inline run return the same bytes
 (``tests/engine/test_overlap.py``); threads change when the work happens, never what it computes.
