@@ -55,9 +55,10 @@ class Pending(Generic[R]):
 
     def cancel(self) -> None:
         """Drop a job whose result is no longer wanted: a threaded one that has not started never
-        runs; one already running finishes on its own (its result is discarded)."""
-        if self._future is not None:
-            self._future.cancel()
+        runs, one already running is waited for (no orphan keeps a core and its scratch memory
+        into the caller's next call); its result or exception is discarded."""
+        if self._future is not None and not self._future.cancel():
+            wait([self._future])
 
     def __enter__(self) -> Pending[R]:
         return self

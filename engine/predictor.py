@@ -107,6 +107,15 @@ class Predictor:
         """S_{i+1}'s order for round i + 1, begun with round i's last batch (not state: a cache of
         a pure function of the state, dropped by a checkpoint and recomputed the same)."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """``copy`` and ``pickle``: every slot but the prepared order (a cache, not state)."""
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_prepared"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._prepared = None
+
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
@@ -220,10 +229,14 @@ class Predictor:
         self._live = new  # commit
         if prepared is not None:
             self._prepared = (self._round.index + 1, prepared)
-        if self._prepared is not None and new.phase not in (Phase.ANSWERING, Phase.TRANSITION_DUE):
-            self._prepared[1].cancel()  # the round halted: no transition will take it
-            self._prepared = None
+        if new.phase not in (Phase.ANSWERING, Phase.TRANSITION_DUE):
+            self._drop_prepared()  # the round halted: no transition will take it
         return out
+
+    def _drop_prepared(self) -> None:
+        if self._prepared is not None:
+            self._prepared[1].cancel()
+            self._prepared = None
 
     def _prepare_order(self, n: int) -> PreparedOrder | None:
         """From the batch that reaches the round's last 1/PREPARE_AHEAD, S_{i+1}'s order, begun
@@ -289,7 +302,7 @@ class Predictor:
         nxt = self.schedule.spec(rnd.index + 1)
         if nxt is None:
             self._live = replace(live, phase=phases.fire(live.phase, "transition", "ended"))
-            self._prepared = None
+            self._drop_prepared()
             return
         g = generator(self.entropy, rnd.index + 1, Purpose.SAMPLING)
         d_hat = self._points[: live.filled]

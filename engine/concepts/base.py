@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.random_order import OrderSource, order_job
+from engine.concepts.random_order import OrderSource, order_now
 from engine.errors import InvalidInput
 
 Array = NDArray[Any]
@@ -164,7 +164,7 @@ class ConceptClass(abc.ABC):
         d_hat = d_hat + 0.0
         lb = self.labelboost(x_lab, y_lab, d_hat, rng)
         where = self.arrange_order(d_hat)
-        o = where[order_job(d_hat.shape[0], T * lam, order_rng).result()]
+        o = where[order_now(d_hat.shape[0], T * lam, order_rng)]
         sx, sy = d_hat[o], lb.labels_unlabeled[o]
         chunks_x = np.swapaxes(sx.reshape(lam, T, *sx.shape[1:]), 0, 1)
         ensemble = self.fit(np.ascontiguousarray(chunks_x), np.ascontiguousarray(sy.reshape(lam, T).T))

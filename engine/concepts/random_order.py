@@ -23,6 +23,7 @@ Sizes: ``random_order`` needs n <= 2^32 (``MAX_N``; the engine refuses m_D above
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -72,25 +73,28 @@ class PreparedOrder:
     transition retried after a failure: the first caller may have changed its array in place), or
     never begun on a thread is computed from the same draws: the same bytes whichever way."""
 
-    __slots__ = ("_pending", "fresh", "k", "n")
+    __slots__ = ("_pending", "_pid", "fresh", "k", "n")
 
     def __init__(self, n: int, k: int, fresh: Callable[[], np.random.Generator]) -> None:
         self.n, self.k, self.fresh = n, k, fresh
+        self._pid = os.getpid()
         self._pending: overlap.Pending[U32] | None = overlap.begin(random_order, n, k, fresh(), work=n)
 
     def job(self, n: int, k: int) -> overlap.Pending[U32]:
-        """The order of the first k of range(n): the prepared job once, if it has these sizes."""
+        """The order of the first k of range(n): the prepared job once, if it has these sizes and
+        this is the process that began it (a forked child has the job's future but not its thread)."""
         pending, self._pending = self._pending, None
-        if pending is not None and (n, k) == (self.n, self.k):
+        if pending is not None and (n, k) == (self.n, self.k) and os.getpid() == self._pid:
             return pending
-        if pending is not None:
+        if pending is not None and os.getpid() == self._pid:
             pending.cancel()
         return overlap.begin(random_order, n, k, self.fresh(), work=n)
 
     def cancel(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
+        """Drop the job (waiting for it if it runs: ``engine.overlap.Pending.cancel``)."""
+        pending, self._pending = self._pending, None
+        if pending is not None and os.getpid() == self._pid:
+            pending.cancel()
 
 
 OrderSource = np.random.Generator | PreparedOrder
@@ -104,6 +108,13 @@ def order_job(n: int, k: int, source: OrderSource) -> overlap.Pending[U32]:
     if isinstance(source, PreparedOrder):
         return source.job(n, k)
     return overlap.begin(random_order, n, k, source, work=n)
+
+
+def order_now(n: int, k: int, source: OrderSource) -> U32:
+    """``random_order(n, k, ...)`` from ``source``, for a caller with nothing to do meanwhile."""
+    if isinstance(source, PreparedOrder):
+        return source.job(n, k).result()
+    return random_order(n, k, source)
 
 
 def packed_order(n: int, k: int, rng: np.random.Generator, key_bits: int = 32) -> U32:

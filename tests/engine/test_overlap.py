@@ -423,3 +423,96 @@ def test_a_prepared_order_hands_out_its_job_once_and_recomputes_otherwise() -> N
     dropped = ro.PreparedOrder(n, k, fresh)
     dropped.cancel()
     assert dropped._pending is None and np.array_equal(dropped.job(n, k).result(), want)
+
+
+def slowed_order(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.3) -> tuple[threading.Event, threading.Event]:
+    """``random_order`` slowed down; events for its start and its end."""
+    started, done = threading.Event(), threading.Event()
+    real = ro.random_order
+
+    def slow(*a: object, **kw: object) -> object:
+        started.set()
+        time.sleep(seconds)
+        out = real(*a, **kw)  # type: ignore[arg-type]
+        done.set()
+        return out
+
+    monkeypatch.setattr(ro, "random_order", slow)
+    return started, done
+
+
+@needs_two_cpus
+def test_a_failing_last_batch_waits_for_its_order_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No orphan keeps a core into the retry (review 5, F1)."""
+    import engine.between_thresholds as bt
+    p, last = last_batch_due("thresholds")
+    started, done = slowed_order(monkeypatch)
+    real_run = bt.run_tct
+
+    def failing(*a: object, **kw: object) -> object:
+        assert started.wait(10)
+        raise MemoryError("forced while the order runs")
+
+    monkeypatch.setattr(bt, "run_tct", failing)
+    with pytest.raises(MemoryError, match="order runs"):
+        p.answer(last)
+    assert done.is_set() and p._prepared is None
+    monkeypatch.setattr(bt, "run_tct", real_run)
+
+
+@needs_two_cpus
+def test_a_halting_round_waits_for_the_order_it_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.engine.helpers import tops_predictor
+    p = tops_predictor("target-charged", halt_threshold=4, c=10)
+    monkeypatch.setattr(overlap, "MIN_WORK", 0)  # a thread even for this small round
+    started, done = slowed_order(monkeypatch)
+    R = p.spec.R
+    p.answer(np.full(R - R // PREPARE_AHEAD, -1.0))
+    assert p._prepared is not None and started.wait(10)
+    p.answer(np.full(20, 0.5))
+    assert p.phase is Phase.HALTED and p._prepared is None and done.is_set()
+
+
+@needs_two_cpus
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_order_runs_draws_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child has the job's future but not its thread: it recomputes the order (review 5, F2)."""
+    p, last = last_batch_due("thresholds")
+    twin = codec.loads(codec.dumps(p))
+    assert isinstance(twin, Predictor)
+    started, _ = slowed_order(monkeypatch, seconds=2.0)
+    p.answer(last)
+    assert started.wait(10)
+    monkeypatch.undo()
+    twin.answer(last)
+    twin.transition()
+    want = codec.dumps(twin)
+    pid = os.fork()
+    if pid == 0:  # child: SIGALRM ends a hung child
+        ok = False
+        try:
+            signal.alarm(20)
+            p.transition()
+            ok = codec.dumps(p) == want
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    p.transition()  # the parent's own job is still there
+    assert codec.dumps(p) == want
+
+
+def test_copies_and_pickles_leave_the_prepared_order_behind() -> None:
+    """Review 5, F3: the order is a cache; a copy draws it again, with the same bytes."""
+    import copy
+    import pickle
+    p, last = last_batch_due("thresholds")
+    p.answer(last)
+    assert p._prepared is not None
+    for q in (copy.deepcopy(p), pickle.loads(pickle.dumps(p)), copy.copy(p)):
+        assert isinstance(q, Predictor) and q._prepared is None
+        assert codec.dumps(q) == codec.dumps(p)
+        q.transition()
+        want = codec.dumps(q)
+    p.transition()
+    assert codec.dumps(p) == want
