@@ -66,10 +66,10 @@ class IntervalEnsemble(Ensemble):
         order = search_order(self.a.size, xs)
         if order is None:
             return sorted_search(self.a, xs, "right") - sorted_search(self.b, xs, "left")
-        sx = xs[order]  # one sort serves both endpoint searches
+        sx = xs.ravel()[order]  # one sort serves both endpoint searches
         out = np.empty(xs.size, dtype=np.int64)
         out[order] = search_sorted_needles(self.a, sx, "right") - search_sorted_needles(self.b, sx, "left")
-        return out
+        return out.reshape(xs.shape)
 
     def to_arrays(self) -> dict[str, Array]:
         return {"a": self.a, "b": self.b}

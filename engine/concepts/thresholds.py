@@ -40,7 +40,7 @@ def search_order(t_size: int, xs: NDArray[Any]) -> I64 | None:
     search is as cheap (small tables or batches)."""
     if t_size < SORTED_SEARCH_MIN_T or xs.size < SORTED_SEARCH_MIN_BATCH:
         return None
-    return np.argsort(xs)  # any order: equal needles get equal counts
+    return np.argsort(xs.ravel())  # any order: equal needles get equal counts
 
 
 def sorted_search(t: F64, x: Array, side: Literal["left", "right"]) -> I64:
@@ -49,9 +49,10 @@ def sorted_search(t: F64, x: Array, side: Literal["left", "right"]) -> I64:
     order = search_order(t.size, xs)
     if order is None:
         return np.asarray(np.searchsorted(t, xs, side=side), dtype=np.int64)
-    out = np.empty(xs.size, dtype=np.int64)
-    out[order] = search_sorted_needles(t, xs[order], side)
-    return out
+    flat = xs.ravel()  # any shape, as np.searchsorted takes
+    out = np.empty(flat.size, dtype=np.int64)
+    out[order] = search_sorted_needles(t, flat[order], side)
+    return out.reshape(xs.shape)
 
 
 def search_sorted_needles(t: F64, sx: F64, side: Literal["left", "right"]) -> I64:

@@ -46,3 +46,14 @@ def test_interval_votes_are_the_two_searches(T: int, n: int) -> None:
     x = values(g, n, 40)
     want = np.searchsorted(ens.a, x, side="right") - np.searchsorted(ens.b, x, side="left")
     assert np.array_equal(ens.votes(x), want)
+
+
+@pytest.mark.parametrize("shape", [(600, 1), (20, 30), (2, 3, 100)])
+def test_any_shape_of_needles_as_searchsorted_takes(shape: tuple[int, ...]) -> None:
+    g = np.random.default_rng(len(shape))
+    t = np.sort(values(g, 500, 40))
+    x = values(g, int(np.prod(shape)), 40).reshape(shape)
+    assert np.array_equal(sorted_search(t, x, "right"), np.searchsorted(t, x, side="right"))
+    ens = IntervalEnsemble(t, t + 0.1)
+    want = np.searchsorted(ens.a, x, side="right") - np.searchsorted(ens.b, x, side="left")
+    assert np.array_equal(ens.votes(x), want)
