@@ -135,11 +135,16 @@ def test_bernoulli_exp_frac_is_draw_for_draw_the_first_form(seed: int, n: int, d
 
 
 @settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000))
-def test_bernoulli_exp_frac_with_an_array_of_denominators(seed: int, n: int) -> None:
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), big=st.booleans())
+def test_bernoulli_exp_frac_with_an_array_of_denominators(seed: int, n: int, big: bool) -> None:
+    """Small denominators, and (``big``) some near 2^62 so that den K leaves int64 in round 2."""
     g = np.random.default_rng(seed ^ 2)
     den = g.integers(1, 1000, size=n, dtype=np.int64)
+    if big and n:
+        den[g.random(n) < 0.3] = (1 << 62) - 7
     u = np.minimum(g.integers(0, 1000, size=n, dtype=np.int64), den)
+    if big and n:
+        u[den > 1000] = den[den > 1000] // 2
     a, b = np.random.default_rng(seed), np.random.default_rng(seed)
     assert np.array_equal(noise._bernoulli_exp_frac(a, u, den), _bernoulli_exp_frac_reference(b, u, den))
     assert _state(a) == _state(b)
@@ -160,20 +165,25 @@ SCALES = [Fraction(1), Fraction(2), Fraction(7, 3), Fraction(12), Fraction(400),
           noise.MIN_SCALE]
 
 
+@pytest.mark.parametrize("cap", [None, 5], ids=["cap 2^62", "cap 5"])
 @pytest.mark.parametrize("v_fast", [noise._V_FAST, 2, -1])
 @pytest.mark.parametrize("scale", SCALES, ids=str)
 def test_attempts_and_sample_are_draw_for_draw_the_first_form(monkeypatch: pytest.MonkeyPatch, scale: Fraction,
-                                                              v_fast: int) -> None:
+                                                              v_fast: int, cap: int | None) -> None:
     """Every path: int64 and Python-integer Y (a patched ``_V_FAST``), a denominator beyond int64,
-    saturation (a patched cap)."""
+    saturation on either path (a patched cap), and the S >= 19 tail of Bernoulli(exp(-1)) forced
+    inside the whole sampler."""
     monkeypatch.setattr(noise, "_V_FAST", v_fast)
-    monkeypatch.setattr(noise, "SATURATION", noise.SATURATION if v_fast >= 0 else 5)
+    if cap is not None:
+        monkeypatch.setattr(noise, "SATURATION", cap)
     num, den = scale.numerator, scale.denominator
     for m in (0, 1, 33, 5000):
-        a, b = np.random.default_rng(m), np.random.default_rng(m)
-        z, acc = _attempts_reference(b, m, num, den)
-        assert np.array_equal(noise._attempts(a, m, num, den), z[acc])
-        assert _state(a) == _state(b)
+        for every in (None, 3):
+            a, b = np.random.default_rng(m), np.random.default_rng(m)
+            ga, gb = (a, b) if every is None else (_DeepS(a, every), _DeepS(b, every))
+            z, acc = _attempts_reference(gb, m, num, den)  # type: ignore[arg-type]
+            assert np.array_equal(noise._attempts(ga, m, num, den), z[acc])  # type: ignore[arg-type]
+            assert _state(a) == _state(b)
     a, b = np.random.default_rng(3), np.random.default_rng(3)
     out = noise.sample(a, scale, 9000)
     ref = np.concatenate(list(_sample_reference(b, num, den, 9000)))
