@@ -180,9 +180,9 @@ def _run_paper_windows(above: I64, slack: I64, plan: NoisePlan, state: BTState, 
         p = _first_at_least(slack, p, mu)  # the next top under the noise in force; the window starts there
         if p >= n:  # none: the rest of the batch has no top
             break
-        W = min(MU_WINDOW, n - p)  # at most one top per query left
+        W = min(max(1, MU_WINDOW), n - p)  # at most one top per query left
         M = np.concatenate([np.array([mu], dtype=np.int64), np.asarray(feed.peek(W), dtype=np.int64)])
-        end = min(n, p + MU_SCAN)  # the window decides [p, end) at most
+        end = min(n, p + max(1, MU_SCAN))  # the window decides [p, end) at most
         cand = np.flatnonzero(slack[p:end] >= M.min()) + p  # nothing else can be a top while M lasts
         sure = slack[cand] >= M.max()  # a top under every noise of M
         flips = np.flatnonzero(sure[1:] != sure[:-1]) + 1  # where runs of sure / unsure candidates start

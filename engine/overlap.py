@@ -53,11 +53,12 @@ class Pending(Generic[R]):
             return self._fn(*self._args)
         return self._future.result()
 
-    def cancel(self) -> None:
+    def cancel(self, wait_running: bool = True) -> None:
         """Drop a job whose result is no longer wanted: a threaded one that has not started never
-        runs, one already running is waited for (no orphan keeps a core and its scratch memory
-        into the caller's next call); its result or exception is discarded."""
-        if self._future is not None and not self._future.cancel():
+        runs; one already running is waited for unless ``wait_running`` is False (no orphan keeps
+        a core and its scratch memory into the caller's retry); its result or exception is
+        discarded."""
+        if self._future is not None and not self._future.cancel() and wait_running:
             wait([self._future])
 
     def __enter__(self) -> Pending[R]:

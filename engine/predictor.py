@@ -83,8 +83,9 @@ class _Live:
 
 PREPARE_AHEAD = 8
 """S_{i+1}'s order is begun by the batch that reaches the last 1/8 of a round (``Predictor.answer``):
-early enough that a daemon's small batches cover it, late enough that its array (4 bytes per D-hat
-point, next to D-hat's own 8 d) is held for a fraction of the round."""
+early enough that a daemon's small batches cover it, late enough that its arrays (8 bytes per D-hat
+point while it runs, 4 after -- 8 when the next round's T * lambda exceeds 2^22, a view of the keys:
+``random_order.CONTIGUOUS_MAX`` -- next to D-hat's own 8 d) are held for a fraction of the round."""
 
 
 class Predictor:
@@ -108,7 +109,8 @@ class Predictor:
         a pure function of the state, dropped by a checkpoint and recomputed the same)."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """``copy`` and ``pickle``: every slot but the prepared order (a cache, not state)."""
+        """``copy.deepcopy`` and ``pickle``: every slot but the prepared order (a cache, not state).
+        A shallow copy would share the reservoir's array, which answering writes in place."""
         return {k: getattr(self, k) for k in self.__slots__ if k != "_prepared"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -230,12 +232,14 @@ class Predictor:
         if prepared is not None:
             self._prepared = (self._round.index + 1, prepared)
         if new.phase not in (Phase.ANSWERING, Phase.TRANSITION_DUE):
-            self._drop_prepared()  # the round halted: no transition will take it
+            # the round halted: no transition will take it, and no retry follows (a daemon answers on
+            # its event loop: the job ends on its own rather than stall every partition)
+            self._drop_prepared(wait_running=False)
         return out
 
-    def _drop_prepared(self) -> None:
+    def _drop_prepared(self, wait_running: bool = True) -> None:
         if self._prepared is not None:
-            self._prepared[1].cancel()
+            self._prepared[1].cancel(wait_running)
             self._prepared = None
 
     def _prepare_order(self, n: int) -> PreparedOrder | None:

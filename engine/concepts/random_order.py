@@ -90,11 +90,11 @@ class PreparedOrder:
             pending.cancel()
         return overlap.begin(random_order, n, k, self.fresh(), work=n)
 
-    def cancel(self) -> None:
-        """Drop the job (waiting for it if it runs: ``engine.overlap.Pending.cancel``)."""
+    def cancel(self, wait_running: bool = True) -> None:
+        """Drop the job (waiting for it if it runs, unless told not to: ``engine.overlap.Pending.cancel``)."""
         pending, self._pending = self._pending, None
         if pending is not None and os.getpid() == self._pid:
-            pending.cancel()
+            pending.cancel(wait_running)
 
 
 OrderSource = np.random.Generator | PreparedOrder

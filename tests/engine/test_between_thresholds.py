@@ -441,3 +441,21 @@ def test_run_paper_with_the_round_already_failed_takes_the_one_noise_path() -> N
     v = np.full(500, 25, np.int64)
     got = bt.run_paper(v, np.zeros(500, np.int64), plan, state, a)
     assert same(got, bt.reference(v, np.zeros(500, np.int64), plan, state, next_mu=b)) and a.calls == 0
+
+
+def test_zero_window_or_scan_constants_still_end() -> None:
+    """Review 6, F4: a window or scan of 0 is taken as 1 (no endless loop)."""
+    g = np.random.default_rng(9)
+    n = 2_000
+    plan = plan_of(40, 60, 100, c=10**6)
+    v = g.integers(20, 81, size=n)
+    nu = g.integers(-3, 4, size=n)
+    mus = g.integers(-4, 5, size=n + 1).tolist()
+    want = bt.reference(v, nu, plan, bt.BTState(mu=mus[0]), next_mu=Mus(mus[1:]))
+    saved = bt.MU_WINDOW, bt.MU_SCAN
+    try:
+        for window, scan in ((0, bt.MU_SCAN), (bt.MU_WINDOW, 0)):
+            bt.MU_WINDOW, bt.MU_SCAN = window, scan
+            assert same(bt.run_paper(v, nu, plan, bt.BTState(mu=mus[0]), PeekMus(mus[1:])), want)
+    finally:
+        bt.MU_WINDOW, bt.MU_SCAN = saved
