@@ -105,7 +105,7 @@ class Predictor:
         self._points = points
         self._live = live
         self._prepared: tuple[int, PreparedOrder] | None = None
-        """S_{i+1}'s order for round i + 1, begun with round i's last batch (not state: a cache of
+        """S_{i+1}'s order for round i + 1, begun in round i's last eighth (not state: a cache of
         a pure function of the state, dropped by a checkpoint and recomputed the same)."""
 
     def __getstate__(self) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def random_order(n: int, k: int, rng: np.random.Generator) -> U32:
 
 class PreparedOrder:
     """``random_order(n, k, rng)`` begun before the transition that needs it (``engine.overlap``):
-    the predictor starts it while a round's last batch is answered, when n (D-hat's size), k
+    the predictor starts it while a round's last eighth is answered, when n (D-hat's size), k
     (T * lambda of the next round) and the ORDER stream are already fixed. ``fresh`` makes that
     stream's generator again from its seed, so a job asked for other sizes, asked for twice (a
     transition retried after a failure: the first caller may have changed its array in place), or
