@@ -22,13 +22,14 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VENV=/opt/everlast
 WORKDIR /src
-# Every package pyproject.toml ships (tool.setuptools.packages.find) is copied here; a test checks it.
+# Every package pyproject.toml ships (tool.setuptools.packages.find: the `everlast` namespace, whose
+# subpackages link to the repository's top-level folders) is copied here; a test checks it.
 COPY pyproject.toml README.md ./
+COPY everlast/ everlast/
 COPY engine/ engine/
 COPY daemon/ daemon/
 COPY adversary_sim/ adversary_sim/
 COPY cli/ cli/
-COPY bench/ bench/
 COPY peers/ peers/
 # `pip install .`: runtime dependencies only (no test/dev extras). All of them ship wheels for
 # linux x86_64 and aarch64; no compiler is needed.

@@ -1,3 +1,3 @@
-from adversary_sim.run import main
+from everlast.adversary_sim.run import main
 
 main()

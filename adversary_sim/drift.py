@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from adversary_sim.iid import Task
-from adversary_sim.streams import Labels, Points
+from everlast.adversary_sim.iid import Task
+from everlast.adversary_sim.streams import Labels, Points
 
 
 class DriftStream:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import ConceptClass
+from everlast.engine.concepts import ConceptClass
 
 Sampler = Callable[[np.random.Generator, int, int], NDArray[np.float64]]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from adversary_sim.iid import Task
-from adversary_sim.streams import IIDStream, StreamReport, run_stream
-from engine.predictor import Predictor
+from everlast.adversary_sim.iid import Task
+from everlast.adversary_sim.streams import IIDStream, StreamReport, run_stream
+from everlast.engine.predictor import Predictor
 
 
 def run_iid(

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from adversary_sim.iid import Task
-from adversary_sim.streams import Labels, Points, quantile_of
+from everlast.adversary_sim.iid import Task
+from everlast.adversary_sim.streams import Labels, Points, quantile_of
 
 
 class BoundaryProber:

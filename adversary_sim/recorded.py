@@ -29,7 +29,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from adversary_sim.streams import Labels, Points
+from everlast.adversary_sim.streams import Labels, Points
 
 FORMAT = "everlast-record/1"
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")

@@ -1,4 +1,4 @@
-"""In-process attack runs: ``python -m adversary_sim STREAM [options] --json``.
+"""In-process attack runs: ``python -m everlast.adversary_sim STREAM [options] --json``.
 
 Runs one stream of this package (``iid``, ``prober``, ``drift``, ``poisoning``, ``recorded``) against
 an in-process predictor (``adversary_sim.streams.run_stream``) and prints the round-by-round record
@@ -22,17 +22,17 @@ from typing import Any
 import click
 import numpy as np
 
-from adversary_sim.drift import DriftStream
-from adversary_sim.iid import DISTRIBUTIONS, make_task
-from adversary_sim.poisoning import PoisoningStream
-from adversary_sim.prober import BoundaryProber
-from adversary_sim.recorded import RecordedStream
-from adversary_sim.streams import IIDStream, Stream, run_stream
-from engine.concepts import from_spec
-from engine.errors import InvalidSchedule
-from engine.planner.fill import hand_round
-from engine.predictor import Predictor
-from engine.schedule import Schedule
+from everlast.adversary_sim.drift import DriftStream
+from everlast.adversary_sim.iid import DISTRIBUTIONS, make_task
+from everlast.adversary_sim.poisoning import PoisoningStream
+from everlast.adversary_sim.prober import BoundaryProber
+from everlast.adversary_sim.recorded import RecordedStream
+from everlast.adversary_sim.streams import IIDStream, Stream, run_stream
+from everlast.engine.concepts import from_spec
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner.fill import hand_round
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import Schedule
 
 STREAM_ROUND: dict[str, Any] = {"T": 2000, "lam": 20, "R": 100_000, "alpha": 0.1, "m_S": 2000, "m_D": 50_000}
 

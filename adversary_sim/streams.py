@@ -30,10 +30,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.iid import Task
-from engine.diagnostics import shadow_labels
-from engine.phases import Phase
-from engine.predictor import Predictor
+from everlast.adversary_sim.iid import Task
+from everlast.engine.diagnostics import shadow_labels
+from everlast.engine.phases import Phase
+from everlast.engine.predictor import Predictor
 
 Points = NDArray[np.float64]
 Labels = NDArray[np.int8]

@@ -1,6 +1,6 @@
 """Top rates of i.i.d. queries under the target-charged design, measured with the repo's own ERMs.
 
-    python -m adversary_sim.top_rates [--quick] [--json] [--out FILE]
+    python -m everlast.adversary_sim.top_rates [--quick] [--json] [--out FILE]
 
 A round's tops are the queries whose noisy vote count v + z (z ~ DLap(1/eps0), eps0 the accuracy
 floor ``engine.planner.fill.accuracy_eps0``) lands in the band [lo, hi] (engine.design.noise_plan).
@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from adversary_sim.iid import DISTRIBUTIONS, Task, make_task
-from engine import noise
-from engine.concepts import from_spec
-from engine.design import DEFAULT, noise_plan
-from engine.planner.fill import accuracy_eps0
-from engine.planner.learning import top_rate
-from engine.schedule import RoundSpec
+from everlast.adversary_sim.iid import DISTRIBUTIONS, Task, make_task
+from everlast.engine import noise
+from everlast.engine.concepts import from_spec
+from everlast.engine.design import DEFAULT, noise_plan
+from everlast.engine.planner.fill import accuracy_eps0
+from everlast.engine.planner.learning import top_rate
+from everlast.engine.schedule import RoundSpec
 
 UPPER_CONFIDENCE = 1e-6
 """One-sided miss probability of ``Measurement.upper``."""

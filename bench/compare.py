@@ -14,8 +14,8 @@ import argparse
 import dataclasses
 import sys
 
-from cli.common import emit_json
-from cli.compare import Settings, compute
+from everlast.cli.common import emit_json
+from everlast.cli.compare import Settings, compute
 
 
 def quick(s: Settings) -> Settings:

@@ -36,9 +36,9 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from daemon.broker import EmbeddedBroker
-from engine.planner.fill import fill_tests
-from engine.schedule import RoundSpec, Schedule
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.engine.planner.fill import fill_tests
+from everlast.engine.schedule import RoundSpec, Schedule
 
 MAX_RECORDS = 5000
 # One long round of the default design (its tests filled in as `everlast complete` does): no
@@ -211,7 +211,7 @@ async def run(n: int, repeats: int, watchdog_s: float, root: Path) -> dict[str, 
 
                 _say("daemon ...")
                 cfg = write_config(root / f"run-{r}", b.bootstrap, t)
-                d = Side("daemon", [sys.executable, "-m", "cli", "serve", "--config", str(cfg)],
+                d = Side("daemon", [sys.executable, "-m", "everlast.cli", "serve", "--config", str(cfg)],
                          root / f"daemon-{r}.stderr")
                 sides.append(d)
                 d_cpu: list[float] = []

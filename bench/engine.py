@@ -37,13 +37,13 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import noise, overlap
-from engine.concepts import ConceptClass, Thresholds, from_spec
-from engine.design import PAPER, noise_plan
-from engine.phases import Phase
-from engine.planner.fill import fill_tests
-from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine import noise, overlap
+from everlast.engine.concepts import ConceptClass, Thresholds, from_spec
+from everlast.engine.design import PAPER, noise_plan
+from everlast.engine.phases import Phase
+from everlast.engine.planner.fill import fill_tests
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import RoundSpec, Schedule
 
 BATCH = 1 << 16
 

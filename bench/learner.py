@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from engine.learner import PrivateLearner
+from everlast.engine.learner import PrivateLearner
 
 CASES = (("thresholds", 1), ("intervals", 1), ("stumps", 10))
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.thresholds import search_order, sorted_search
+from everlast.engine.concepts.thresholds import search_order, sorted_search
 
 
 def row(T: int, B: int, total: int, repeats: int) -> dict[str, object]:

@@ -1,3 +1,3 @@
-from cli.main import main
+from everlast.cli.main import main
 
 main()

@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
-from adversary_sim.audit.games import ATTACKS, DESIGNS, PLANNED_ATTACKS
-from adversary_sim.audit.learner import ATTACK as LEARNER_ATTACK
-from adversary_sim.audit.learner import LEARNER_VARIANTS
-from adversary_sim.audit.runner import GAMES, run_audit
-from adversary_sim.audit.variants import VARIANTS
-from cli.common import emit_json, progress
+from everlast.adversary_sim.audit.games import ATTACKS, DESIGNS, PLANNED_ATTACKS
+from everlast.adversary_sim.audit.learner import ATTACK as LEARNER_ATTACK
+from everlast.adversary_sim.audit.learner import LEARNER_VARIANTS
+from everlast.adversary_sim.audit.runner import GAMES, run_audit
+from everlast.adversary_sim.audit.variants import VARIANTS
+from everlast.cli.common import emit_json, progress
 
 _ATTACK_NAMES = sorted({a for g in ATTACKS.values() for a in g} | {a for g in PLANNED_ATTACKS.values() for a in g}
                        | {LEARNER_ATTACK})
@@ -69,8 +69,8 @@ def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, des
         return
     if variant not in VARIANTS:
         raise click.UsageError(f"--variant {variant} applies to --mechanism private-learner only")
-    from adversary_sim.audit.restart import DEFAULT_OFFSET, WaitAndTest
-    from adversary_sim.audit.runner import design_from, resolve_attacks
+    from everlast.adversary_sim.audit.restart import DEFAULT_OFFSET, WaitAndTest
+    from everlast.adversary_sim.audit.runner import design_from, resolve_attacks
 
     try:
         design = design_from(design_name, halting, restarts)
@@ -92,7 +92,7 @@ def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, des
 
 def _audit_learner(game: str, trials: int, variant: str, attack: str, confidence: float, seed: int,
                    epsilon: float, as_json: bool) -> None:
-    from adversary_sim.audit.learner import run_learner_audit
+    from everlast.adversary_sim.audit.learner import run_learner_audit
 
     if game != "training":
         raise click.UsageError("the private learner's queries are 0-DP by construction; audit it with --game training")

@@ -58,15 +58,15 @@ from typing import Any
 
 import click
 
-from adversary_sim.iid import Task, make_task
-from cli.common import emit_json, progress
-from engine.concepts import Thresholds
-from engine.design import PAPER
-from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, learning, plan
-from engine.planner import bt as bt_math
-from engine.schedule import RoundSpec, Schedule
-from peers import accounting, dagan_feldman, design, evaluate, registry, sample_complexity, served_learner
-from peers.base import Grid, PeerError, PrivacyAccounting, StreamPredictor
+from everlast.adversary_sim.iid import Task, make_task
+from everlast.cli.common import emit_json, progress
+from everlast.engine.concepts import Thresholds
+from everlast.engine.design import PAPER
+from everlast.engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, learning, plan
+from everlast.engine.planner import bt as bt_math
+from everlast.engine.schedule import RoundSpec, Schedule
+from everlast.peers import accounting, dagan_feldman, design, evaluate, registry, sample_complexity, served_learner
+from everlast.peers.base import Grid, PeerError, PrivacyAccounting, StreamPredictor
 
 HORIZONS: tuple[int, ...] = tuple(10**e for e in range(3, 10))
 DEFAULT_N: tuple[int, ...] = (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000)
@@ -447,7 +447,7 @@ def learner_crossover_log2(n_everlast: int, s: Settings) -> float:
     """log2 of the domain size at which the served learner's Theorem L2 (expected error <= alpha)
     needs n_everlast examples: the largest ln|H| whose n fits (bisection in log space; |H| = 2(|X| + 1)
     for thresholds). A display number: the float evaluation at n ~ 10^16 is approximate."""
-    from engine.planner import learner as pl
+    from everlast.engine.planner import learner as pl
 
     def fits(ln_h: float) -> bool:
         return pl.expected_error_holds(n_everlast, s.epsilon, s.alpha, ln_h)

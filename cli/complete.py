@@ -9,12 +9,12 @@ from typing import Any
 
 import click
 
-from cli.common import emit_json
-from engine.errors import EngineError
-from engine.planner import certify
-from engine.planner.fill import fill_tests
-from engine.planner.report import certificate_json, guarantee_sentence
-from engine.schedule import RoundSpec, Schedule, design_of
+from everlast.cli.common import emit_json
+from everlast.engine.errors import EngineError
+from everlast.engine.planner import certify
+from everlast.engine.planner.fill import fill_tests
+from everlast.engine.planner.report import certificate_json, guarantee_sentence
+from everlast.engine.schedule import RoundSpec, Schedule, design_of
 
 
 def complete_schedule(doc: Mapping[str, Any], delta: float = 1e-6) -> Schedule:

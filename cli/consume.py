@@ -16,7 +16,7 @@ import msgpack
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
-from cli.kafka_client import bootstrap_option, decode_value, run, timeout_option
+from everlast.cli.kafka_client import bootstrap_option, decode_value, run, timeout_option
 
 
 def _line(rec: Any, as_json: bool) -> str:

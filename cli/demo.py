@@ -19,14 +19,14 @@ from typing import Any
 import click
 import numpy as np
 
-from adversary_sim.iid import make_task
-from adversary_sim.kafka_replay import IIDStream, replay
-from cli.common import emit_json, progress
-from cli.replay import print_summary
-from cli.simulate import strength
-from engine.concepts import from_spec
-from engine.planner.fill import hand_round
-from engine.schedule import Schedule
+from everlast.adversary_sim.iid import make_task
+from everlast.adversary_sim.kafka_replay import IIDStream, replay
+from everlast.cli.common import emit_json, progress
+from everlast.cli.replay import print_summary
+from everlast.cli.simulate import strength
+from everlast.engine.concepts import from_spec
+from everlast.engine.planner.fill import hand_round
+from everlast.engine.schedule import Schedule
 
 # Three rounds of the default design (target-charged) in the demo's 240,000 queries, with the whole
 # sample training set in round 1 (lam T = 80,000 of n = 100,000). eps0 is the accuracy floor and
@@ -42,8 +42,8 @@ LEARNER_EPSILON = 1.0
 
 def planner_learner_n(epsilon: float = LEARNER_EPSILON, alpha: float = 0.1) -> int:
     """The planner's n for the private learner (thresholds on all finite doubles, Theorem L2)."""
-    from engine.planner import Targets
-    from engine.planner.mechanisms import learner_cost
+    from everlast.engine.planner import Targets
+    from everlast.engine.planner.mechanisms import learner_cost
 
     n = learner_cost(Targets(epsilon=epsilon, alpha=alpha)).n_required
     assert n is not None
@@ -90,9 +90,9 @@ def write_sample(root: Path, n: int, seed: int, n_learner: int | None = None) ->
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def demo(queries: int, n: int, learner_n: int | None, seed: int, as_json: bool) -> None:
     """Serve GenericBBL and the private learner on the embedded broker; replay one stream to both."""
-    from daemon import logs
-    from daemon.app import serve
-    from daemon.config import load
+    from everlast.daemon import logs
+    from everlast.daemon.app import serve
+    from everlast.daemon.config import load
 
     n_learner = learner_n if learner_n is not None else planner_learner_n()
     logs.setup("text", "WARNING")

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import click
 
-from cli.audit import audit
-from cli.compare import compare
-from cli.complete import complete
-from cli.consume import consume_cmd
-from cli.demo import demo
-from cli.plan import plan
-from cli.produce import produce_cmd
-from cli.replay import replay_cmd
-from cli.report import report
-from cli.serve import serve
-from cli.simulate import simulate
+from everlast.cli.audit import audit
+from everlast.cli.compare import compare
+from everlast.cli.complete import complete
+from everlast.cli.consume import consume_cmd
+from everlast.cli.demo import demo
+from everlast.cli.plan import plan
+from everlast.cli.produce import produce_cmd
+from everlast.cli.replay import replay_cmd
+from everlast.cli.report import report
+from everlast.cli.serve import serve
+from everlast.cli.simulate import simulate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

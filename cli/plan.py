@@ -21,14 +21,14 @@ from typing import Any
 
 import click
 
-from cli.common import emit_json
-from cli.params import Count
-from engine.design import DEFAULT, PAPER, RETIRED, Design
-from engine.errors import InvalidSchedule
-from engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
-from engine.planner import mechanisms as mech
-from engine.planner import plan as make_plan
-from engine.planner.report import infeasible_json, plan_json, plan_text
+from everlast.cli.common import emit_json
+from everlast.cli.params import Count
+from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
+from everlast.engine.planner import mechanisms as mech
+from everlast.engine.planner import plan as make_plan
+from everlast.engine.planner.report import infeasible_json, plan_json, plan_text
 
 HALTING = ("noisy", "paper")
 RESTARTS = ("none", "per-top")

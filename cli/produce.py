@@ -23,9 +23,9 @@ import msgpack
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-from cli.common import emit_json
-from cli.kafka_client import bootstrap_option, run, timeout_option
-from daemon import wire
+from everlast.cli.common import emit_json
+from everlast.cli.kafka_client import bootstrap_option, run, timeout_option
+from everlast.daemon import wire
 
 BATCH = 1_000
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from adversary_sim.iid import DISTRIBUTIONS, make_task
-from adversary_sim.kafka_replay import IIDStream, ReplayReport, replay
-from cli.common import emit_json, progress
-from engine.concepts import from_spec
+from everlast.adversary_sim.iid import DISTRIBUTIONS, make_task
+from everlast.adversary_sim.kafka_replay import IIDStream, ReplayReport, replay
+from everlast.cli.common import emit_json, progress
+from everlast.engine.concepts import from_spec
 
 
 @click.command("replay")
@@ -66,20 +66,20 @@ def make_stream(name: str, task: Any, seed: int, input_path: Path | None) -> Any
     if name == "iid":
         return IIDStream(task, seed)
     if name == "prober":
-        from adversary_sim.prober import BoundaryProber
+        from everlast.adversary_sim.prober import BoundaryProber
 
         return BoundaryProber(task, seed)
     if name == "drift":
-        from adversary_sim.drift import DriftStream
+        from everlast.adversary_sim.drift import DriftStream
 
         return DriftStream(task, seed)
     if name == "poisoning":
-        from adversary_sim.poisoning import PoisoningStream
+        from everlast.adversary_sim.poisoning import PoisoningStream
 
         return PoisoningStream(task, seed)
     if input_path is None:
         raise click.UsageError("--stream recorded needs --input FILE")
-    from adversary_sim.recorded import RecordedStream
+    from everlast.adversary_sim.recorded import RecordedStream
 
     return RecordedStream(input_path)
 

@@ -1,7 +1,7 @@
 """``everlast report``: turn run records into PNG plots and a short Markdown summary.
 
 Reads the JSON that ``everlast simulate --json``, ``everlast replay --json``, ``everlast audit --json``
-and ``python -m adversary_sim ... --json`` print (one object per file, a JSON list of objects, or JSON
+and ``python -m everlast.adversary_sim ... --json`` print (one object per file, a JSON list of objects, or JSON
 lines), and query records (``everlast replay --record``, ``adversary_sim.recorded``). Each kind gets
 the plots that make sense for it:
 

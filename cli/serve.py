@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from daemon import logs
-from daemon.config import load
-from daemon.errors import DaemonError
+from everlast.daemon import logs
+from everlast.daemon.config import load
+from everlast.daemon.errors import DaemonError
 
 
 @click.command()
@@ -47,7 +47,7 @@ def serve(
     try:
         cfg = load(config_path, overrides)
         logs.setup(cfg.log.format, cfg.log.level)
-        from daemon.app import serve as run
+        from everlast.daemon.app import serve as run
 
         if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack on stderr (a stall's diagnosis)
             faulthandler.register(signal.SIGUSR1, all_threads=True)

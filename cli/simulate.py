@@ -10,17 +10,17 @@ from typing import Any
 import click
 import numpy as np
 
-from adversary_sim.iid import DISTRIBUTIONS, make_task
-from adversary_sim.inprocess import run_iid
-from cli.common import emit_json, progress
-from engine.concepts import ConceptClass, from_spec
-from engine.design import DEFAULT, PAPER, RETIRED, Design
-from engine.errors import EngineError
-from engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
-from engine.planner.fill import accuracy_eps0, hand_round
-from engine.planner.report import certificate_json
-from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from everlast.adversary_sim.iid import DISTRIBUTIONS, make_task
+from everlast.adversary_sim.inprocess import run_iid
+from everlast.cli.common import emit_json, progress
+from everlast.engine.concepts import ConceptClass, from_spec
+from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design
+from everlast.engine.errors import EngineError
+from everlast.engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
+from everlast.engine.planner.fill import accuracy_eps0, hand_round
+from everlast.engine.planner.report import certificate_json
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import RoundSpec, Schedule
 
 # The default: five rounds of the default design (target-charged) in a few seconds, alpha = 0.1, all
 # of the default n = 10^6 examples in round 1 (|S_1| = lam T). eps0 is the accuracy floor and c is

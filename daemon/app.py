@@ -11,13 +11,13 @@ import logging
 import signal
 from importlib.metadata import PackageNotFoundError, version
 
-from daemon.broker import EmbeddedBroker
-from daemon.checkpoint.blobs import key_from_env
-from daemon.config import Config
-from daemon.errors import ConfigError
-from daemon.metrics import HealthServer, Metrics
-from daemon.model import ModelRuntime
-from daemon.service import Service
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.daemon.checkpoint.blobs import key_from_env
+from everlast.daemon.config import Config
+from everlast.daemon.errors import ConfigError
+from everlast.daemon.metrics import HealthServer, Metrics
+from everlast.daemon.model import ModelRuntime
+from everlast.daemon.service import Service
 
 log = logging.getLogger("everlast.daemon")
 

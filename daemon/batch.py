@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 from numpy.typing import NDArray
 
-from daemon import wire
+from everlast.daemon import wire
 
 Id = str | int
 

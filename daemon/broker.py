@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemon.broker_lock import BrokerLock
-from daemon.errors import BrokerError
+from everlast.daemon.broker_lock import BrokerLock
+from everlast.daemon.errors import BrokerError
 
 PR_SET_PDEATHSIG = 1
 

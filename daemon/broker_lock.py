@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from daemon.errors import BrokerError
+from everlast.daemon.errors import BrokerError
 
 fcntl: ModuleType | None
 try:

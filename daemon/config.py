@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-from daemon.errors import ConfigError
+from everlast.daemon.errors import ConfigError
 
 _MODEL_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -166,8 +166,8 @@ class LearnerConfig(_Strict):
     @field_validator("domain")
     @classmethod
     def _domain(cls, v: Any) -> Any:
-        from engine.errors import InvalidInput
-        from engine.learner.domain import Domain
+        from everlast.engine.errors import InvalidInput
+        from everlast.engine.learner.domain import Domain
 
         try:
             Domain.from_spec(v if isinstance(v, str) else v.model_dump())

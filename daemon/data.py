@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from daemon.errors import ConfigError
+from everlast.daemon.errors import ConfigError
 
 
 def load_training(path: Path) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -15,20 +15,20 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.checkpoint.blobs import BlobStore
-from daemon.checkpoint.model_state import ModelCheckpointer
-from daemon.config import ModelConfig
-from daemon.data import load_training
-from daemon.errors import CheckpointError, ConfigError
-from daemon.partition import Served, Suspension
-from daemon.privacy import Guarantee, learner_guarantee, plan_model
-from engine.concepts import ConceptClass, from_spec
-from engine.errors import EngineError
-from engine.learner.domain import Domain, grid_covered_by
-from engine.learner.model import PrivateLearner, check_epsilon, concept_spec
-from engine.predictor import Predictor
-from engine.schedule import Schedule
-from engine.serving import Servable
+from everlast.daemon.checkpoint.blobs import BlobStore
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.daemon.config import ModelConfig
+from everlast.daemon.data import load_training
+from everlast.daemon.errors import CheckpointError, ConfigError
+from everlast.daemon.partition import Served, Suspension
+from everlast.daemon.privacy import Guarantee, learner_guarantee, plan_model
+from everlast.engine.concepts import ConceptClass, from_spec
+from everlast.engine.errors import EngineError
+from everlast.engine.learner.domain import Domain, grid_covered_by
+from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import Schedule
+from everlast.engine.serving import Servable
 
 DERIVED_GRID_LOG_P = math.log(1e-9)
 """Refuse a grid that the training data cover when an independent grid would do so with
@@ -76,7 +76,7 @@ class ModelRuntime:
     def _prepare_learner(cls, cfg: ModelConfig, concept: ConceptClass, x: Any, y: Any) -> ModelRuntime:
         """Validate what ``PrivateLearner.fit`` will take (so that a bad training set stops the start,
         not an assignment), check the domain against the data, and compute the certificate."""
-        from engine.concepts.base import check_labels
+        from everlast.engine.concepts.base import check_labels
 
         lc = cfg.learner
         assert lc is not None

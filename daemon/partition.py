@@ -45,11 +45,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from daemon import wire
-from daemon.batch import Batch, Id, LabelEncoder
-from engine.errors import EngineError, InvalidInput
-from engine.phases import Phase
-from engine.serving import DomainScreen, Refusal, Servable
+from everlast.daemon import wire
+from everlast.daemon.batch import Batch, Id, LabelEncoder
+from everlast.engine.errors import EngineError, InvalidInput
+from everlast.engine.phases import Phase
+from everlast.engine.serving import DomainScreen, Refusal, Servable
 
 Headers = list[tuple[str, bytes]]
 Out = tuple[bytes | None, bytes, Headers]

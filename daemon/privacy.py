@@ -7,11 +7,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.config import ModelConfig
-from daemon.errors import ConfigError
-from engine.concepts import ConceptClass
-from engine.errors import InvalidSchedule
-from engine.schedule import Schedule
+from everlast.daemon.config import ModelConfig
+from everlast.daemon.errors import ConfigError
+from everlast.engine.concepts import ConceptClass
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.schedule import Schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ def _from_certificate(cert: Any) -> Guarantee:
 def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule, Guarantee]:
     """A schedule file is certified as given; targets are planned, and refused (saying what would
     work) when n is too small for them."""
-    from engine.planner import PlanInfeasible, Targets, best_epsilon, certify, plan
+    from everlast.engine.planner import PlanInfeasible, Targets, best_epsilon, certify, plan
 
     if cfg.schedule is not None:
         try:
@@ -117,8 +117,8 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     training set (epsilon, 0)-DP, queries (0, 0)-DP, and the accuracy Theorem L2 proves at n.
     Refused (``ConfigError``, saying what would work) when an ``alpha`` is configured that n
     cannot prove."""
-    from engine.planner import Targets
-    from engine.planner.mechanisms import LEARNER_NOTE, learner_cost
+    from everlast.engine.planner import Targets
+    from everlast.engine.planner.mechanisms import LEARNER_NOTE, learner_cost
 
     lc = cfg.learner
     assert lc is not None

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from daemon.errors import DaemonError, Stopped, as_daemon_error
+from everlast.daemon.errors import DaemonError, Stopped, as_daemon_error
 
 T = TypeVar("T")
 log = logging.getLogger("everlast.daemon")

@@ -23,18 +23,18 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
-from daemon import batch as codec
-from daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore, key_from_env
-from daemon.checkpoint.checkpoint import PartitionCheckpoint
-from daemon.checkpoint.model_state import ModelCheckpointer
-from daemon.config import Config
-from daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
-from daemon.metrics import Heartbeat, Metrics
-from daemon.model import ModelRuntime
-from daemon.partition import Event, Headers, PartitionProcessor, Served, Step
-from daemon.retry import retrying, until_stopped
-from engine.errors import EngineError
-from engine.phases import Phase
+from everlast.daemon import batch as codec
+from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore, key_from_env
+from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.daemon.config import Config
+from everlast.daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
+from everlast.daemon.metrics import Heartbeat, Metrics
+from everlast.daemon.model import ModelRuntime
+from everlast.daemon.partition import Event, Headers, PartitionProcessor, Served, Step
+from everlast.daemon.retry import retrying, until_stopped
+from everlast.engine.errors import EngineError
+from everlast.engine.phases import Phase
 
 log = logging.getLogger("everlast.daemon")
 
@@ -140,7 +140,7 @@ class Service:
             inner = DirStore(ck.dir)
             inner.secure_root()
         else:
-            from daemon.checkpoint.kafka_store import KafkaStore
+            from everlast.daemon.checkpoint.kafka_store import KafkaStore
 
             self.kafka_store = KafkaStore(
                 self.producer,

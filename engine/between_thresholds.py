@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.design import NoisePlan
+from everlast.engine.design import NoisePlan
 
 L: int = 0
 R: int = 1

@@ -11,8 +11,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from engine.errors import CorruptState
-from engine.serving import Servable, restore
+from everlast.engine.errors import CorruptState
+from everlast.engine.serving import Servable, restore
 
 _ND = "__nd__"
 

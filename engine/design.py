@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.errors import CorruptState, InvalidSchedule
-from engine.noise import NoiseStream, exact_scale, sample
+from everlast.engine.errors import CorruptState, InvalidSchedule
+from everlast.engine.noise import NoiseStream, exact_scale, sample
 
 if TYPE_CHECKING:
-    from engine.schedule import RoundSpec
+    from everlast.engine.schedule import RoundSpec
 
 I64 = np.int64
 

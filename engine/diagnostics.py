@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import between_thresholds as bt
-from engine import noise
-from engine.predictor import Predictor
+from everlast.engine import between_thresholds as bt
+from everlast.engine import noise
+from everlast.engine.predictor import Predictor
 
 
 def shadow_labels(p: Predictor, x: Any, rng: np.random.Generator) -> NDArray[np.int8]:

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import CorruptState, InvalidSchedule
-from engine.rng import decode_pcg64, encode_pcg64
+from everlast.engine.errors import CorruptState, InvalidSchedule
+from everlast.engine.rng import decode_pcg64, encode_pcg64
 
 I64 = NDArray[np.int64]
 

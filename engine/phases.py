@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from engine.errors import InvalidState
+from everlast.engine.errors import InvalidState
 
 
 class Phase(enum.StrEnum):

@@ -31,19 +31,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import between_thresholds as bt
-from engine import overlap, phases
-from engine.concepts import ConceptClass, Ensemble, from_spec
-from engine.concepts.base import RoundStart, check_labels
-from engine.concepts.random_order import OrderSource, PreparedOrder
-from engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
-from engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
-from engine.noise import NoiseStream
-from engine.phases import Phase
-from engine.reservoir import Reservoir
-from engine.rng import root_entropy
-from engine.schedule import RoundSpec, Schedule
-from engine.serving import Answers, Refusal, RoundInfo
+from everlast.engine import between_thresholds as bt
+from everlast.engine import overlap, phases
+from everlast.engine.concepts import ConceptClass, Ensemble, from_spec
+from everlast.engine.concepts.base import RoundStart, check_labels
+from everlast.engine.concepts.random_order import OrderSource, PreparedOrder
+from everlast.engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
+from everlast.engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
+from everlast.engine.noise import NoiseStream
+from everlast.engine.phases import Phase
+from everlast.engine.reservoir import Reservoir
+from everlast.engine.rng import root_entropy
+from everlast.engine.schedule import RoundSpec, Schedule
+from everlast.engine.serving import Answers, Refusal, RoundInfo
 
 FORMAT = "everlast-engine/5"
 """/5: S_{i+1}'s order at a transition comes from its own stream (``Purpose.ORDER``), so a /4 state

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.random_order import sorted_subset
+from everlast.engine.concepts.random_order import sorted_subset
 
 
 class Reservoir:

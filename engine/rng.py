@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import CorruptState
+from everlast.engine.errors import CorruptState
 
 
 def root_entropy(seed: int | None) -> int:

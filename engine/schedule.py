@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.design import DEFAULT, PAPER, Design, capacity_problem, integral, noise_plan
-from engine.errors import InvalidSchedule
+from everlast.engine.design import DEFAULT, PAPER, Design, capacity_problem, integral, noise_plan
+from everlast.engine.errors import InvalidSchedule
 
 COMPLETE_HINT = ("plan the schedule (everlast plan --json), complete a hand-written one "
                  "(everlast complete SCHEDULE), or name the paper's design (halting 'paper', restarts "

@@ -22,8 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import CorruptState
-from engine.phases import Phase
+from everlast.engine.errors import CorruptState
+from everlast.engine.phases import Phase
 
 
 class Refusal(enum.IntEnum):
@@ -141,11 +141,11 @@ def restore(round_part: dict[str, Any], live_part: dict[str, Any], reservoir: ND
     if not isinstance(fmt, str):
         raise CorruptState("checkpoint part carries no format tag")
     if fmt.startswith("everlast-engine/"):
-        from engine.predictor import Predictor
+        from everlast.engine.predictor import Predictor
 
         return Predictor.from_parts(round_part, live_part, reservoir)
     if fmt.startswith("everlast-learner/"):
-        from engine.learner.model import PrivateLearner
+        from everlast.engine.learner.model import PrivateLearner
 
         return PrivateLearner.from_parts(round_part, live_part, reservoir)
     raise CorruptState(f"checkpoint was written by an unknown mechanism or version ({fmt[:40]!r})")

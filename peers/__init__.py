@@ -18,6 +18,6 @@ Neighbouring relation throughout: training sets of the same size that differ in 
 (substitution, "replace one"), as in the everlast paper (Naor-Nissim-Stemmer-Yan 2023, Def. 3.4).
 """
 
-from peers.base import PrivacyAccounting, StreamPredictor
+from everlast.peers.base import PrivacyAccounting, StreamPredictor
 
 __all__ = ["PrivacyAccounting", "StreamPredictor"]

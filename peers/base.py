@@ -24,9 +24,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import ConceptClass, Ensemble
-from engine.concepts.base import check_labels
-from engine.errors import InvalidInput
+from everlast.engine.concepts import ConceptClass, Ensemble
+from everlast.engine.concepts.base import check_labels
+from everlast.engine.errors import InvalidInput
 
 I8 = NDArray[np.int8]
 I64 = NDArray[np.int64]

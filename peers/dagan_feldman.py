@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.concepts import ConceptClass
-from engine.rng import open_unit
-from peers import accounting
-from peers.base import F64, I8, I64, BudgetedPeer, PrivacyAccounting, streams, training_set
-from peers.design import require_thresholds
+from everlast.engine.concepts import ConceptClass
+from everlast.engine.rng import open_unit
+from everlast.peers import accounting
+from everlast.peers.base import F64, I8, I64, BudgetedPeer, PrivacyAccounting, streams, training_set
+from everlast.peers.design import require_thresholds
 
 _BLOCK_ELEMENTS = 1 << 20
 """Bound on (queries x n0) per vectorized block (memory only)."""

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
-from engine.concepts import ConceptClass
-from peers.base import UnsupportedConcept
+from everlast.engine.concepts import ConceptClass
+from everlast.peers.base import UnsupportedConcept
 
 
 def check_alpha(alpha: float) -> None:

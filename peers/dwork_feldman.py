@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.concepts import ConceptClass
-from engine.rng import laplace
-from peers import accounting
-from peers.base import I8, BudgetedPeer, PrivacyAccounting, fit_ensemble, streams, training_set
+from everlast.engine.concepts import ConceptClass
+from everlast.engine.rng import laplace
+from everlast.peers import accounting
+from everlast.peers.base import I8, BudgetedPeer, PrivacyAccounting, fit_ensemble, streams, training_set
 
 
 class DworkFeldman(BudgetedPeer):

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.iid import Task
-from peers.base import StreamPredictor
+from everlast.adversary_sim.iid import Task
+from everlast.peers.base import StreamPredictor
 
 BATCH = 1 << 16
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.phases import REFUSING
-from engine.predictor import Predictor
-from peers.base import I8, PeerState, PrivacyAccounting
+from everlast.engine.phases import REFUSING
+from everlast.engine.predictor import Predictor
+from everlast.peers.base import I8, PeerState, PrivacyAccounting
 
 UNCERTIFIED = PrivacyAccounting(
     epsilon=math.nan,

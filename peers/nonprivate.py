@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.concepts import ConceptClass
-from peers.base import I8, PeerState, PrivacyAccounting, fit_ensemble, majority, streams, training_set
+from everlast.engine.concepts import ConceptClass
+from everlast.peers.base import I8, PeerState, PrivacyAccounting, fit_ensemble, majority, streams, training_set
 
 
 class NonPrivateMajority(PeerState):

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import ConceptClass
-from peers.base import (
+from everlast.engine.concepts import ConceptClass
+from everlast.peers.base import (
     F64,
     I8,
     I64,
@@ -47,7 +47,7 @@ from peers.base import (
     streams,
     training_set,
 )
-from peers.design import require_thresholds
+from everlast.peers.design import require_thresholds
 
 
 def block_scores(k: I64, y: I8, size: int) -> tuple[I64, I64, I64]:

@@ -33,16 +33,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.iid import Task, make_task
-from engine.concepts import ConceptClass, from_spec
-from peers import accounting, design, sample_complexity, served_learner, sparse_vector
-from peers.base import Grid, PeerError, StreamPredictor, TooFewExamples
-from peers.dagan_feldman import DaganFeldman, DFParams
-from peers.dwork_feldman import DworkFeldman
-from peers.nonprivate import NonPrivateMajority
-from peers.private_learner import PrivateLearner
-from peers.served_learner import ServedLearner
-from peers.sparse_vector import SparseVector
+from everlast.adversary_sim.iid import Task, make_task
+from everlast.engine.concepts import ConceptClass, from_spec
+from everlast.peers import accounting, design, sample_complexity, served_learner, sparse_vector
+from everlast.peers.base import Grid, PeerError, StreamPredictor, TooFewExamples
+from everlast.peers.dagan_feldman import DaganFeldman, DFParams
+from everlast.peers.dwork_feldman import DworkFeldman
+from everlast.peers.nonprivate import NonPrivateMajority
+from everlast.peers.private_learner import PrivateLearner
+from everlast.peers.served_learner import ServedLearner
+from everlast.peers.sparse_vector import SparseVector
 
 NAMES = ("nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "served_learner", "dagan_feldman",
          "everlast")
@@ -146,8 +146,8 @@ def build(name: str, concept: ConceptClass | str, n: int, epsilon: float, delta:
         return DaganFeldman(cc, x, y, params=df, epsilon=epsilon, delta=delta, seed=seed)
 
     # everlast
-    from engine.predictor import Predictor
-    from peers.everlast import EverlastPeer
+    from everlast.engine.predictor import Predictor
+    from everlast.peers.everlast import EverlastPeer
 
     if "schedule" not in kw:
         raise PeerError("the everlast peer needs a schedule (from the planner or written by hand)")

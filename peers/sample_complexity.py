@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from peers import accounting, dagan_feldman, design, sparse_vector
+from everlast.peers import accounting, dagan_feldman, design, sparse_vector
 
 METHODS = ("nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "dagan_feldman")
 COMPUTED = "computed"
@@ -151,7 +151,7 @@ def everlast_n_required(epsilon: float, delta: float, alpha: float) -> int | Non
     targets), or returns nothing we can read an n from. Everlast's n does not depend on the horizon.
     (The planner is written elsewhere; this is only a hook, looked up at call time.)"""
     try:
-        planner: Any = importlib.import_module("engine.planner")
+        planner: Any = importlib.import_module("everlast.engine.planner")
     except Exception:
         return None
     try:

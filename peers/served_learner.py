@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.concepts import ConceptClass
-from engine.learner import Domain
-from engine.learner import PrivateLearner as EngineLearner
-from engine.learner.ordinals import FLOAT64_POINTS, from_ordinal
-from engine.planner import learner as pl
-from peers.base import I8, Grid, PeerState, PrivacyAccounting
-from peers.design import require_thresholds
+from everlast.engine.concepts import ConceptClass
+from everlast.engine.learner import Domain
+from everlast.engine.learner import PrivateLearner as EngineLearner
+from everlast.engine.learner.ordinals import FLOAT64_POINTS, from_ordinal
+from everlast.engine.planner import learner as pl
+from everlast.peers.base import I8, Grid, PeerState, PrivacyAccounting
+from everlast.peers.design import require_thresholds
 
 
 def domain_size(grid: Grid | None) -> int:

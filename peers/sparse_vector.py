@@ -49,10 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.concepts import ConceptClass
-from engine.rng import laplace
-from peers import accounting, design
-from peers.base import (
+from everlast.engine.concepts import ConceptClass
+from everlast.engine.rng import laplace
+from everlast.peers import accounting, design
+from everlast.peers.base import (
     I8,
     PeerState,
     PrivacyAccounting,

@@ -33,12 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository's packages importable
     sys.path.insert(0, str(ROOT))
 
-from daemon.wire import encode_label  # noqa: E402
-from engine.concepts import Thresholds  # noqa: E402
-from engine.design import Design  # noqa: E402
-from engine.phases import Phase  # noqa: E402
-from engine.predictor import FORMAT, Predictor  # noqa: E402
-from engine.schedule import RoundSpec, Schedule  # noqa: E402
+from everlast.daemon.wire import encode_label  # noqa: E402
+from everlast.engine.concepts import Thresholds  # noqa: E402
+from everlast.engine.design import Design  # noqa: E402
+from everlast.engine.phases import Phase  # noqa: E402
+from everlast.engine.predictor import FORMAT, Predictor  # noqa: E402
+from everlast.engine.schedule import RoundSpec, Schedule  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 DESIGNS = ("target-charged", "paper")

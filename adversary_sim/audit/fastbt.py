@@ -29,9 +29,9 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import between_thresholds as bt
-from engine.design import Design, NoisePlan, RoundNoise
-from engine.noise import sample
+from everlast.engine import between_thresholds as bt
+from everlast.engine.design import Design, NoisePlan, RoundNoise
+from everlast.engine.noise import sample
 
 I64 = NDArray[np.int64]
 FIRST_BLOCK = 32

@@ -58,17 +58,17 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.audit.fastbt import BulkNoise, run_batch
-from adversary_sim.audit.probe import PaperLLR, Scorer, TctLLR, edge_law, exact_epsilon, preregistered_test
-from adversary_sim.audit.restart import DEFAULT_OFFSET, Game, WaitAndTest
-from adversary_sim.audit.restart import play as restart_play
-from adversary_sim.audit.variants import Variant
-from engine.concepts import ConceptClass, Thresholds
-from engine.design import DEFAULT, PAPER, Design, noise_plan
-from engine.phases import Phase
-from engine.planner import above_threshold as at
-from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from everlast.adversary_sim.audit.fastbt import BulkNoise, run_batch
+from everlast.adversary_sim.audit.probe import PaperLLR, Scorer, TctLLR, edge_law, exact_epsilon, preregistered_test
+from everlast.adversary_sim.audit.restart import DEFAULT_OFFSET, Game, WaitAndTest
+from everlast.adversary_sim.audit.restart import play as restart_play
+from everlast.adversary_sim.audit.variants import Variant
+from everlast.engine.concepts import ConceptClass, Thresholds
+from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
+from everlast.engine.phases import Phase
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import RoundSpec, Schedule
 
 Progress = Callable[[int], None]
 CHUNK = 4096
@@ -159,7 +159,7 @@ def restart_round(design: Design = PAPER) -> RoundSpec:
     gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
     game uses). target-charged: the same round with eps0 = eps', noisy halting eps_h = 0.1, c0 = 1000
     under the hard cap c."""
-    from engine.planner import bt as planner_bt
+    from everlast.engine.planner import bt as planner_bt
 
     c, delta, R = 2000, 1e-6, 100_000_000
     eps = 1.0 / (3.0 * math.sqrt(c * math.log(2.0 / delta)))

@@ -31,10 +31,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.audit.stats import audit_bound, clopper_pearson_upper, epsilon_from_rates, max_bound_for_trials
-from engine.learner import Domain, Hypothesis, PrivateLearner
-from engine.learner.cells import cells
-from engine.learner.ordinals import ordinal, value
+from everlast.adversary_sim.audit.stats import (
+    audit_bound,
+    clopper_pearson_upper,
+    epsilon_from_rates,
+    max_bound_for_trials,
+)
+from everlast.engine.learner import Domain, Hypothesis, PrivateLearner
+from everlast.engine.learner.cells import cells
+from everlast.engine.learner.ordinals import ordinal, value
 
 
 def pins(epsilon: float) -> int:

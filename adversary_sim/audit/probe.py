@@ -42,8 +42,8 @@ from numpy.typing import NDArray
 from scipy import stats
 from scipy.special import logsumexp
 
-from adversary_sim.audit.stats import clopper_pearson_upper, epsilon_from_rates
-from engine.design import NoisePlan
+from everlast.adversary_sim.audit.stats import clopper_pearson_upper, epsilon_from_rates
+from everlast.engine.design import NoisePlan
 
 _SPAN = 40.0
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import between_thresholds as bt
-from engine.design import Design, NoisePlan, RoundNoise, noise_plan
-from engine.schedule import RoundSpec
+from everlast.engine import between_thresholds as bt
+from everlast.engine.design import Design, NoisePlan, RoundNoise, noise_plan
+from everlast.engine.schedule import RoundSpec
 
 FIRST_CHUNK = 256
 MAX_CHUNK = 8192

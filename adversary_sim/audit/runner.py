@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.audit.games import (
+from everlast.adversary_sim.audit.games import (
     ATTACKS,
     DEFAULT_ATTACKS,
     PLANNED_ATTACKS,
@@ -37,16 +37,16 @@ from adversary_sim.audit.games import (
     HaltingAttack,
     RestartAttack,
 )
-from adversary_sim.audit.restart import WaitAndTest
-from adversary_sim.audit.stats import Bound, audit_bound, bound_at, max_bound_for_trials
-from adversary_sim.audit.variants import Variant
-from adversary_sim.audit.variants import variant as get_variant
-from engine.design import DEFAULT, RETIRED, Design, noise_plan
-from engine.errors import InvalidSchedule
-from engine.planner import Certificate, certify, in_round_step
-from engine.planner import amplification as amp
-from engine.planner import composition as comp
-from engine.planner.chain import exact_rate
+from everlast.adversary_sim.audit.restart import WaitAndTest
+from everlast.adversary_sim.audit.stats import Bound, audit_bound, bound_at, max_bound_for_trials
+from everlast.adversary_sim.audit.variants import Variant
+from everlast.adversary_sim.audit.variants import variant as get_variant
+from everlast.engine.design import DEFAULT, RETIRED, Design, noise_plan
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import Certificate, certify, in_round_step
+from everlast.engine.planner import amplification as amp
+from everlast.engine.planner import composition as comp
+from everlast.engine.planner.chain import exact_rate
 
 GAMES = ("training", "query")
 CLAIM_DELTA = 1e-6

@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.concepts import ConceptClass, LabelBoostResult, Thresholds
-from engine.concepts.base import F64, I8, distinct_sorted
-from engine.design import MAX_COUNT
-from engine.schedule import Schedule
+from everlast.engine.concepts import ConceptClass, LabelBoostResult, Thresholds
+from everlast.engine.concepts.base import F64, I8, distinct_sorted
+from everlast.engine.design import MAX_COUNT
+from everlast.engine.schedule import Schedule
 
 VARIANTS = ("real", "no-noise", "majority-relabel", "no-halt-limit", "deterministic-halting", "charged-c")
 NO_NOISE_EPS = float(1 << 20)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from daemon.errors import CheckpointError, CorruptCheckpoint
+from everlast.daemon.errors import CheckpointError, CorruptCheckpoint
 
 
 class BlobStore(Protocol):

@@ -28,9 +28,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from daemon.checkpoint.model_state import ModelCheckpointer
-from daemon.errors import CommitOrderError, InvalidStoredOffset
-from daemon.partition import PartitionProcessor, Served, Status
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.daemon.errors import CommitOrderError, InvalidStoredOffset
+from everlast.daemon.partition import PartitionProcessor, Served, Status
 
 
 class PartitionCheckpoint:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgpack
 
-from daemon.errors import CheckpointError
+from everlast.daemon.errors import CheckpointError
 
 
 class KafkaStore:

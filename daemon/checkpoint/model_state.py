@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from daemon.checkpoint.blobs import BlobStore
-from daemon.errors import CheckpointError, CorruptCheckpoint
-from engine import codec
-from engine.errors import CorruptState
-from engine.serving import Servable, restore
+from everlast.daemon.checkpoint.blobs import BlobStore
+from everlast.daemon.errors import CheckpointError, CorruptCheckpoint
+from everlast.engine import codec
+from everlast.engine.errors import CorruptState
+from everlast.engine.serving import Servable, restore
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.concepts.base import ConceptClass, Ensemble, LabelBoostResult
-from engine.errors import InvalidInput
+from everlast.engine.concepts.base import ConceptClass, Ensemble, LabelBoostResult
+from everlast.engine.errors import InvalidInput
 
 __all__ = ["ConceptClass", "Ensemble", "LabelBoostResult", "Thresholds", "from_spec", "names"]
 
@@ -20,15 +20,15 @@ def from_spec(spec: dict[str, Any]) -> ConceptClass:
     if name == "thresholds":
         return Thresholds()
     if name == "intervals":
-        from engine.concepts.intervals import Intervals
+        from everlast.engine.concepts.intervals import Intervals
 
         return Intervals()
     if name == "stumps":
-        from engine.concepts.stumps import Stumps
+        from everlast.engine.concepts.stumps import Stumps
 
         return Stumps(d=int(spec["d"]))
     if name == "finite":
-        from engine.concepts.finite import FiniteClass
+        from everlast.engine.concepts.finite import FiniteClass
 
         return FiniteClass(spec["matrix"])
     raise InvalidInput(f"unknown concept class {name!r}; known: {', '.join(names())}")
@@ -36,4 +36,4 @@ def from_spec(spec: dict[str, Any]) -> ConceptClass:
 
 # Last: LabelBoost's exact samplers import engine.learner, whose model imports the names above
 # (``from_spec``); defining them first keeps that import cycle harmless.
-from engine.concepts.thresholds import Thresholds  # noqa: E402
+from everlast.engine.concepts.thresholds import Thresholds  # noqa: E402

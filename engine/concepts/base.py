@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.random_order import OrderSource, order_now
-from engine.errors import InvalidInput
+from everlast.engine.concepts.random_order import OrderSource, order_now
+from everlast.engine.errors import InvalidInput
 
 Array = NDArray[Any]
 F64 = NDArray[np.float64]

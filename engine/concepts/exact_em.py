@@ -31,8 +31,8 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts.random_order import check_word_generator
-from engine.learner.exact import (
+from everlast.engine.concepts.random_order import check_word_generator
+from everlast.engine.learner.exact import (
     Bits,
     BitSource,
     DyadicSampler,
@@ -43,7 +43,7 @@ from engine.learner.exact import (
     gamma,
     invert,
 )
-from engine.learner.sampler import _add, _norm, exponents, sample_cell
+from everlast.engine.learner.sampler import _add, _norm, exponents, sample_cell
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]

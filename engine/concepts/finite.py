@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import exact_em
-from engine.concepts.base import (
+from everlast.engine.concepts import exact_em
+from everlast.engine.concepts.base import (
     F64,
     I8,
     I64,
@@ -25,7 +25,7 @@ from engine.concepts.base import (
     Ensemble,
     LabelBoostResult,
 )
-from engine.errors import CorruptState, InvalidInput
+from everlast.engine.errors import CorruptState, InvalidInput
 
 B = NDArray[np.bool_]
 

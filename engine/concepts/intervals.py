@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import exact_em
-from engine.concepts.base import (
+from everlast.engine.concepts import exact_em
+from everlast.engine.concepts.base import (
     F64,
     I8,
     I64,
@@ -26,17 +26,17 @@ from engine.concepts.base import (
     distinct_of_sorted,
     sort_chunks,
 )
-from engine.concepts.line import LabeledRanks
-from engine.concepts.random_order import OrderSource, order_job
-from engine.concepts.thresholds import (
+from everlast.engine.concepts.line import LabeledRanks
+from everlast.engine.concepts.random_order import OrderSource, order_job
+from everlast.engine.concepts.thresholds import (
     midpoint_above,
     midpoint_below,
     search_order,
     search_sorted_needles,
     sorted_search,
 )
-from engine.errors import CorruptState
-from engine.learner.exact import BitSource
+from everlast.engine.errors import CorruptState
+from everlast.engine.learner.exact import BitSource
 
 
 class IntervalEnsemble(Ensemble):

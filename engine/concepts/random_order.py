@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import overlap
+from everlast.engine import overlap
 
 U32 = NDArray[np.uint32]
 I64 = NDArray[np.int64]

@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import exact_em
-from engine.concepts.base import (
+from everlast.engine.concepts import exact_em
+from everlast.engine.concepts.base import (
     F64,
     I8,
     I64,
@@ -33,9 +33,9 @@ from engine.concepts.base import (
     LabelBoostResult,
     RoundStart,
 )
-from engine.concepts.random_order import OrderSource, order_job
-from engine.concepts.thresholds import cut_to_threshold, midpoint_above, threshold_cuts
-from engine.errors import CorruptState, InvalidInput
+from everlast.engine.concepts.random_order import OrderSource, order_job
+from everlast.engine.concepts.thresholds import cut_to_threshold, midpoint_above, threshold_cuts
+from everlast.engine.errors import CorruptState, InvalidInput
 
 U64 = NDArray[np.uint64]
 

@@ -8,8 +8,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import exact_em
-from engine.concepts.base import (
+from everlast.engine.concepts import exact_em
+from everlast.engine.concepts.base import (
     F64,
     I8,
     I64,
@@ -21,9 +21,9 @@ from engine.concepts.base import (
     distinct_of_sorted,
     sort_chunks,
 )
-from engine.concepts.line import kth_distinct
-from engine.concepts.random_order import OrderSource, order_job
-from engine.learner.exact import BitSource
+from everlast.engine.concepts.line import kth_distinct
+from everlast.engine.concepts.random_order import OrderSource, order_job
+from everlast.engine.learner.exact import BitSource
 
 SORTED_SEARCH_MIN_T = 64
 """From this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) the batch is sorted before

@@ -2,7 +2,7 @@
 exponential mechanism over a hypothesis class on a finite floating-point domain, sampled exactly,
 served as an everlasting predictor (docs/PRIVACY.md section 17).
 
-    from engine.learner import PrivateLearner
+    from everlast.engine.learner import PrivateLearner
     m = PrivateLearner.fit("thresholds", x, y, epsilon=1.0)   # randomness: 128 bits of OS entropy
     m.answer(queries).labels
 
@@ -11,8 +11,8 @@ from free queries, so a seed from a small set lets an adversary re-run the fit a
 training sets apart.
 """
 
-from engine.learner.domain import Domain
-from engine.learner.hypothesis import CLASSES, Hypothesis, hypothesis_count
-from engine.learner.model import FORMAT, MECHANISM, PrivateLearner
+from everlast.engine.learner.domain import Domain
+from everlast.engine.learner.hypothesis import CLASSES, Hypothesis, hypothesis_count
+from everlast.engine.learner.model import FORMAT, MECHANISM, PrivateLearner
 
 __all__ = ["CLASSES", "FORMAT", "MECHANISM", "Domain", "Hypothesis", "PrivateLearner", "hypothesis_count"]

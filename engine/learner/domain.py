@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import InvalidInput
-from engine.learner.ordinals import MAX_ORDINAL, from_ordinal, ordinal, to_ordinal
+from everlast.engine.errors import InvalidInput
+from everlast.engine.learner.ordinals import MAX_ORDINAL, from_ordinal, ordinal, to_ordinal
 
 KINDS = ("float64", "range", "grid")
 

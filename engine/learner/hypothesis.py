@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.errors import CorruptState
+from everlast.engine.errors import CorruptState
 
 CLASSES = ("thresholds", "intervals", "stumps")
 

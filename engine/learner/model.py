@@ -23,17 +23,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine import phases
-from engine.concepts import ConceptClass
-from engine.concepts import from_spec as concept_from_spec
-from engine.concepts.base import check_labels
-from engine.errors import CorruptState, InvalidInput
-from engine.learner.domain import Domain
-from engine.learner.exact import Bits
-from engine.learner.hypothesis import CLASSES, Hypothesis
-from engine.learner.sampler import MAX_EPS_ERRORS, sample
-from engine.phases import Phase
-from engine.serving import Answers, RoundInfo
+from everlast.engine import phases
+from everlast.engine.concepts import ConceptClass
+from everlast.engine.concepts import from_spec as concept_from_spec
+from everlast.engine.concepts.base import check_labels
+from everlast.engine.errors import CorruptState, InvalidInput
+from everlast.engine.learner.domain import Domain
+from everlast.engine.learner.exact import Bits
+from everlast.engine.learner.hypothesis import CLASSES, Hypothesis
+from everlast.engine.learner.sampler import MAX_EPS_ERRORS, sample
+from everlast.engine.phases import Phase
+from everlast.engine.serving import Answers, RoundInfo
 
 FORMAT = "everlast-learner/1"
 MECHANISM = "private-learner"

@@ -26,8 +26,8 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.learner.cells import Cells, cells
-from engine.learner.exact import (
+from everlast.engine.learner.cells import Cells, cells
+from everlast.engine.learner.exact import (
     BitSource,
     DyadicSampler,
     LazyUniform,
@@ -35,7 +35,7 @@ from engine.learner.exact import (
     bernoulli_exp,
     invert,
 )
-from engine.learner.hypothesis import Hypothesis
+from everlast.engine.learner.hypothesis import Hypothesis
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]

@@ -3,7 +3,7 @@ it can honestly claim, step by step (see ``docs/PRIVACY.md``).
 
 Pure math: no I/O, no printing. Entry points::
 
-    from engine.planner import Targets, plan, certify, best_epsilon
+    from everlast.engine.planner import Targets, plan, certify, best_epsilon
     p = plan(Targets(epsilon=1.0, delta=1e-6, alpha=0.1))
     cert = certify(p.schedule, p.n_required, accounting="tight", delta=1e-6)
 
@@ -19,7 +19,7 @@ answer, a few exact plans bracket it); ``engine.planner.api.best_epsilon`` is th
 with the same contract.
 """
 
-from engine.planner.api import (
+from everlast.engine.planner.api import (
     Achievable,
     DesignCost,
     Plan,
@@ -29,9 +29,9 @@ from engine.planner.api import (
     designs,
     plan,
 )
-from engine.planner.chain import Certificate, certify, in_round_step
-from engine.planner.search import best_epsilon
-from engine.planner.steps import Check, Step
+from everlast.engine.planner.chain import Certificate, certify, in_round_step
+from everlast.engine.planner.search import best_epsilon
+from everlast.engine.planner.steps import Check, Step
 
 __all__ = [
     "Achievable",

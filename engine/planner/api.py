@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.design import DEFAULT, PAPER, Design, noise_plan
-from engine.errors import InvalidSchedule
-from engine.planner import above_threshold as at
-from engine.planner.chain import Accounting, Certificate, certify
-from engine.planner.learning import (
+from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner.chain import Accounting, Certificate, certify
+from everlast.engine.planner.learning import (
     HaltBudget,
     LambdaLog,
     boundaries,
@@ -32,10 +32,10 @@ from engine.planner.learning import (
     split_votes_failure,
     vc_dimension,
 )
-from engine.planner.paper import PaperSchedule, paper_schedule
-from engine.planner.steps import Check, Step
-from engine.planner.tight import BETA_H_SHARE, RoundPlan, TightOptions, solve
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.planner.paper import PaperSchedule, paper_schedule
+from everlast.engine.planner.steps import Check, Step
+from everlast.engine.planner.tight import BETA_H_SHARE, RoundPlan, TightOptions, solve
+from everlast.engine.schedule import RoundSpec, Schedule
 
 Halting = Literal["paper", "noisy"]
 Restarts = Literal["per-top", "none"]

@@ -53,19 +53,19 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from engine.design import PAPER, Design, NoisePlan, capacity_problem, noise_plan
-from engine.errors import InvalidSchedule
-from engine.noise import MAX_SCALE, saturation_tv
-from engine.planner import amplification as amp
-from engine.planner import bt
-from engine.planner import composition as comp
-from engine.planner import target_charging as tc
-from engine.planner import theorem_b as tb
-from engine.planner.above_threshold import up, up_sum
-from engine.planner.learning import d2_floor
-from engine.planner.query_side import in_round
-from engine.planner.steps import Check, Step
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.design import PAPER, Design, NoisePlan, capacity_problem, noise_plan
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.noise import MAX_SCALE, saturation_tv
+from everlast.engine.planner import amplification as amp
+from everlast.engine.planner import bt
+from everlast.engine.planner import composition as comp
+from everlast.engine.planner import target_charging as tc
+from everlast.engine.planner import theorem_b as tb
+from everlast.engine.planner.above_threshold import up, up_sum
+from everlast.engine.planner.learning import d2_floor
+from everlast.engine.planner.query_side import in_round
+from everlast.engine.planner.steps import Check, Step
+from everlast.engine.schedule import RoundSpec, Schedule
 
 Accounting = Literal["tight", "paper"]
 LABELBOOST_EPS = 3.0

@@ -26,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from engine.design import DEFAULT, Design
-from engine.errors import InvalidSchedule
-from engine.planner import above_threshold as at
-from engine.planner.learning import top_rate
-from engine.schedule import RoundSpec
+from everlast.engine.design import DEFAULT, Design
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner.learning import top_rate
+from everlast.engine.schedule import RoundSpec
 
 EPS_H_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 HALT_SHARE = 0.1

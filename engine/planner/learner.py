@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.learner.hypothesis import CLASSES, hypothesis_count
-from engine.learner.ordinals import FLOAT64_POINTS
+from everlast.engine.learner.hypothesis import CLASSES, hypothesis_count
+from everlast.engine.learner.ordinals import FLOAT64_POINTS
 
 SPLITS = tuple(i / 200 for i in range(1, 200))
 """beta_em / beta fractions searched (any split is sound; the grid only affects how small n gets)."""

@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.learner.hypothesis import CLASSES, hypothesis_count
-from engine.learner.ordinals import FLOAT64_POINTS
-from engine.planner import learner as pl
-from engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfeasible, Targets, best_epsilon, plan
-from engine.planner.report import fmt
+from everlast.engine.learner.hypothesis import CLASSES, hypothesis_count
+from everlast.engine.learner.ordinals import FLOAT64_POINTS
+from everlast.engine.planner import learner as pl
+from everlast.engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfeasible, Targets, best_epsilon, plan
+from everlast.engine.planner.report import fmt
 
 MECHANISMS = ("generic-bbl", "private-learner")
 __all__ = ["FLOAT64_POINTS", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n", "cheapest",

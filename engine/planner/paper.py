@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.planner import bt
-from engine.planner.learning import HaltBudget, LambdaLog, halt_budget, lambda_real, p_top
-from engine.schedule import RoundSpec
+from everlast.engine.planner import bt
+from everlast.engine.planner.learning import HaltBudget, LambdaLog, halt_budget, lambda_real, p_top
+from everlast.engine.schedule import RoundSpec
 
 TAU = 1.1e10
 

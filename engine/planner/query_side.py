@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from engine.design import Design, noise_plan
-from engine.errors import InvalidSchedule
-from engine.planner import above_threshold as at
-from engine.schedule import RoundSpec
+from everlast.engine.design import Design, noise_plan
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.schedule import RoundSpec
 
 LEMMA_Q = ("Theorem Q (in-round step: AboveThreshold, Dwork-Roth Thm 3.23, discrete form, on the round's "
            "top count; Lemma Cap for the hard cap)")

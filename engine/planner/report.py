@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from engine.design import PAPER, Design
-from engine.errors import InvalidSchedule
-from engine.planner.api import (
+from everlast.engine.design import PAPER, Design
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner.api import (
     Achievable,
     DesignCost,
     Plan,
@@ -36,10 +36,10 @@ from engine.planner.api import (
     cheapest_sound,
     plan,
 )
-from engine.planner.chain import ENGINE, Certificate, exact_rate
-from engine.planner.paper import paper_schedule
-from engine.planner.steps import Check, Step
-from engine.planner.tight import TightOptions, solve
+from everlast.engine.planner.chain import ENGINE, Certificate, exact_rate
+from everlast.engine.planner.paper import paper_schedule
+from everlast.engine.planner.steps import Check, Step
+from everlast.engine.planner.tight import TightOptions, solve
 
 CONDITIONAL_NOTE = ("the query chain WITHOUT Claim E.6's in-round step, which is false for this "
                     "design (halting and threshold-noise restart channels open, issue 8): "

@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from engine.errors import InvalidSchedule
-from engine.planner.api import Achievable, Plan, PlanInfeasible, Targets, plan
-from engine.planner.learning import boundaries
-from engine.planner.tight import TightOptions, estimate_n
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner.api import Achievable, Plan, PlanInfeasible, Targets, plan
+from everlast.engine.planner.learning import boundaries
+from everlast.engine.planner.tight import TightOptions, estimate_n
 
 LO = 1e-2
 """The smallest target epsilon searched (as ``api.best_epsilon``)."""

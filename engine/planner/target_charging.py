@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import mpmath
 
-from engine.planner import composition as comp
-from engine.planner.above_threshold import up
+from everlast.engine.planner import composition as comp
+from everlast.engine.planner.above_threshold import up
 
 EPS0_CAP = 5.0
 """Planning never asks for a per-query level above this (the accuracy floor binds far below)."""

@@ -26,7 +26,7 @@ from fractions import Fraction
 import mpmath
 from scipy.optimize import brentq, minimize_scalar
 
-from engine.planner.above_threshold import up
+from everlast.engine.planner.above_threshold import up
 
 _DPS = 40
 

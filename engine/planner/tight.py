@@ -39,15 +39,15 @@ from dataclasses import dataclass
 
 from scipy.optimize import minimize_scalar
 
-from engine.design import DEFAULT, Design
-from engine.planner import above_threshold as at
-from engine.planner import amplification as amp
-from engine.planner import composition as comp
-from engine.planner import target_charging as tc
-from engine.planner import theorem_b as tb
-from engine.planner.bt import accuracy_t
-from engine.planner.chain import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS, tct_accuracy_t
-from engine.planner.learning import (
+from everlast.engine.design import DEFAULT, Design
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner import amplification as amp
+from everlast.engine.planner import composition as comp
+from everlast.engine.planner import target_charging as tc
+from everlast.engine.planner import theorem_b as tb
+from everlast.engine.planner.bt import accuracy_t
+from everlast.engine.planner.chain import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS, tct_accuracy_t
+from everlast.engine.planner.learning import (
     HaltBudget,
     LambdaLog,
     chunk_size,
@@ -55,7 +55,7 @@ from engine.planner.learning import (
     halt_budget,
     labelboost_size,
 )
-from engine.schedule import RoundSpec
+from everlast.engine.schedule import RoundSpec
 
 RATE_SHAVE = 1.0 - 1e-9
 IN_ROUND_DELTA_SHARE = 1e-3

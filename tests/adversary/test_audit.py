@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adversary_sim.audit.fastbt import BulkNoise, EngineNoise, run_batch
-from adversary_sim.audit.games import (
+from everlast.adversary_sim.audit.fastbt import BulkNoise, EngineNoise, run_batch
+from everlast.adversary_sim.audit.games import (
     EDGE_K0,
     HALT_C0,
     HALT_EPS,
@@ -36,26 +36,33 @@ from adversary_sim.audit.games import (
     make_schedule,
     restart_round,
 )
-from adversary_sim.audit.probe import PaperLLR, TctLLR, edge_law, exact_epsilon, preregistered_test, segment_tables
-from adversary_sim.audit.restart import Game, WaitAndTest, _feed, play_one, start
-from adversary_sim.audit.runner import CLAIM_DELTA, design_from, resolve_attacks, run_audit
-from adversary_sim.audit.stats import (
+from everlast.adversary_sim.audit.probe import (
+    PaperLLR,
+    TctLLR,
+    edge_law,
+    exact_epsilon,
+    preregistered_test,
+    segment_tables,
+)
+from everlast.adversary_sim.audit.restart import Game, WaitAndTest, _feed, play_one, start
+from everlast.adversary_sim.audit.runner import CLAIM_DELTA, design_from, resolve_attacks, run_audit
+from everlast.adversary_sim.audit.stats import (
     audit_bound,
     clopper_pearson,
     clopper_pearson_upper,
     epsilon_from_rates,
     max_bound_for_trials,
 )
-from adversary_sim.audit.variants import NO_HALT_C, NO_NOISE_EPS, PlainRelabelThresholds, variant
-from engine import between_thresholds as bt
-from engine.concepts import Thresholds
-from engine.design import DEFAULT, PAPER, RETIRED, Design, noise_plan
-from engine.noise import sample
-from engine.planner import certify
-from engine.planner import composition as comp
-from engine.predictor import Predictor
-from engine.rng import root_entropy
-from engine.schedule import RoundSpec, Schedule
+from everlast.adversary_sim.audit.variants import NO_HALT_C, NO_NOISE_EPS, PlainRelabelThresholds, variant
+from everlast.engine import between_thresholds as bt
+from everlast.engine.concepts import Thresholds
+from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design, noise_plan
+from everlast.engine.noise import sample
+from everlast.engine.planner import certify
+from everlast.engine.planner import composition as comp
+from everlast.engine.predictor import Predictor
+from everlast.engine.rng import root_entropy
+from everlast.engine.schedule import RoundSpec, Schedule
 
 DESIGNS = [DEFAULT, PAPER]
 

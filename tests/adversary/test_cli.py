@@ -1,5 +1,5 @@
 """``everlast audit`` prints one JSON object with the contract keys; ``everlast report`` draws records;
-``python -m adversary_sim`` runs the streams in-process. The subcommands are invoked as the click
+``python -m everlast.adversary_sim`` runs the streams in-process. The subcommands are invoked as the click
 commands ``everlast`` registers (cli.main), so these tests do not depend on the other subcommands."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.audit import audit as audit_cmd
-from cli.report import report as report_cmd
-from engine.design import RETIRED
+from everlast.cli.audit import audit as audit_cmd
+from everlast.cli.report import report as report_cmd
+from everlast.engine.design import RETIRED
 
 CONTRACT = {"game", "variant", "claimed_epsilon", "epsilon_lower_bound", "confidence", "trials"}
 
@@ -63,7 +63,7 @@ def test_audit_human_output_and_errors() -> None:
 
 def test_stream_runner_and_report(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from adversary_sim.run import main as streams
+    from everlast.adversary_sim.run import main as streams
 
     runner = CliRunner()
     rec = runner.invoke(streams, ["prober", "--queries", "20000", "--json"])

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from adversary_sim.audit.learner import (
+from everlast.adversary_sim.audit.learner import (
     best_ratio,
     canary_point,
     exact_probability,
@@ -21,7 +21,7 @@ from adversary_sim.audit.learner import (
     run_learner_audit,
     training_set,
 )
-from cli.main import main
+from everlast.cli.main import main
 
 
 @pytest.mark.parametrize("eps", [0.25, 1.0, 2.0])

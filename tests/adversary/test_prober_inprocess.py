@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from adversary_sim.iid import make_task
-from adversary_sim.prober import BoundaryProber
-from adversary_sim.run import default_schedule
-from adversary_sim.streams import IIDStream, run_stream
-from engine.concepts import Thresholds
-from engine.predictor import Predictor
+from everlast.adversary_sim.iid import make_task
+from everlast.adversary_sim.prober import BoundaryProber
+from everlast.adversary_sim.run import default_schedule
+from everlast.adversary_sim.streams import IIDStream, run_stream
+from everlast.engine.concepts import Thresholds
+from everlast.engine.predictor import Predictor
 
 
 def _predictor(seed: int) -> Predictor:

@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from adversary_sim.recorded import (
+from everlast.adversary_sim.recorded import (
     FORMAT,
     Record,
     RecordedStream,
@@ -18,7 +18,7 @@ from adversary_sim.recorded import (
     records_from_arrays,
     write_records,
 )
-from adversary_sim.streams import run_stream
+from everlast.adversary_sim.streams import run_stream
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".msgpack"])

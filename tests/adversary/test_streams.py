@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from adversary_sim.drift import DriftStream
-from adversary_sim.iid import DISTRIBUTIONS, make_task
-from adversary_sim.poisoning import PoisoningStream
-from adversary_sim.prober import BoundaryProber
-from adversary_sim.streams import IIDStream
-from engine.concepts import Thresholds
+from everlast.adversary_sim.drift import DriftStream
+from everlast.adversary_sim.iid import DISTRIBUTIONS, make_task
+from everlast.adversary_sim.poisoning import PoisoningStream
+from everlast.adversary_sim.prober import BoundaryProber
+from everlast.adversary_sim.streams import IIDStream
+from everlast.engine.concepts import Thresholds
 
 ALPHA = 1e-6
 N = 20_000
@@ -42,7 +42,7 @@ def test_iid_deterministic(name: str) -> None:
 
 def test_iid_matches_kafka_replay_stream() -> None:
     """The in-process stream draws what ``everlast replay`` sends for the same seed."""
-    from adversary_sim.kafka_replay import IIDStream as KafkaIID
+    from everlast.adversary_sim.kafka_replay import IIDStream as KafkaIID
 
     task = make_task(Thresholds(), "normal")
     a, _ = IIDStream(task, 9).next_batch(500)
@@ -166,7 +166,7 @@ def test_prober_finds_the_boundary_then_stays(noise: float) -> None:
 
 
 def test_prober_rejects_multidimensional_classes() -> None:
-    from engine.concepts import from_spec
+    from everlast.engine.concepts import from_spec
 
     with pytest.raises(ValueError, match="one-dimensional"):
         BoundaryProber(make_task(from_spec({"name": "stumps", "d": 2}), "uniform"))

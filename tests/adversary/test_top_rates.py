@@ -10,9 +10,9 @@ import math
 import pytest
 from scipy import stats
 
-from adversary_sim.top_rates import binomial_upper, measure
-from engine.planner.fill import EARLY_SHARE, SAMPLE_K, accuracy_eps0, halt_budget_of, hand_round
-from engine.planner.learning import (
+from everlast.adversary_sim.top_rates import binomial_upper, measure
+from everlast.engine.planner.fill import EARLY_SHARE, SAMPLE_K, accuracy_eps0, halt_budget_of, hand_round
+from everlast.engine.planner.learning import (
     boundaries,
     p_top,
     p_top_any_erm,
@@ -20,7 +20,7 @@ from engine.planner.learning import (
     spurious_share,
     top_rate,
 )
-from engine.schedule import Schedule
+from everlast.engine.schedule import Schedule
 
 MISS = 1e-6
 
@@ -136,8 +136,8 @@ def test_label_noise_inflates_the_rate_like_one_over_one_minus_two_eta_squared()
 def test_the_planner_budgets_each_concept_by_the_rule() -> None:
     """The planner's split-votes budget is ceil(k R top_rate) per concept: b from
     ``boundaries``, and the stump d-term vanishes at the lambdas it plans (hundreds of points)."""
-    from engine.planner import Targets, plan
-    from engine.planner.learning import halt_budget
+    from everlast.engine.planner import Targets, plan
+    from everlast.engine.planner.learning import halt_budget
 
     for concept, d in (("intervals", 1), ("stumps", 10**6)):
         p = plan(Targets(epsilon=8, halts="split-votes", concept=concept, d=d))

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cli import compare as cmp
-from cli.main import main
-from peers import accounting, sample_complexity
+from everlast.cli import compare as cmp
+from everlast.cli.main import main
+from everlast.peers import accounting, sample_complexity
 
 SMALL = ["--n", "20000", "--queries", "1000", "--max-run-n", "300000",
          "--domain-sizes", "2^8", "--domain-sizes", "2^40", "--domain-sizes", "inf"]
@@ -81,8 +81,8 @@ def test_nulls_where_impossible_and_runs_where_small(result: dict[str, Any]) -> 
 
 
 def test_the_served_learner_rows_are_the_engine_mechanism_computed_and_run(result: dict[str, Any]) -> None:
-    from engine.learner.ordinals import FLOAT64_POINTS
-    from engine.planner import learner as pl
+    from everlast.engine.learner.ordinals import FLOAT64_POINTS
+    from everlast.engine.planner import learner as pl
 
     m = _by_name(result)
     f64, grid = m["private_learner_float64"], m["private_learner_grid"]

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.complete import complete
-from engine.design import RETIRED
-from engine.errors import InvalidSchedule
-from engine.planner import above_threshold as at
-from engine.planner.fill import CAP_SHARE, EPS_H_GRID
-from engine.schedule import Schedule
+from everlast.cli.complete import complete
+from everlast.engine.design import RETIRED
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner.fill import CAP_SHARE, EPS_H_GRID
+from everlast.engine.schedule import Schedule
 
 ROUND = {"T": 3000, "lam": 20, "R": 80_000, "c": 2000, "eps_bt": 0.5, "delta_bt": None, "alpha": 0.1,
          "m_S": 1000, "m_D": 60_000}

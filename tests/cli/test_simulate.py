@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
-from engine.design import RETIRED
+from everlast.cli.main import main
+from everlast.engine.design import RETIRED
 
 
 def run(*args: str) -> tuple[int, str]:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.broker import free_port
-from daemon.broker_lock import command_line
+from everlast.daemon.broker import free_port
+from everlast.daemon.broker_lock import command_line
 from tests.daemon.kafka_helpers import write_model_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ class Daemon:
     def start(self, timeout: float = 90.0) -> None:
         log = (self.root / "serve.log").open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "serve", "--config", str(self.root / "everlast.toml")],
+            [sys.executable, "-m", "everlast.cli", "serve", "--config", str(self.root / "everlast.toml")],
             cwd=self.root, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + timeout

@@ -12,11 +12,11 @@ import msgpack
 import numpy as np
 from numpy.typing import NDArray
 
-from daemon import batch
-from daemon.partition import PartitionProcessor, Served, Step
-from engine.errors import InvalidInput, InvalidState
-from engine.phases import Phase
-from engine.serving import Answers, Refusal, RoundInfo
+from everlast.daemon import batch
+from everlast.daemon.partition import PartitionProcessor, Served, Step
+from everlast.engine.errors import InvalidInput, InvalidState
+from everlast.engine.phases import Phase
+from everlast.engine.serving import Answers, Refusal, RoundInfo
 
 JSON_H = [("content-type", b"application/json")]
 

@@ -16,8 +16,8 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from engine.planner.fill import fill_tests
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.planner.fill import fill_tests
+from everlast.engine.schedule import RoundSpec, Schedule
 
 # Small enough for seconds-long tests, large enough that the planner certifies a (weak, finite)
 # training-set guarantee: the daemon refuses schedules that certify none.
@@ -147,8 +147,8 @@ def decode_labels(recs: list[Any]) -> list[dict[str, Any]]:
 @contextlib.asynccontextmanager
 async def running(cfg_path: Path) -> AsyncIterator[dict[str, object]]:
     """The daemon in this event loop; stopped (and awaited) however the test exits."""
-    from daemon.app import serve
-    from daemon.config import load
+    from everlast.daemon.app import serve
+    from everlast.daemon.config import load
 
     status: dict[str, object] = {}
     stop = asyncio.Event()

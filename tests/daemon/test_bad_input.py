@@ -11,10 +11,10 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from daemon import wire
-from daemon.app import serve
-from daemon.broker import EmbeddedBroker
-from daemon.config import load
+from everlast.daemon import wire
+from everlast.daemon.app import serve
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.daemon.config import load
 from tests.daemon.kafka_helpers import collect, create_topics, decode_labels, produce, write_config
 
 pytestmark = [pytest.mark.broker, pytest.mark.asyncio]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import batch, wire
+from everlast.daemon import batch, wire
 
 JSON_H = [("content-type", b"application/json")]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.broker import EmbeddedBroker
+from everlast.daemon.broker import EmbeddedBroker
 from tests.daemon.kafka_helpers import (
     collect,
     collect_ids,

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.checkpoint.blobs import DirStore
-from daemon.checkpoint.checkpoint import PartitionCheckpoint
-from daemon.checkpoint.model_state import ModelCheckpointer
-from daemon.errors import CommitOrderError, InvalidStoredOffset
-from daemon.partition import PartitionProcessor, Served, Suspension
+from everlast.daemon.checkpoint.blobs import DirStore
+from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.daemon.errors import CommitOrderError, InvalidStoredOffset
+from everlast.daemon.partition import PartitionProcessor, Served, Suspension
 from tests.daemon.fakes import feed, queries
 from tests.engine.helpers import tiny_predictor
 

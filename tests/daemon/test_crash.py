@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from daemon.broker import EmbeddedBroker
+from everlast.daemon.broker import EmbeddedBroker
 from tests.daemon.kafka_helpers import create_topics, produce, query_records, write_config
 from tests.daemon.test_e2e import reference
 
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.asyncio]
 
 def start_daemon(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve", "--config", str(cfg)],
+        [sys.executable, "-m", "everlast.cli", "serve", "--config", str(cfg)],
         stdout=subprocess.DEVNULL,
         stderr=log.open("ab"),
         env={**os.environ},

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daemon.app import serve
-from daemon.broker import EmbeddedBroker
-from daemon.config import load
-from daemon.data import load_training
-from engine.concepts import Thresholds
-from engine.predictor import Predictor
-from engine.schedule import Schedule
+from everlast.daemon.app import serve
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.daemon.config import load
+from everlast.daemon.data import load_training
+from everlast.engine.concepts import Thresholds
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import Schedule
 from tests.daemon.kafka_helpers import collect, create_topics, decode_labels, produce, query_records, write_config
 
 pytestmark = [pytest.mark.broker, pytest.mark.asyncio]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.broker import EmbeddedBroker, free_port
-from daemon.errors import BrokerError
+from everlast.daemon.broker import EmbeddedBroker, free_port
+from everlast.daemon.errors import BrokerError
 from tests.daemon.daemon_process import ROOT, Daemon, gone, port_open
 
 pytestmark = pytest.mark.broker
@@ -70,7 +70,7 @@ def test_kill_9_of_the_daemon_leaves_no_broker_and_the_restart_gets_the_port(tmp
 
 ORPHAN = """
 import os, sys
-import daemon.broker as b
+import everlast.daemon.broker as b
 b.die_with_parent = lambda: None  # a daemon without the kernel tie (macOS, or an old version)
 br = b.EmbeddedBroker(port=int(sys.argv[1]), compat=True).start()
 print(" ".join(map(str, br.pids)), flush=True)

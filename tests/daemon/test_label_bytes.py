@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import wire
-from daemon.batch import LabelEncoder
+from everlast.daemon import wire
+from everlast.daemon.batch import LabelEncoder
 
 HALTED = "the predictor has failed (a round's halt budget was spent) and refuses every query"
 SCHEMA = "x must be a number or a non-empty list of numbers"

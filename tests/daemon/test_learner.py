@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from prometheus_client import generate_latest
 
-from daemon.checkpoint.blobs import DirStore
-from daemon.config import load
-from daemon.errors import CheckpointError, ConfigError
-from daemon.metrics import Metrics
-from daemon.model import ModelRuntime
-from daemon.partition import PartitionProcessor, Served
-from engine.learner import PrivateLearner
-from engine.learner.domain import Domain, coverage_log_bound, grid_covered_by
-from engine.serving import restore
+from everlast.daemon.checkpoint.blobs import DirStore
+from everlast.daemon.config import load
+from everlast.daemon.errors import CheckpointError, ConfigError
+from everlast.daemon.metrics import Metrics
+from everlast.daemon.model import ModelRuntime
+from everlast.daemon.partition import PartitionProcessor, Served
+from everlast.engine.learner import PrivateLearner
+from everlast.engine.learner.domain import Domain, coverage_log_bound, grid_covered_by
+from everlast.engine.serving import restore
 from tests.daemon.fakes import feed, labels_of, queries
 from tests.daemon.kafka_helpers import write_model_files
 
@@ -92,7 +92,7 @@ def test_the_certificate_at_start(tmp_path: Path) -> None:
     assert d["domain"] == "all finite doubles" and "17.2" in d["claim"] and m.schedule is None
     js = g.to_json()
     assert js["mechanism"] == "private-learner" and js["epsilon_queries"] == 0.0 and js["delta"] == 0.0
-    from daemon.app import learner_line
+    from everlast.daemon.app import learner_line
 
     line = learner_line(m)
     assert "training set (1, 0)-DP" in line and "queries (0, 0)-DP" in line and "no rounds, never halts" in line

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
-from daemon.broker import EmbeddedBroker
-from daemon.checkpoint.blobs import DirStore
-from daemon.checkpoint.model_state import ModelCheckpointer
-from engine.learner import PrivateLearner
+from everlast.cli.main import main
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.daemon.checkpoint.blobs import DirStore
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.engine.learner import PrivateLearner
 from tests.daemon.kafka_helpers import collect_ids, create_topics, produce, query_records, running, unique
 from tests.daemon.test_lifecycle import metric, scrape
 

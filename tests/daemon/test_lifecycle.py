@@ -14,7 +14,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from daemon.broker import EmbeddedBroker
+from everlast.daemon.broker import EmbeddedBroker
 from tests.daemon.kafka_helpers import collect, create_topics, produce, query_records, running, write_config
 from tests.daemon.test_crash import start_daemon
 
@@ -122,7 +122,7 @@ async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from daemon.errors import CorruptCheckpoint
+    from everlast.daemon.errors import CorruptCheckpoint
 
     cfg_path, topics = write_config(tmp_path, broker.bootstrap, ["m"])
     await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
@@ -131,8 +131,8 @@ async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker,
         await produce(broker.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 500)))
         await collect(broker.bootstrap, topics["labels"], until=500)
     monkeypatch.setenv("EVERLAST_CHECKPOINT_KEY", os.urandom(32).hex())  # the wrong key
-    from daemon.app import serve
-    from daemon.config import load
+    from everlast.daemon.app import serve
+    from everlast.daemon.config import load
 
     # it stops by itself, but only once a scrape has read the failure (bounded by exit_linger_s)
     status: dict[str, object] = {}

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import msgpack
 
-from daemon import wire
-from daemon.partition import LOG_LOST_REASON, PartitionProcessor, Status, fingerprint
-from engine.serving import Refusal
+from everlast.daemon import wire
+from everlast.daemon.partition import LOG_LOST_REASON, PartitionProcessor, Status, fingerprint
+from everlast.engine.serving import Refusal
 from tests.daemon.fakes import FakeEngine, Rec, decode, feed, labels_of, queries, served
 
 
@@ -210,6 +210,6 @@ def test_a_partition_without_models_rejects_and_advances_from_the_committed_offs
 
 
 def test_the_fake_engine_is_a_servable() -> None:
-    from engine.serving import Servable
+    from everlast.engine.serving import Servable
 
     assert isinstance(FakeEngine(), Servable)  # the fake keeps to the protocol the daemon serves

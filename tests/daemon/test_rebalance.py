@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from daemon.broker import EmbeddedBroker
+from everlast.daemon.broker import EmbeddedBroker
 from tests.daemon.kafka_helpers import (
     collect,
     create_topics,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adversary_sim.iid import make_task
-from adversary_sim.kafka_replay import IIDStream, replay
-from cli.main import main
-from daemon.broker import EmbeddedBroker
-from engine.concepts import Thresholds
+from everlast.adversary_sim.iid import make_task
+from everlast.adversary_sim.kafka_replay import IIDStream, replay
+from everlast.cli.main import main
+from everlast.daemon.broker import EmbeddedBroker
+from everlast.engine.concepts import Thresholds
 from tests.daemon.kafka_helpers import create_topics, running, write_config
 
 pytestmark = [pytest.mark.broker]
@@ -55,7 +55,7 @@ def test_demo_runs_end_to_end_and_prints_one_json_object() -> None:
 async def test_the_adaptive_prober_runs_closed_loop_through_kafka_and_halts_the_model(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    from adversary_sim.prober import BoundaryProber
+    from everlast.adversary_sim.prober import BoundaryProber
 
     cfg, topics = write_config(tmp_path, broker.bootstrap, ["m"])
     await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
@@ -72,7 +72,7 @@ async def test_the_adaptive_prober_runs_closed_loop_through_kafka_and_halts_the_
 async def test_a_recorded_stream_replays_through_kafka(broker: EmbeddedBroker, tmp_path: Path) -> None:
     import numpy as np
 
-    from adversary_sim.recorded import RecordedStream, records_from_arrays, write_records
+    from everlast.adversary_sim.recorded import RecordedStream, records_from_arrays, write_records
 
     x = np.random.default_rng(4).random(1_500)
     path = tmp_path / "rec.jsonl"

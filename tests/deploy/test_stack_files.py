@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from daemon.config import MetricsConfig
+from everlast.daemon.config import MetricsConfig
 from tests.deploy.helpers import (
     ALERTS,
     COMPOSE_DIR,
@@ -219,7 +219,7 @@ def _daemon_config_path(service: dict[str, Any]) -> str:
 
 
 def test_compose_daemon_config_loads_with_its_environment_and_plans(monkeypatch: pytest.MonkeyPatch) -> None:
-    from daemon.app import prepare_models
+    from everlast.daemon.app import prepare_models
 
     s = compose()["services"]["everlast"]
     env = env_of(s)
@@ -257,7 +257,7 @@ def test_compose_daemon_config_loads_with_its_environment_and_plans(monkeypatch:
 
 
 def test_compose_creates_every_topic_the_daemon_uses() -> None:
-    from daemon.config import load
+    from everlast.daemon.config import load
 
     c = compose()
     cmd = c["services"]["topics"]["command"]
@@ -281,7 +281,7 @@ def test_compose_creates_every_topic_the_daemon_uses() -> None:
 def _compaction_keeps_kafka_store_blobs() -> bool:
     """Simulate log compaction (newest record per key) on what KafkaStore writes for a blob larger
     than one chunk, and read it back."""
-    from daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
 
     class Rec:
         def __init__(self, key: bytes, value: bytes | None, headers: list[tuple[str, bytes]] | None) -> None:
@@ -358,7 +358,7 @@ def test_compose_loadgen_runs_the_sample_producer() -> None:
     assert script is not None and script.samefile(COMPOSE_DIR / "make_sample.py")
     sample = module(COMPOSE_DIR / "make_sample.py", "everlast_make_sample")
     args = sample.build_parser().parse_args(s["command"])
-    from daemon.config import load
+    from everlast.daemon.config import load
 
     cfg = load(COMPOSE_TOML)
     assert args.topic == cfg.topics.queries
@@ -366,7 +366,7 @@ def test_compose_loadgen_runs_the_sample_producer() -> None:
 
 
 def test_sample_files_are_what_make_sample_writes(tmp_path: Path) -> None:
-    from engine.schedule import Schedule
+    from everlast.engine.schedule import Schedule
 
     sample = module(COMPOSE_DIR / "make_sample.py", "everlast_make_sample")
     for p in sample.write_data(tmp_path):
@@ -385,11 +385,11 @@ def test_sample_model_serves_several_rounds_without_halting() -> None:
     run the engine in-process on the sample files for the loadgen's query count."""
     import numpy as np
 
-    from daemon.app import prepare_models
-    from daemon.config import load
-    from daemon.data import load_training
-    from engine.phases import Phase
-    from engine.predictor import Predictor
+    from everlast.daemon.app import prepare_models
+    from everlast.daemon.config import load
+    from everlast.daemon.data import load_training
+    from everlast.engine.phases import Phase
+    from everlast.engine.predictor import Predictor
 
     cfg = load(COMPOSE_TOML)
     m = prepare_models(cfg)["sample"]
@@ -487,8 +487,8 @@ def test_k8s_config_loads_with_the_pod_environment(monkeypatch: pytest.MonkeyPat
     (key_ref,) = [e["valueFrom"]["secretKeyRef"] for e in c["env"] if e["name"] == key_env_name()]
     secret = yaml.safe_load((K8S_DIR / "secret.yaml").read_text())
     assert secret["metadata"]["name"] == key_ref["name"] and key_ref["key"] in secret["stringData"]
-    from daemon.checkpoint.blobs import key_from_env
-    from daemon.errors import CheckpointError
+    from everlast.daemon.checkpoint.blobs import key_from_env
+    from everlast.daemon.errors import CheckpointError
 
     monkeypatch.setenv("EVERLAST_TEST_KEY", secret["stringData"][key_ref["key"]])
     with pytest.raises(CheckpointError):
@@ -528,7 +528,7 @@ def test_k8s_config_loads_with_the_pod_environment(monkeypatch: pytest.MonkeyPat
 
 
 def test_k8s_readme_commands_use_the_configured_topics() -> None:
-    from daemon.config import TopicsConfig
+    from everlast.daemon.config import TopicsConfig
 
     readme = (K8S_DIR / "README.md").read_text()
     t = TopicsConfig()
@@ -545,9 +545,9 @@ def test_sample_round_is_the_default_design_filled_in_and_certifies() -> None:
     at the accuracy floor, c from the thresholds' top rate, the halting test filled in), and the
     planner certifies both chains (weak numbers, but proven) for the 20,000 sample examples."""
     from deploy.compose.make_sample import N_TRAIN, ROUND
-    from engine.planner import certify
-    from engine.planner.fill import hand_round
-    from engine.schedule import RoundSpec, Schedule
+    from everlast.engine.planner import certify
+    from everlast.engine.planner.fill import hand_round
+    from everlast.engine.schedule import RoundSpec, Schedule
 
     spec = RoundSpec.from_dict(ROUND)
     assert hand_round(T=spec.T, lam=spec.lam, R=spec.R, alpha=spec.alpha, m_S=spec.m_S, m_D=spec.m_D,

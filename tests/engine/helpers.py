@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from engine.concepts import Thresholds
-from engine.design import PAPER, Design
-from engine.phases import Phase
-from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.concepts import Thresholds
+from everlast.engine.design import PAPER, Design
+from everlast.engine.phases import Phase
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import RoundSpec, Schedule
 
 I8 = NDArray[np.int8]
 

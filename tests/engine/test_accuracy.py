@@ -25,11 +25,11 @@ import pytest
 from numpy.typing import NDArray
 from scipy import stats
 
-from engine.concepts import from_spec
-from engine.diagnostics import shadow_labels
-from engine.phases import Phase
-from engine.predictor import Predictor
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.concepts import from_spec
+from everlast.engine.diagnostics import shadow_labels
+from everlast.engine.phases import Phase
+from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import RoundSpec, Schedule
 from tests.engine.stats import FAMILY_ALPHA
 
 ALPHA = 0.1

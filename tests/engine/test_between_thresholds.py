@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import between_thresholds as bt
-from engine.design import DEFAULT, MAX_COUNT, PAPER, NoisePlan, noise_plan
-from engine.noise import NoiseStream
-from engine.schedule import RoundSpec
+from everlast.engine import between_thresholds as bt
+from everlast.engine.design import DEFAULT, MAX_COUNT, PAPER, NoisePlan, noise_plan
+from everlast.engine.noise import NoiseStream
+from everlast.engine.schedule import RoundSpec
 from tests.engine.stats import check_binomial, check_chisquare, dlap_cdf, dlap_pmf
 
 I64 = np.ndarray[Any, np.dtype[np.int64]]

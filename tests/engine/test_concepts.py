@@ -23,11 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from engine.concepts import exact_em, from_spec
-from engine.concepts.base import ConceptClass, Ensemble
-from engine.concepts.finite import vc_dimension
-from engine.concepts.stumps import stumps_vc_upper_bound
-from engine.errors import InvalidInput
+from everlast.engine.concepts import exact_em, from_spec
+from everlast.engine.concepts.base import ConceptClass, Ensemble
+from everlast.engine.concepts.finite import vc_dimension
+from everlast.engine.concepts.stumps import stumps_vc_upper_bound
+from everlast.engine.errors import InvalidInput
 
 Params = dict[str, Any]
 INF = float("inf")
@@ -432,7 +432,7 @@ class ZeroBits:
 
 def stage1_exact(sizes: list[int], V: list[int]) -> tuple[list[Fraction], list[int], list[int], int]:
     """omega_E, omega_0, ..., omega_q of ``sample_range``'s docstring, from its definition."""
-    from engine.learner.sampler import exponents
+    from everlast.engine.learner.sampler import exponents
 
     v = np.array(V, dtype=np.int64)
     mA = [int(x) for x in exponents(1.0, v - v.min())]
@@ -565,7 +565,7 @@ def test_range_float_pass_beyond_int32_exponent_shifts(dD: int) -> None:
     (mB = mD), so omega = (2^-mD, 3 2^-2mD, 2 2^-mD, 2^-mD) and the cumulative law is
     (1/4, 1/4 + ~2^-mD, 3/4, 1). Too wide for exact rationals, so checked in floats (relative 1e-12)."""
     sizes, V = np.array([1, 1, 2]), np.array([dD, 0, 0])
-    from engine.learner.sampler import exponents
+    from everlast.engine.learner.sampler import exponents
 
     mA, mB = exponents(1.0, V - V.min()), exponents(1.0, V.max() - V)
     mD = int(exponents(1.0, np.array([dD]))[0])
@@ -942,7 +942,7 @@ def test_stumps_dedup_is_exact(d: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways of finding the pairs of coordinates to compare (all pairs; hash-picked, with
     honest keys and with keys that make every set collide) keep exactly one candidate per set.
     Coordinates repeat (x2 = 2 x0 + 1), reverse (x3 = -x1) and tie heavily."""
-    from engine.concepts import stumps
+    from everlast.engine.concepts import stumps
 
     g = np.random.default_rng(d)
     for trial in range(12):
@@ -959,7 +959,7 @@ def test_stumps_dedup_is_exact(d: int, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _splitmix(i: int) -> int:
-    from engine.concepts.stumps import _splitmix64
+    from everlast.engine.concepts.stumps import _splitmix64
 
     return int(_splitmix64(np.array([i], dtype=np.uint64))[0])
 
@@ -1017,7 +1017,7 @@ def test_stumps_labelboost_keeps_dichotomies_whose_hashes_collide(d: int) -> Non
     res = c.labelboost(x_lab, y_lab, x_unlab, np.random.default_rng(0))
     assert res.n_dichotomies == len(support)
     if d > 2:
-        from engine.concepts import stumps
+        from everlast.engine.concepts import stumps
 
         pts = np.concatenate([x_lab, x_unlab]) + 0.0
         order, ok, _ = dedup_reference(pts)
@@ -1030,7 +1030,7 @@ def test_stumps_labelboost_keeps_dichotomies_whose_hashes_collide(d: int) -> Non
 def test_stumps_labelboost_keeps_colliding_dichotomies_in_its_law(monkeypatch: pytest.MonkeyPatch) -> None:
     """The law itself on a small collision-prone configuration: identical, reversed and tied
     coordinates, with keys that make every set collide in the hash path."""
-    from engine.concepts import stumps
+    from everlast.engine.concepts import stumps
 
     monkeypatch.setattr(stumps, "EXACT_PAIRS_MAX_D", 0)
     monkeypatch.setattr(stumps, "_splitmix64", lambda x: np.zeros_like(x))
@@ -1048,7 +1048,7 @@ def _threshold_em_via_labeled_ranks(x_lab: np.ndarray, y_lab: np.ndarray, values
                                     bits: Any) -> tuple[float, int, int]:
     """``threshold_em`` as first written, through ``line.LabeledRanks`` (np.unique of the labeled
     points): the reference its leaner form must match draw for draw (same groups, same order)."""
-    from engine.concepts.line import LabeledRanks
+    from everlast.engine.concepts.line import LabeledRanks
 
     lr = LabeledRanks.of(x_lab, y_lab, values)
     bounds = lr.bounds()
@@ -1062,7 +1062,7 @@ def _threshold_em_via_labeled_ranks(x_lab: np.ndarray, y_lab: np.ndarray, values
 def test_threshold_em_matches_the_labeled_ranks_form_draw_for_draw() -> None:
     """Repeated labeled values (with conflicting labels), values shared with D-hat, +-0, an empty
     D-hat: the same cut, dichotomy count and score from the same stream, so the state format holds."""
-    from engine.concepts.thresholds import threshold_em
+    from everlast.engine.concepts.thresholds import threshold_em
 
     rng = np.random.default_rng(12)
     for trial in range(600):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.concepts import random_order
-from engine.design import (
+from everlast.engine.concepts import random_order
+from everlast.engine.design import (
     DEFAULT,
     MAX_COUNT,
     MAX_D_HAT,
@@ -32,9 +32,9 @@ from engine.design import (
     noise_plan,
     query_block,
 )
-from engine.errors import CorruptState, InvalidSchedule
-from engine.noise import NoiseStream
-from engine.schedule import RoundSpec, Schedule, design_of
+from everlast.engine.errors import CorruptState, InvalidSchedule
+from everlast.engine.noise import NoiseStream
+from everlast.engine.schedule import RoundSpec, Schedule, design_of
 from tests.engine.helpers import spec
 
 # -- Design ---------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 A ``MemoryError`` is forced (monkeypatch) at each stage of ``answer`` and ``transition``; every
 draw-consuming stage is swept call by call (the k-th ``NoiseStream.take``, the k-th block sampled,
-the k-th use of the round's sampling generator). After each failure ``engine.codec.dumps(p)`` must
+the k-th use of the round's sampling generator). After each failure ``everlast.engine.codec.dumps(p)`` must
 be byte-identical to before, and the next successful call must give exactly what an untouched twin
 (restored from those bytes) gives.
 """
@@ -16,20 +16,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine.concepts.random_order
-import engine.concepts.thresholds
-import engine.design
-import engine.noise
-import engine.predictor
-from engine import between_thresholds as bt
-from engine import codec, phases
-from engine.concepts.thresholds import ThresholdEnsemble
-from engine.design import RoundNoise
-from engine.noise import NoiseStream
-from engine.phases import Phase
-from engine.predictor import Predictor
-from engine.reservoir import Reservoir
-from engine.serving import Answers
+import everlast.engine.concepts.random_order
+import everlast.engine.concepts.thresholds
+import everlast.engine.design
+import everlast.engine.noise
+import everlast.engine.predictor
+from everlast.engine import between_thresholds as bt
+from everlast.engine import codec, phases
+from everlast.engine.concepts.thresholds import ThresholdEnsemble
+from everlast.engine.design import RoundNoise
+from everlast.engine.noise import NoiseStream
+from everlast.engine.phases import Phase
+from everlast.engine.predictor import Predictor
+from everlast.engine.reservoir import Reservoir
+from everlast.engine.serving import Answers
 from tests.engine.helpers import DESIGNS, predictor, tops_predictor
 
 QUERIES = np.random.default_rng(8).random(9000)
@@ -91,38 +91,39 @@ def patch_both(*patches: Patch) -> Patch:
 
 
 def patch_sampling_generator(mp: pytest.MonkeyPatch, f: Forced) -> None:
-    real = vars(engine.predictor)["generator"]
-    mp.setattr(engine.predictor, "generator", lambda *a: GeneratorProxy(real(*a), f))
+    real = vars(everlast.engine.predictor)["generator"]
+    mp.setattr(everlast.engine.predictor, "generator", lambda *a: GeneratorProxy(real(*a), f))
 
 
 ANSWER_STAGES: dict[str, Patch] = {
     "vote counting": patch_attr(ThresholdEnsemble, "votes"),
     "noise take (each)": patch_attr(NoiseStream, "take"),
-    "noise block sampling (each)": patch_attr(engine.noise, "sample"),
+    "noise block sampling (each)": patch_attr(everlast.engine.noise, "sample"),
     "per-query noise": patch_attr(RoundNoise, "per_query"),
     # small batches call the feed once per top, large ones peek and skip (bt.LOOKAHEAD_MIN_BATCH)
-    "threshold redraw (each, paper)": patch_both(patch_attr(engine.predictor._MuFeed, "__call__"),
-                                                 patch_attr(engine.predictor._MuFeed, "peek"),
-                                                 patch_attr(engine.predictor._MuFeed, "skip")),
-    "threshold commit (paper)": patch_attr(engine.predictor._MuFeed, "committed"),
+    "threshold redraw (each, paper)": patch_both(patch_attr(everlast.engine.predictor._MuFeed, "__call__"),
+                                                 patch_attr(everlast.engine.predictor._MuFeed, "peek"),
+                                                 patch_attr(everlast.engine.predictor._MuFeed, "skip")),
+    "threshold commit (paper)": patch_attr(everlast.engine.predictor._MuFeed, "committed"),
     "mechanism tct": patch_attr(bt, "run_tct"),
     "mechanism paper": patch_attr(bt, "run_paper"),
-    "reservoir write (after writing)": patch_attr(engine.predictor, "_offer", "after"),
+    "reservoir write (after writing)": patch_attr(everlast.engine.predictor, "_offer", "after"),
     "phase table": patch_attr(phases, "fire"),
-    "building the answers": patch_attr(engine.predictor, "Answers"),
+    "building the answers": patch_attr(everlast.engine.predictor, "Answers"),
 }
 
 TRANSITION_STAGES: dict[str, Patch] = {
-    "labelboost": patch_attr(engine.concepts.thresholds, "threshold_em"),
+    "labelboost": patch_attr(everlast.engine.concepts.thresholds, "threshold_em"),
     "transition generators (each draw: labelboost, S-hat, reservoir; S_i+1's order)": patch_sampling_generator,
-    "random order of S_i+1": patch_attr(engine.concepts.random_order, "random_order"),
-    "fit": patch_attr(engine.concepts.thresholds, "_chunk_thresholds"),
+    "random order of S_i+1": patch_attr(everlast.engine.concepts.random_order, "random_order"),
+    "fit": patch_attr(everlast.engine.concepts.thresholds, "_chunk_thresholds"),
     "reservoir draw": patch_attr(Reservoir, "draw"),
-    "noise plan": patch_attr(engine.predictor, "noise_plan"),
+    "noise plan": patch_attr(everlast.engine.predictor, "noise_plan"),
     "round noise start": patch_attr(RoundNoise, "start"),
-    "round noise streams (each)": patch_attr(engine.design, "generator"),
+    "round noise streams (each)": patch_attr(everlast.engine.design, "generator"),
     # paper: mu from its kept stream (take); target-charged: rho_h straight from its generator (sample)
-    "round noise first draw (each)": patch_both(patch_attr(NoiseStream, "take"), patch_attr(engine.design, "sample")),
+    "round noise first draw (each)": patch_both(patch_attr(NoiseStream, "take"),
+                                                patch_attr(everlast.engine.design, "sample")),
     "phase table": patch_attr(phases, "fire"),
 }
 

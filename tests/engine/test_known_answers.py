@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.predictor import FORMAT
+from everlast.engine.predictor import FORMAT
 
 ROOT = Path(__file__).resolve().parents[2]
 BUMP = ("a change to these vectors must bump engine.predictor.FORMAT and regenerate them "

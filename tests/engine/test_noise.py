@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import codec, noise
-from engine.errors import CorruptState, InvalidSchedule
-from engine.noise import MAX_SCALE, NoiseStream
+from everlast.engine import codec, noise
+from everlast.engine.errors import CorruptState, InvalidSchedule
+from everlast.engine.noise import MAX_SCALE, NoiseStream
 from tests.engine.stats import (
     check_binomial,
     check_chisquare,

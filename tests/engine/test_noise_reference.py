@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from engine import noise
+from everlast.engine import noise
 
 I64 = NDArray[np.int64]
 

@@ -13,15 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-import engine.concepts.intervals
-import engine.concepts.random_order as ro
-import engine.concepts.thresholds
-from engine import codec, overlap
-from engine.concepts import ConceptClass, from_spec
-from engine.design import Design
-from engine.phases import Phase
-from engine.predictor import PREPARE_AHEAD, Predictor
-from engine.schedule import RoundSpec, Schedule
+import everlast.engine.concepts.intervals
+import everlast.engine.concepts.random_order as ro
+import everlast.engine.concepts.thresholds
+from everlast.engine import codec, overlap
+from everlast.engine.concepts import ConceptClass, from_spec
+from everlast.engine.design import Design
+from everlast.engine.phases import Phase
+from everlast.engine.predictor import PREPARE_AHEAD, Predictor
+from everlast.engine.schedule import RoundSpec, Schedule
 
 N = overlap.MIN_WORK + 4_000  # D-hat large enough to be drawn on the worker thread
 needs_two_cpus = pytest.mark.skipif(not overlap.parallel(), reason="one CPU allowed: overlap runs inline")
@@ -116,10 +116,10 @@ def test_threaded_and_inline_transitions_give_the_same_bytes(concept: str) -> No
 
 
 @needs_two_cpus
-@pytest.mark.parametrize("module", [engine.concepts.thresholds, engine.concepts.intervals],
+@pytest.mark.parametrize("module", [everlast.engine.concepts.thresholds, everlast.engine.concepts.intervals],
                          ids=["thresholds", "intervals"])
 def test_a_failure_on_the_worker_changes_nothing(module: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    concept = "thresholds" if module is engine.concepts.thresholds else "intervals"
+    concept = "thresholds" if module is everlast.engine.concepts.thresholds else "intervals"
     p, twin = due(concept), due(concept)
     before = codec.dumps(p)
     real = ro.random_order
@@ -153,13 +153,13 @@ def test_a_pool_that_refuses_the_job_means_inline(monkeypatch: pytest.MonkeyPatc
 
 
 @needs_two_cpus
-@pytest.mark.parametrize("module", [engine.concepts.thresholds, engine.concepts.intervals],
+@pytest.mark.parametrize("module", [everlast.engine.concepts.thresholds, everlast.engine.concepts.intervals],
                          ids=["thresholds", "intervals"])
 def test_a_failure_beside_the_worker_waits_for_it_and_changes_nothing(
         module: object, monkeypatch: pytest.MonkeyPatch) -> None:
     """LabelBoost fails while the order is still being drawn: the exception reaches the caller only
     after the job has ended (no orphan keeps a core into the retry), and nothing changed."""
-    concept = "thresholds" if module is engine.concepts.thresholds else "intervals"
+    concept = "thresholds" if module is everlast.engine.concepts.thresholds else "intervals"
     real_order = ro.random_order
     em = "threshold_em" if concept == "thresholds" else "interval_em"
     fail_beside_a_slow_job(concept, monkeypatch,
@@ -220,8 +220,8 @@ def test_the_next_rounds_noise_opens_on_the_worker_and_a_failure_there_changes_n
     need nothing from it): a failure there reaches the caller and leaves the predictor as it was."""
     import threading
 
-    import engine.predictor
-    from engine.design import RoundNoise
+    import everlast.engine.predictor
+    from everlast.engine.design import RoundNoise
 
     p, twin = due("thresholds"), due("thresholds")
     before = codec.dumps(p)
@@ -234,7 +234,7 @@ def test_the_next_rounds_noise_opens_on_the_worker_and_a_failure_there_changes_n
             where.append(threading.current_thread().name)
             raise MemoryError("forced while opening the noise")
 
-    monkeypatch.setattr(engine.predictor, "RoundNoise", Failing)
+    monkeypatch.setattr(everlast.engine.predictor, "RoundNoise", Failing)
     with pytest.raises(MemoryError, match="opening the noise"):
         p.transition()
     assert where and where[0].startswith("everlast-overlap")
@@ -252,16 +252,17 @@ def test_a_failure_in_the_transition_waits_for_the_noise_job_and_changes_nothing
     """LabelBoost fails while the next round's noise is still being opened on the worker: the
     exception reaches the caller only after that job has ended, and the predictor is unchanged
     (review of the noise job, F8)."""
-    import engine.predictor
-    from engine.design import RoundNoise
+    import everlast.engine.predictor
+    from everlast.engine.design import RoundNoise
 
 
     def slow_noise(slow: Callable[[Callable[..., object]], Callable[..., object]]) -> None:
         slowed = type("Slow", (), {"start": staticmethod(slow(RoundNoise.start))})
-        monkeypatch.setattr(engine.predictor, "RoundNoise", slowed)
+        monkeypatch.setattr(everlast.engine.predictor, "RoundNoise", slowed)
 
     fail_beside_a_slow_job("thresholds", monkeypatch, slow_noise,
-                           lambda failing: monkeypatch.setattr(engine.concepts.thresholds, "threshold_em", failing))
+                           lambda failing: monkeypatch.setattr(everlast.engine.concepts.thresholds, "threshold_em",
+                                                               failing))
 
 
 def fail_beside_a_slow_job(concept: str, monkeypatch: pytest.MonkeyPatch,
@@ -380,7 +381,7 @@ def test_an_order_that_failed_on_the_worker_fails_the_transition_and_a_retry_rec
 
 
 def test_a_last_batch_that_fails_drops_its_order_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.between_thresholds as bt
+    import everlast.engine.between_thresholds as bt
     p, last = last_batch_due("thresholds")
     before = codec.dumps(p)
     cancelled = []
@@ -409,7 +410,7 @@ def test_a_last_batch_that_fails_drops_its_order_and_changes_nothing(monkeypatch
 
 
 def test_a_prepared_order_hands_out_its_job_once_and_recomputes_otherwise() -> None:
-    from engine.design import Purpose, generator
+    from everlast.engine.design import Purpose, generator
     n, k = overlap.MIN_WORK + 100, overlap.MIN_WORK
     fresh = lambda: generator(12345, 2, Purpose.ORDER)  # noqa: E731
     want = ro.random_order(n, k, fresh())
@@ -444,7 +445,7 @@ def slowed_order(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.3) -> tuple
 @needs_two_cpus
 def test_a_failing_last_batch_waits_for_its_order_job(monkeypatch: pytest.MonkeyPatch) -> None:
     """No orphan keeps a core into the retry (review 5, F1)."""
-    import engine.between_thresholds as bt
+    import everlast.engine.between_thresholds as bt
     p, last = last_batch_due("thresholds")
     started, done = slowed_order(monkeypatch)
     real_run = bt.run_tct

@@ -14,13 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-import engine.predictor
-from engine import codec
-from engine.concepts import Thresholds
-from engine.errors import CorruptState, EngineError, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
-from engine.phases import Phase
-from engine.predictor import FORMAT, Predictor
-from engine.serving import Refusal
+import everlast.engine.predictor
+from everlast.engine import codec
+from everlast.engine.concepts import Thresholds
+from everlast.engine.errors import (
+    CorruptState,
+    EngineError,
+    InvalidInput,
+    InvalidSchedule,
+    InvalidState,
+    TrainingSetTooSmall,
+)
+from everlast.engine.phases import Phase
+from everlast.engine.predictor import FORMAT, Predictor
+from everlast.engine.serving import Refusal
 from tests.engine.helpers import DESIGNS, answer_in_batches, predictor, schedule, tops_predictor, training_set
 
 QUERIES = np.random.default_rng(5).random(3000)  # five rounds of 600
@@ -445,13 +452,13 @@ def test_a_transition_that_breaks_an_invariant_enters_phase_error(design: str,
     invariant check sees it, and the predictor enters phase error."""
     p = predictor(design)
     p.answer(QUERIES[:600])
-    real = engine.predictor._start_round
+    real = everlast.engine.predictor._start_round
 
     def broken(*args: Any) -> Any:
         rnd, points, live = real(*args)
         return rnd, points, dataclasses.replace(live, filled=rnd.kept + 1)
 
-    monkeypatch.setattr(engine.predictor, "_start_round", broken)
+    monkeypatch.setattr(everlast.engine.predictor, "_start_round", broken)
     with pytest.raises(InvalidState, match="entered phase error"):
         p.transition()
     monkeypatch.undo()

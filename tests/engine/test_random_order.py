@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import engine.concepts.random_order as ro
-from engine.concepts.random_order import first_distinct, packed_order, random_order, sorted_subset
+import everlast.engine.concepts.random_order as ro
+from everlast.engine.concepts.random_order import first_distinct, packed_order, random_order, sorted_subset
 
 
 @pytest.mark.parametrize("n,k", [(0, 0), (1, 1), (7, 3), (200_000, 150_000),

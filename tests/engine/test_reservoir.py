@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.reservoir import Reservoir
+from everlast.engine.reservoir import Reservoir
 
 
 @pytest.mark.parametrize("R,m", [(10**12, 500), (10**6, 10**6), (1000, 999), (1000, 600), (1000, 30), (5, 0)])

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.concepts.intervals import IntervalEnsemble
-from engine.concepts.thresholds import SORTED_SEARCH_MIN_BATCH, SORTED_SEARCH_MIN_T, sorted_search
+from everlast.engine.concepts.intervals import IntervalEnsemble
+from everlast.engine.concepts.thresholds import SORTED_SEARCH_MIN_BATCH, SORTED_SEARCH_MIN_T, sorted_search
 
 SPECIAL = [0.0, -0.0, 0.25, 0.5, 1.0, np.inf, -np.inf]
 

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 from numpy.typing import NDArray
 
-from adversary_sim.iid import Task, make_task
-from engine.concepts import Thresholds
+from everlast.adversary_sim.iid import Task, make_task
+from everlast.engine.concepts import Thresholds
 
 THRESHOLDS = Thresholds()
 

@@ -8,7 +8,7 @@ import math
 import dp_accounting
 import pytest
 
-from peers import accounting as acc
+from everlast.peers import accounting as acc
 
 
 def brute_force_rr_delta(k: int, eps0: float, eps: float) -> float:

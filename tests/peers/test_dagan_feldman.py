@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from peers import accounting, design, evaluate, registry, sample_complexity
-from peers.dagan_feldman import (
+from everlast.peers import accounting, design, evaluate, registry, sample_complexity
+from everlast.peers.dagan_feldman import (
     DaganFeldman,
     DFParams,
     answer_probability,

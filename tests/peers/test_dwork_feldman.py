@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from peers import accounting, design, evaluate, registry
-from peers.dwork_feldman import DworkFeldman
+from everlast.peers import accounting, design, evaluate, registry
+from everlast.peers.dwork_feldman import DworkFeldman
 from tests.peers.helpers import THRESHOLDS, data, in_batches, queries, task
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.concepts import from_spec
-from peers import evaluate, registry, sample_complexity
-from peers.base import Grid, InfiniteDomain, OutsideDomain, UnsupportedConcept
-from peers.private_learner import PrivateLearner, hypothesis_distribution, sample_hypothesis
+from everlast.engine.concepts import from_spec
+from everlast.peers import evaluate, registry, sample_complexity
+from everlast.peers.base import Grid, InfiniteDomain, OutsideDomain, UnsupportedConcept
+from everlast.peers.private_learner import PrivateLearner, hypothesis_distribution, sample_hypothesis
 from tests.peers.helpers import THRESHOLDS, task
 
 

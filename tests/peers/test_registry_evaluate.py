@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from adversary_sim.iid import make_task
-from engine.concepts import from_spec
-from engine.design import PAPER
-from engine.errors import InvalidInput
-from engine.schedule import RoundSpec, Schedule
-from peers import evaluate, registry, sample_complexity
-from peers.base import PeerError, StreamPredictor, TooFewExamples, UnsupportedConcept, majority
-from peers.nonprivate import NonPrivateMajority
+from everlast.adversary_sim.iid import make_task
+from everlast.engine.concepts import from_spec
+from everlast.engine.design import PAPER
+from everlast.engine.errors import InvalidInput
+from everlast.engine.schedule import RoundSpec, Schedule
+from everlast.peers import evaluate, registry, sample_complexity
+from everlast.peers.base import PeerError, StreamPredictor, TooFewExamples, UnsupportedConcept, majority
+from everlast.peers.nonprivate import NonPrivateMajority
 from tests.peers.helpers import THRESHOLDS, data, queries, task
 
 EPS, DELTA, ALPHA = 1.0, 1e-6, 0.1

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adversary_sim.iid import make_task
-from engine.concepts import Thresholds
-from peers import evaluate, registry
-from peers.base import Grid
-from peers.served_learner import ServedLearner, expected_error_bound, n_required
+from everlast.adversary_sim.iid import make_task
+from everlast.engine.concepts import Thresholds
+from everlast.peers import evaluate, registry
+from everlast.peers.base import Grid
+from everlast.peers.served_learner import ServedLearner, expected_error_bound, n_required
 
 
 @pytest.mark.parametrize("size", [None, 2**8, 2**32, 2**62])
@@ -33,7 +33,7 @@ def test_a_threshold_on_the_grid_index_and_accurate_at_its_n(size: int | None) -
 
 def test_the_grid_is_the_domain() -> None:
     peer = ServedLearner(Thresholds(), [0.0, 0.5, 1.0], [0, 1, 1], epsilon=1.0, grid=Grid(0.0, 1.0, 3), seed=1)
-    from peers.base import OutsideDomain
+    from everlast.peers.base import OutsideDomain
 
     with pytest.raises(OutsideDomain):
         peer.answer(np.array([0.25]))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from peers import accounting, evaluate, registry
-from peers import sparse_vector as sv
-from peers.base import distance_to_instability, majority
+from everlast.peers import accounting, evaluate, registry
+from everlast.peers import sparse_vector as sv
+from everlast.peers.base import distance_to_instability, majority
 from tests.peers.helpers import THRESHOLDS, data, in_batches, queries, task
 
 

@@ -16,11 +16,11 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from engine.design import DEFAULT, PAPER
-from engine.planner import above_threshold as at
-from engine.planner import certify
-from engine.planner.query_side import in_round
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.design import DEFAULT, PAPER
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner import certify
+from everlast.engine.planner.query_side import in_round
+from everlast.engine.schedule import RoundSpec, Schedule
 
 
 def _pmf(scale: float, n: int) -> np.ndarray:
@@ -78,7 +78,7 @@ def test_at_margin_is_the_smallest_integer(eps: float, p: float) -> None:
 
 
 def test_scales_and_epsilon_are_the_engines_exact_ones() -> None:
-    from engine.noise import exact_scale
+    from everlast.engine.noise import exact_scale
 
     for eps in (0.01, 0.1, 0.37, 1.0):
         tq, tr = at.scales(eps)

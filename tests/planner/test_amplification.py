@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.planner import amplification as amp
+from everlast.engine.planner import amplification as amp
 
 
 def test_bbg_by_hand() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from engine.planner import bt
+from everlast.engine.planner import bt
 
 
 def test_gap_formula_by_hand() -> None:

@@ -10,12 +10,12 @@ from fractions import Fraction
 
 import pytest
 
-from engine.design import DEFAULT, PAPER, noise_plan
-from engine.planner import certify, in_round_step
-from engine.planner import target_charging as tc
-from engine.planner.chain import ENGINE, IDEALISED
-from engine.planner.report import certificate_text, guarantee_sentence
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.design import DEFAULT, PAPER, noise_plan
+from everlast.engine.planner import certify, in_round_step
+from everlast.engine.planner import target_charging as tc
+from everlast.engine.planner.chain import ENGINE, IDEALISED
+from everlast.engine.planner.report import certificate_text, guarantee_sentence
+from everlast.engine.schedule import RoundSpec, Schedule
 
 # a target-charged round: eps0 = 0.01 per query, accurate (T >= (ln(2R/beta)/eps0 + 2)/gamma = 17,520);
 # c - c0 = 1000: the cap charge is ~1e-11

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from engine.design import DEFAULT
-from engine.planner import certify, in_round_step
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.design import DEFAULT
+from everlast.engine.planner import certify, in_round_step
+from everlast.engine.schedule import RoundSpec, Schedule
 
 T = 4000
 SPEC = RoundSpec(T=T, lam=1, R=T, c=12, eps_bt=0.15, delta_bt=None, alpha=0.2, m_S=T // 10, m_D=T,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cli.plan import plan
-from engine.design import RETIRED
+from everlast.cli.plan import plan
+from everlast.engine.design import RETIRED
 
 CONTRACT = {"n_required", "epsilon", "epsilon_training", "epsilon_queries", "delta", "accounting",
             "steps", "schedule"}

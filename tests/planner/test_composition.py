@@ -9,7 +9,7 @@ import pytest
 from dp_accounting.pld import common, privacy_loss_distribution
 from scipy.special import expit
 
-from engine.planner import composition as comp
+from everlast.engine.planner import composition as comp
 
 # ---------------------------------------------------------------------------- the paper's
 

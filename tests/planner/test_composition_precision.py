@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.planner import composition as comp
+from everlast.engine.planner import composition as comp
 
 mp = pytest.importorskip("mpmath")
 

@@ -9,13 +9,13 @@ import math
 
 import pytest
 
-from engine.design import MAX_D_HAT, RETIRED, Design
-from engine.errors import InvalidSchedule
-from engine.planner import PlanInfeasible, Targets, best_epsilon, certify, cheapest_sound, designs, plan
-from engine.planner import above_threshold as at
-from engine.planner.chain import tct_accuracy_t
-from engine.planner.tight import BETA_H_SHARE
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.design import MAX_D_HAT, RETIRED, Design
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import PlanInfeasible, Targets, best_epsilon, certify, cheapest_sound, designs, plan
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner.chain import tct_accuracy_t
+from everlast.engine.planner.tight import BETA_H_SHARE
+from everlast.engine.schedule import RoundSpec, Schedule
 
 EIGHT = Targets(epsilon=8.0, halts="split-votes")
 PAPER = {"halting": "paper", "restarts": "per-top"}

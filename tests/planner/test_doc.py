@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.planner.report import doc_blocks
+from everlast.engine.planner.report import doc_blocks
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "PRIVACY.md"
 
@@ -44,8 +44,8 @@ def test_privacy_doc_numbers_match_the_planner() -> None:
 
 
 def test_worked_example_is_the_default_design_meeting_its_targets() -> None:
-    from engine.planner import plan
-    from engine.planner.report import WORKED, worked_example
+    from everlast.engine.planner import plan
+    from everlast.engine.planner.report import WORKED, worked_example
 
     text = worked_example()
     p = plan(WORKED)

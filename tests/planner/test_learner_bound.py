@@ -7,9 +7,9 @@ import math
 import pytest
 from scipy import stats
 
-from engine.learner import hypothesis_count
-from engine.learner.ordinals import FLOAT64_POINTS
-from engine.planner import learner as pl
+from everlast.engine.learner import hypothesis_count
+from everlast.engine.learner.ordinals import FLOAT64_POINTS
+from everlast.engine.planner import learner as pl
 
 TARGETS = {("thresholds", 1): 5000, ("intervals", 1): 10_000, ("stumps", 10): 10_000}
 

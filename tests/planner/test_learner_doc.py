@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from engine.planner.learner import sizes_table
+from everlast.engine.planner.learner import sizes_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "PRIVACY.md"
 BLOCK = re.compile(r"(<!-- BEGIN GENERATED: learner-sizes -->\n)(.*?)(<!-- END GENERATED: learner-sizes -->)", re.S)

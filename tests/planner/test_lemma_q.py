@@ -12,7 +12,7 @@ import random
 import mpmath as mp
 import pytest
 
-from engine.planner import target_charging as tc
+from everlast.engine.planner import target_charging as tc
 
 DPS = 80
 TOL = mp.mpf(10) ** -60

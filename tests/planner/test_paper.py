@@ -10,11 +10,11 @@ import math
 
 import pytest
 
-from engine.planner import Targets, plan
-from engine.planner.amplification import claim_2_7
-from engine.planner.chain import IDEALISED
-from engine.planner.composition import claim_d1_bound
-from engine.planner.paper import TAU, paper_n_formula, paper_schedule
+from everlast.engine.planner import Targets, plan
+from everlast.engine.planner.amplification import claim_2_7
+from everlast.engine.planner.chain import IDEALISED
+from everlast.engine.planner.composition import claim_d1_bound
+from everlast.engine.planner.paper import TAU, paper_n_formula, paper_schedule
 
 DELTA = 1e-6
 

@@ -16,17 +16,17 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.design import DEFAULT
-from engine.errors import InvalidSchedule
-from engine.planner import Targets, certify, plan
-from engine.planner.fill import accuracy_eps0, fill_tests
-from engine.schedule import RoundSpec, Schedule
+from everlast.engine.design import DEFAULT
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import Targets, certify, plan
+from everlast.engine.planner.fill import accuracy_eps0, fill_tests
+from everlast.engine.schedule import RoundSpec, Schedule
 
 SLACK = 1e-9
 
 
 def _printed_deltas_within(c_delta_target: float, cert: object) -> None:
-    from engine.planner.chain import Certificate
+    from everlast.engine.planner.chain import Certificate
 
     assert isinstance(cert, Certificate)
     if math.isfinite(cert.epsilon_training):

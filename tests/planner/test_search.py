@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from engine.planner import Targets, api, best_epsilon, search
+from everlast.engine.planner import Targets, api, best_epsilon, search
 
 PAPER_TARGETS = Targets(epsilon=1.0, halts="split-votes", halting="paper", restarts="per-top")
 

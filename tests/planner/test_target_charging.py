@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from engine.planner import composition as comp
-from engine.planner import target_charging as tc
+from everlast.engine.planner import composition as comp
+from everlast.engine.planner import target_charging as tc
 
 # ---------------------------------------------------------------------------- the binomial tail
 

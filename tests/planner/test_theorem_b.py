@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from engine.planner import theorem_b as tb
+from everlast.engine.planner import theorem_b as tb
 
 L, TOP, R = 0, 1, 2
 

@@ -8,12 +8,12 @@ import math
 
 import pytest
 
-from engine.design import PAPER
-from engine.planner import Targets, plan
-from engine.planner.chain import tct_accuracy_t
-from engine.planner.learning import d2_floor
-from engine.planner.report import CALIBRATION, calibration_crosscheck
-from engine.planner.tight import TightOptions, solve
+from everlast.engine.design import PAPER
+from everlast.engine.planner import Targets, plan
+from everlast.engine.planner.chain import tct_accuracy_t
+from everlast.engine.planner.learning import d2_floor
+from everlast.engine.planner.report import CALIBRATION, calibration_crosscheck
+from everlast.engine.planner.tight import TightOptions, solve
 
 PAPER_FIELDS = {"halting": "paper", "restarts": "per-top"}
 

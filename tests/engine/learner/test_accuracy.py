@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.learner import PrivateLearner
-from engine.planner import learner as pl
+from everlast.engine.learner import PrivateLearner
+from everlast.engine.planner import learner as pl
 
 ALPHA, BETA, EPS = 0.1, 0.05, 1.0
 FITS = 12

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.learner.exact import (
+from everlast.engine.learner.exact import (
     Bits,
     DyadicSampler,
     LazyUniform,
@@ -22,7 +22,7 @@ from engine.learner.exact import (
     gamma,
     ln2_bounds,
 )
-from engine.learner.sampler import INV_2LN2, exponents
+from everlast.engine.learner.sampler import INV_2LN2, exponents
 from tests.engine.learner.helpers import ScriptedBits, dyadic, exact_index
 
 TWO64 = 1 << 64
@@ -262,7 +262,7 @@ def test_gamma_matches_its_definition() -> None:
 def test_dyadic_sampler_float_pass_is_the_same_on_its_short_path() -> None:
     """All sizes positive and every exponent within DROP_EXP takes fewer numpy calls; the float
     cumulative sums and (rho, theta) are those of the general path (a zero size appended forces it)."""
-    from engine.learner.exact import DROP_EXP, U53
+    from everlast.engine.learner.exact import DROP_EXP, U53
 
     rng = np.random.default_rng(9)
     for K in (1, 2, 17, 1000):

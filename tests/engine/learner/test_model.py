@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine import codec
-from engine.errors import CorruptState, InvalidInput, InvalidState
-from engine.learner import FORMAT, Domain, PrivateLearner
-from engine.learner.ordinals import ordinal
-from engine.phases import Phase
-from engine.serving import Servable, restore
+from everlast.engine import codec
+from everlast.engine.errors import CorruptState, InvalidInput, InvalidState
+from everlast.engine.learner import FORMAT, Domain, PrivateLearner
+from everlast.engine.learner.ordinals import ordinal
+from everlast.engine.phases import Phase
+from everlast.engine.serving import Servable, restore
 
 MAX = float(np.finfo(np.float64).max)
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import InvalidInput
-from engine.learner.domain import Domain
-from engine.learner.ordinals import FLOAT64_POINTS, MAX_ORDINAL, from_ordinal, ordinal, to_ordinal, value
+from everlast.engine.errors import InvalidInput
+from everlast.engine.learner.domain import Domain
+from everlast.engine.learner.ordinals import FLOAT64_POINTS, MAX_ORDINAL, from_ordinal, ordinal, to_ordinal, value
 
 MAX = float(np.finfo(np.float64).max)
 TINY = float(np.finfo(np.float64).tiny)  # smallest normal
