@@ -27,7 +27,7 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
               help="Games played in total (half in each world).")
 @click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner"]), default="generic-bbl",
               show_default=True, help="The mechanism audited; private-learner: the training game's canary "
-                                      "attack against the generic private learner (docs/PRIVACY.md 17.6).")
+                                      "attack against the generic private learner (docs/privacy/learner.md 6).")
 @click.option("--variant", type=click.Choice(_VARIANT_NAMES), default="real", show_default=True,
               help="The engine as shipped, with one safeguard removed, or (charged-c) with a broken claim: "
                    "to show the audit can see it; plain-erm: the private learner without its noise.")

@@ -29,7 +29,7 @@ For fixed (epsilon, delta, alpha) and the synthetic thresholds task of ``adversa
    |X|), and runs of the learner on grids of each size.
 
 The private learner's rows are the mechanism the daemon serves (``mechanism = "private-learner"``,
-``engine.learner``, sampled exactly; docs/PRIVACY.md section 17), run through
+``engine.learner``, sampled exactly; docs/privacy/learner.md), run through
 ``peers.served_learner``: on all finite float64 (what the daemon receives) and on a grid. Their n is
 Theorem L2's for the comparison's criterion, expected error <= alpha
 (``engine.planner.learner.n_expected_error``; ``everlast plan --mechanism private-learner`` prints
@@ -498,7 +498,7 @@ def domain_effect(s: Settings, everlast: dict[str, dict[str, Any]], task: Task,
         "float64_n": learner_n(s, None),
         "note": ("everlast's n does not depend on |X| (the planner's inputs are epsilon, delta, alpha, beta "
                  "and the VC dimension, 1 for thresholds on any ordered domain); the learner's bound grows "
-                 "with ln|X| (Theorem L2, docs/PRIVACY.md 17.4), but on i.i.d. data from a smooth distribution "
+                 "with ln|X| (Theorem L2, docs/privacy/learner.md 4), but on i.i.d. data from a smooth distribution "
                  "its runs do not show it"),
     }
     for name in EVERLAST_NAMES:
@@ -577,7 +577,7 @@ def compute(s: Settings, beyond: bool = True) -> dict[str, Any]:
             if m.name == "private_learner_grid":
                 entry["domain_size"] = s.grid_size
             if m.name in LEARNER_NAMES:
-                entry["n_criterion"] = ("Theorem L2 (docs/PRIVACY.md 17.4) at alpha' + beta' = alpha: expected error "
+                entry["n_criterion"] = ("Theorem L2 (docs/privacy/learner.md 4) at alpha' + beta' = alpha: expected error "
                                         "<= alpha, the table's criterion")
             if m.name in EVERLAST_NAMES:
                 entry["plan"] = everlast[m.name]
@@ -878,7 +878,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
     parts.append("## Domain size |X| (thresholds on a finite grid)\n")
     parts.append("The generic private learner needs a finite domain and its n grows with ln|X|; everlast's n does "
                  "not depend on |X|. The learner is the one the daemon serves (`engine.learner`, exact sampler), "
-                 "its n Theorem L2's for expected error ≤ alpha (docs/PRIVACY.md 17.4); on all finite doubles "
+                 "its n Theorem L2's for expected error ≤ alpha (docs/privacy/learner.md 4); on all finite doubles "
                  f"(|X| ≈ 2^64) it needs {fmt_n(dom.get('float64_n'))}. Runs: the learner on a grid of |X| points in "
                  "[0, 1] (task points snapped to the grid) at its computed n and at a fixed n = "
                  f"{fmt_n(dom['fixed_n'])}, {fmt_n(dom['run_queries'])} queries each.\n")

@@ -45,7 +45,7 @@ def complete_schedule(doc: Mapping[str, Any], delta: float = 1e-6) -> Schedule:
               help="Print one JSON object: {schedule, certificate, guarantee}.")
 def complete(schedule_path: Path, out: Path | None, n: int | None, delta: float, as_json: bool) -> None:
     """Complete a hand-written SCHEDULE for its design (default: target-charged, whose noisy halting
-    test is filled in; docs/PRIVACY.md section 9) and print what the planner certifies for it."""
+    test is filled in; docs/privacy/genericbbl.md section 9) and print what the planner certifies for it."""
     try:
         doc = json.loads(schedule_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:

@@ -2,7 +2,7 @@
 
 Writes two sample models of the same task (a hidden threshold): GenericBBL (``demo``: a synthetic
 training set and a small explicit schedule) and the generic private learner (``demo-learner``:
-the planner's n for epsilon = 1, alpha = 0.1, a few thousand examples, docs/PRIVACY.md section 17).
+the planner's n for epsilon = 1, alpha = 0.1, a few thousand examples, docs/privacy/learner.md).
 Starts the daemon on the embedded broker, replays the same i.i.d. stream through Kafka to both, and
 prints, for each, a summary of the answers and the guarantee it certifies.
 """
@@ -164,7 +164,7 @@ def side_by_side(out: dict[str, Any]) -> str:
 
 
 def learner_guarantee(g: dict[str, Any]) -> str:
-    """The private learner's certificate in one sentence (docs/PRIVACY.md section 17)."""
+    """The private learner's certificate in one sentence (docs/privacy/learner.md)."""
     eps = g["epsilon_training"]
     acc = (f"error <= {g['alpha_proven']:.3g} with probability >= {1 - g['beta']:.3g}" if g["alpha_proven"] < 1.0
            else "no accuracy proven at this n")

@@ -10,7 +10,7 @@ the reason (engine.design.RETIRED). Unless ``--no-designs``, both designs are al
 same targets and their query chain and data cost are reported (``designs`` in the JSON).
 
 ``--mechanism`` compares mechanisms (``engine.planner.mechanisms``): ``private-learner`` plans only
-the generic private learner (docs/PRIVACY.md section 17; its JSON has the same contract keys),
+the generic private learner (docs/privacy/learner.md; its JSON has the same contract keys),
 ``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
 to GenericBBL's plan.
 """
@@ -121,7 +121,7 @@ def _design_fields(design: str | None, halting: str | None, restarts: str | None
               help="Training-set size available (e.g. 5000 or 1e9): also report the best epsilon it certifies.")
 @click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner", "all"]), default="generic-bbl",
               show_default=True, help="GenericBBL, the generic private learner (finite float domain; "
-                                      "docs/PRIVACY.md 17), or both side by side with the cheapest named.")
+                                      "docs/privacy/learner.md), or both side by side with the cheapest named.")
 @click.option("--domain-size", "domain_size", type=Count(), default=None,
               help="Private learner: points of the declared domain (grid or range) [default: all finite "
                    "float64, 2^64 - 2^53 - 1].")
@@ -185,7 +185,7 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
     else:
         click.echo(plan_text(p, achievable, costs))
         if compared is not None:
-            click.echo("\nMechanisms (same targets; docs/PRIVACY.md sections 3-9 and 17):\n"
+            click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
                        + mech.comparison_text(compared))
 
 

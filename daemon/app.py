@@ -87,7 +87,7 @@ def warn_operator(cfg: Config) -> None:
         if getattr(m, "seed", None) is not None:
             log.warning("model %s has a configured seed: every noise value it draws is reproducible by whoever knows "
                         "the seed, so its guarantee holds only while the seed is a secret with ~128 bits of entropy; "
-                        "leave it unset outside tests (OS entropy; docs/PRIVACY.md 8)", m.id)
+                        "leave it unset outside tests (OS entropy; docs/privacy/genericbbl.md 8)", m.id)
 
 
 async def serve(

@@ -139,7 +139,7 @@ DomainConfig = Annotated[Float64Domain | RangeDomain | GridDomain, Field(discrim
 
 
 class LearnerConfig(_Strict):
-    """The generic private learner's settings (``mechanism = "private-learner"``, docs/PRIVACY.md 17)."""
+    """The generic private learner's settings (``mechanism = "private-learner"``, docs/privacy/learner.md)."""
 
     epsilon: float = Field(gt=0, description="the training set is (epsilon, 0)-DP (Theorem L1); queries are 0-DP")
     domain: Literal["float64"] | DomainConfig = Field(
@@ -186,7 +186,7 @@ class ModelConfig(_Strict):
     concept: Literal["thresholds", "intervals", "stumps"] = "thresholds"
     d: int = Field(1, ge=1, description="dimension (stumps)")
     mechanism: Literal["generic-bbl", "private-learner"] = Field(
-        "generic-bbl", description="generic-bbl (GenericBBL, the default) or private-learner (docs/PRIVACY.md 17)"
+        "generic-bbl", description="generic-bbl (GenericBBL, the default) or private-learner (docs/privacy/learner.md)"
     )
     schedule: Path | None = Field(None, description="a JSON schedule file; its privacy is certified at start")
     targets: TargetsConfig | None = Field(None, description="privacy targets; the planner makes the schedule")
@@ -216,7 +216,7 @@ class ModelConfig(_Strict):
                 raise ValueError(
                     f"model {self.id}: the private learner takes no seed: its one fit draws 128 bits of OS "
                     "entropy, because its hypothesis can be read back from free queries and a guessable seed "
-                    "would let an adversary re-run the fit (docs/PRIVACY.md 17.2)"
+                    "would let an adversary re-run the fit (docs/privacy/learner.md 2)"
                 )
             return self
         if self.learner is not None:

@@ -100,7 +100,7 @@ class ModelRuntime:
                 f"model {cfg.id}: every one of the declared grid's {domain.size} points occurs in the training "
                 f"set{where}; a grid chosen independently of the data would show that with probability below "
                 f"e^{log_p:.0f}. A grid derived from the training data publishes it: a query off the grid is "
-                "refused, on it answered (docs/PRIVACY.md 17.1). Declare the domain before seeing the data (the "
+                "refused, on it answered (docs/privacy/learner.md 1). Declare the domain before seeing the data (the "
                 "values the input can take), or use a range or all of float64."
             )
         g = learner_guarantee(cfg, n, domain.size, domain.describe(), domain.kind)
@@ -145,7 +145,7 @@ class ModelRuntime:
             if self.cfg.mechanism == "private-learner":
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
-                # seed=None: 128 bits of OS entropy (docs/PRIVACY.md 17.2); the config refuses a seed
+                # seed=None: 128 bits of OS entropy (docs/privacy/learner.md 2); the config refuses a seed
                 engine = PrivateLearner.fit({"name": self.cfg.concept, "d": self.cfg.d}, x, y, epsilon=lc.epsilon,
                                             domain=self.domain, seed=None)
             else:

@@ -109,7 +109,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
     return p.schedule, _from_certificate(certify(p.schedule, n, accounting=t.accounting, delta=t.delta))
 
 
-LEARNER_CLAIM = "Theorem L1, docs/PRIVACY.md section 17.2"
+LEARNER_CLAIM = "Theorem L1, docs/privacy/learner.md section 2"
 
 
 def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, domain_kind: str) -> Guarantee:
@@ -128,7 +128,7 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     if lc.alpha is not None and (c.n_required is None or n < c.n_required):
         raise ConfigError(
             f"model {cfg.id}: alpha = {lc.alpha} at epsilon = {lc.epsilon} needs {c.n_required} training examples "
-            f"(Theorem L2, docs/PRIVACY.md 17.4; the training set has {n}); with n = {n} it proves alpha = "
+            f"(Theorem L2, docs/privacy/learner.md 4; the training set has {n}); with n = {n} it proves alpha = "
             f"{alpha_n:.3g}. Give more data, raise epsilon or alpha, or drop alpha (privacy holds at any n)."
         )
     warnings = [LEARNER_NOTE]
@@ -139,7 +139,7 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
         "concept": cfg.concept, "d": cfg.d, "domain": domain, "domain_kind": domain_kind,
         "domain_size": str(domain_size), "n_train": n,
         "rounds": False, "halts": False, "claim": LEARNER_CLAIM,
-        "alpha_proven": alpha_n, "beta": lc.beta, "accuracy_theorem": "Theorem L2, docs/PRIVACY.md section 17.4",
+        "alpha_proven": alpha_n, "beta": lc.beta, "accuracy_theorem": "Theorem L2, docs/privacy/learner.md section 4",
         "alpha_target": lc.alpha, "n_required": c.n_required if lc.alpha is not None else None,
     }
     return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),

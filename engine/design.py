@@ -1,6 +1,6 @@
 """The two designs the engine runs, and the one place that decides what each draws.
 
-A design says how a round turns vote counts into answers and when it fails (docs/PRIVACY.md 1):
+A design says how a round turns vote counts into answers and when it fails (docs/privacy/genericbbl.md 1):
 
 ``target-charged`` (halting ``noisy``, restarts ``none``), the default: each query's vote count gets
     its own fresh discrete Laplace noise against fixed integer thresholds (no threshold noise, so
@@ -9,9 +9,9 @@ A design says how a round turns vote counts into answers and when it fails (docs
     Theorem Q with the halting test only. Proven query-private.
 ``paper`` (halting ``paper``, restarts ``per-top``): BetweenThresholds as in the paper, threshold
     noise redrawn after every top, failure at the c-th top. NOT query-private (both channels of
-    docs/PRIVACY.md 4 are open); kept because it is the paper's design and the audits attack it.
+    docs/privacy/genericbbl.md 4 are open); kept because it is the paper's design and the audits attack it.
 
-Every other (halting, restarts) pair of earlier versions is retired (docs/PRIVACY.md 9 says why).
+Every other (halting, restarts) pair of earlier versions is retired (docs/privacy/genericbbl.md 9 says why).
 
 :func:`noise_plan` turns a round's parameters into the exact integers and rational noise scales the
 engine runs with, and raises ``InvalidSchedule`` when the engine cannot run them exactly; the
@@ -78,11 +78,11 @@ class Restarts(enum.StrEnum):
 
 RETIRED = {
     "never": "halting 'never' is retired: the target-charged design (halting 'noisy', restarts 'none') "
-             "is proven query-private and needs far less data (docs/PRIVACY.md 9)",
+             "is proven query-private and needs far less data (docs/privacy/genericbbl.md 9)",
     "private": "restarts 'private' is retired: the target-charged design has no threshold noise to "
-               "restart and needs ~10^4 times less data (docs/PRIVACY.md 9)",
+               "restart and needs ~10^4 times less data (docs/privacy/genericbbl.md 9)",
     "stateless": "restarts 'stateless' is retired: dominated by the target-charged design "
-                 "(docs/PRIVACY.md 9)",
+                 "(docs/privacy/genericbbl.md 9)",
 }
 
 

@@ -2,7 +2,7 @@
 
 **The law.** DLap(t), t > 0 a rational scale: P[Z = z] = (1 - p)/(1 + p) p^{|z|}, p = e^{-1/t}, for
 every integer z. For an integer-valued query of sensitivity 1 (a vote count), adding Z is
-(1/t)-DP with no delta: P[Z = z]/P[Z = z + k] <= e^{|k|/t} (docs/PRIVACY.md section 2).
+(1/t)-DP with no delta: P[Z = z]/P[Z = z + k] <= e^{|k|/t} (docs/privacy/genericbbl.md section 2).
 
 **The sampler** is Canonne, Kamath, Steinke, "The discrete Gaussian for differential privacy"
 (NeurIPS 2020), Algorithm 2 (discrete Laplace with scale num/den) on top of their Algorithm 1

@@ -115,7 +115,7 @@ class Schedule:
     rounds: tuple[RoundSpec, ...]
     repeat_last: bool = True
     design: Design = DEFAULT
-    """The default design is target-charged (docs/PRIVACY.md 9); the paper's must be named."""
+    """The default design is target-charged (docs/privacy/genericbbl.md 9); the paper's must be named."""
 
     def __post_init__(self) -> None:
         validate(self)

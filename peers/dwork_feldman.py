@@ -13,7 +13,7 @@ Dwork-Feldman 2018 analyse subsample-and-aggregate with a noisy aggregate of the
 Laplace count compared with T/2 is our choice of that aggregate, and the guarantee above is proved
 here, not taken from their theorems. The Laplace draws are ``engine.rng.laplace`` (inverse CDF on
 a 52-bit grid): the floating-point caveat of Mironov 2012 applies. The peers are comparison rows and
-never serve; the engine itself draws exact discrete Laplace noise (docs/PRIVACY.md 8).
+never serve; the engine itself draws exact discrete Laplace noise (docs/privacy/genericbbl.md 8).
 
 Over queries. The querier is adaptive, so k answers are the k-fold adaptive composition of
 (eps0, 0)-DP mechanisms, accounted by ``peers.accounting``: basic (k eps0), advanced (DRV10),

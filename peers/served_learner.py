@@ -1,5 +1,5 @@
 """The generic private learner exactly as the daemon serves it (``mechanism = "private-learner"``:
-``engine.learner.PrivateLearner``, docs/PRIVACY.md section 17) behind the peers' interface, so that
+``engine.learner.PrivateLearner``, docs/privacy/learner.md) behind the peers' interface, so that
 ``everlast compare`` runs it like the other rows.
 
 Two domains:
@@ -76,7 +76,7 @@ class ServedLearner(PeerState):
             protects_queries=True,
             note=(f"Training set: one threshold on {where} released by the exponential mechanism, sampled "
                   f"exactly (engine.learner, served as mechanism = private-learner), ({epsilon:.3g}, 0)-DP "
-                  "(Theorem L1, docs/PRIVACY.md 17.2); every answer is a post-processing of it. Queries: 0-DP."),
+                  "(Theorem L1, docs/privacy/learner.md 2); every answer is a post-processing of it. Queries: 0-DP."),
             max_queries=None,
             per_query_epsilon=0.0,
             extra=(("domain_size", float(domain_size(grid))),),

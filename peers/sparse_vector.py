@@ -36,7 +36,7 @@ BTT18 prove their own (eps, delta) theorem for their Algorithm (A_stab with spar
 accounting above is the one this implementation certifies, and it does not rely on theirs.
 
 Noise: ``engine.rng.laplace`` (the floating-point caveat of Mironov 2012 applies; unlike the engine,
-whose noise is exact discrete Laplace, docs/PRIVACY.md 8).
+whose noise is exact discrete Laplace, docs/privacy/genericbbl.md 8).
 Queries are *not* protected: when the peer halts depends on how many earlier queries were
 unstable, so one querier's point moves everyone else's refusal time (``protects_queries = False``).
 """

@@ -1,4 +1,4 @@
-"""The training-set audit of the generic private learner (``engine.learner``; docs/PRIVACY.md 17).
+"""The training-set audit of the generic private learner (``engine.learner``; docs/privacy/learner.md).
 
 The game (Definition 3.4, Flag = 1): two training sets that differ in one example, the *canary*.
 Both hold k zeros at 0.0 and k ones at 1.0 (the pins); the canary sits at x_c in (0, 1) with label 0
@@ -163,7 +163,7 @@ def run_learner_audit(variant: str = "real", trials: int = 2000, seed: int = 0, 
     p0, p1 = exact_probability(0, x_c, epsilon, k), exact_probability(1, x_c, epsilon, k)
     claim = {"claimed_epsilon": epsilon, "claimed_delta": 0.0, "claimed_kind": "proven (Theorem L1)",
              "claimed_epsilon_proven": epsilon,
-             "claim_note": "the exponential mechanism with sensitivity 1 is (eps, 0)-DP; docs/PRIVACY.md 17.2"}
+             "claim_note": "the exponential mechanism with sensitivity 1 is (eps, 0)-DP; docs/privacy/learner.md 2"}
     caught = b.epsilon_lower_bound > epsilon
     res: dict[str, Any] = {
         "attack": ATTACK, "game": "training",

@@ -1,10 +1,10 @@
-"""LabelBoost's exponential mechanism, sampled exactly (paper, Appendix C.1, step 4; docs/PRIVACY.md 8).
+"""LabelBoost's exponential mechanism, sampled exactly (paper, Appendix C.1, step 4; docs/privacy/genericbbl.md 8).
 
 LabelBoost draws a dichotomy h of the class on the distinct points of S-hat o D-hat with
 P[h] = exp(score(h) / 2) / Z (epsilon = 1, sensitivity 1; score = agreements with the labeled part).
 Every class lists its distinct dichotomies in *groups* of equal score, so that a dichotomy is a
 (group, member) pair, one to one. The draws use only the private learner's exact primitives
-(``engine.learner.exact``, ``engine.learner.sampler``; docs/PRIVACY.md 17.3, Lemmas X1-X6): given fair
+(``engine.learner.exact``, ``engine.learner.sampler``; docs/privacy/learner.md 3, Lemmas X1-X6): given fair
 bits, every outcome has exactly its ideal probability (a float decides an outcome only where a proven
 error bound shows that every real number consistent with it decides the same way).
 
@@ -115,7 +115,7 @@ def sample_range(sizes: I64, V: I64, bits: BitSource, fast: bool = True) -> Rang
         W(E) = e^{-dD/2},   W(a, a) = C(s_a, 2) e^{-dD/2},   W(a, b) = s_a s_b e^{-dA_a/2} e^{-dB_b/2}  (a < b),
 
     C(s, 2) = s (s - 1) / 2 pairs i < j inside one group and s_a s_b across two. This is Lemma X6's
-    W (docs/PRIVACY.md 17.3) with the diagonal count T(s) = s (s + 1) / 2 replaced by C(s, 2) and one
+    W (docs/privacy/learner.md 3) with the diagonal count T(s) = s (s + 1) / 2 replaced by C(s, 2) and one
     more outcome E of the same weight as a diagonal pair: the learner's s_a pairs c_lo = c_hi of each
     cell (all the empty interval) become the single E, since LabelBoost counts each distinct
     dichotomy once.

@@ -1,12 +1,12 @@
 """The generic private learner (Kasiviswanathan-Lee-Nissim-Raskhodnikova-Smith 2008): the
 exponential mechanism over a hypothesis class on a finite floating-point domain, sampled exactly,
-served as an everlasting predictor (docs/PRIVACY.md section 17).
+served as an everlasting predictor (docs/privacy/learner.md).
 
     from everlast.engine.learner import PrivateLearner
     m = PrivateLearner.fit("thresholds", x, y, epsilon=1.0)   # randomness: 128 bits of OS entropy
     m.answer(queries).labels
 
-Never pass a guessable ``seed`` outside tests (docs/PRIVACY.md 17.2): the hypothesis is readable
+Never pass a guessable ``seed`` outside tests (docs/privacy/learner.md 2): the hypothesis is readable
 from free queries, so a seed from a small set lets an adversary re-run the fit and tell neighbouring
 training sets apart.
 """

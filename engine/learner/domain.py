@@ -168,7 +168,7 @@ def coverage_log_bound(grid_size: int, n: int) -> float:
 
 
 def grid_covered_by(domain: Domain, x: NDArray[np.float64]) -> tuple[int, float] | None:
-    """A tripwire for a grid derived from the training data (docs/PRIVACY.md 17.1): if every grid
+    """A tripwire for a grid derived from the training data (docs/privacy/learner.md 1): if every grid
     point occurs among the training points ``x`` ((n,), or (n, d): in some column), return (the
     column, ``coverage_log_bound``) -- how unlikely that is for a grid chosen independently of the
     data. ``None`` for other domains or when some grid point is unused. Not a proof of anything:

@@ -1,4 +1,4 @@
-"""Exact sampling primitives for the private learner (docs/PRIVACY.md section 17.3).
+"""Exact sampling primitives for the private learner (docs/privacy/learner.md section 3).
 
 Every distribution here is sampled *exactly*: the output has the ideal probability, computed from
 the real numbers the mechanism is defined by, not from their floating-point approximations. The

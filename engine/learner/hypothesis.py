@@ -3,7 +3,7 @@
 Cuts c range over [lo_pos, hi_pos + 1] (N + 1 values for |X| = N):
   * ``thresholds``: (c, s), s in {+1, -1}; label 1 iff pos >= c (s = +1) or pos < c (s = -1).
     |H| = 2 (N + 1) parameters (the two constant functions appear twice; harmless, see
-    docs/PRIVACY.md 17.1).
+    docs/privacy/learner.md 1).
   * ``intervals``: (c_lo, c_hi), c_lo <= c_hi; label 1 iff c_lo <= pos < c_hi (c_lo = c_hi: the
     empty concept). |H| = (N + 1)(N + 2) / 2.
   * ``stumps`` on R^d: (k, c, s), coordinate k in [0, d); label as a threshold on coordinate k.

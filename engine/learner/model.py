@@ -3,7 +3,7 @@
 ``PrivateLearner.fit`` releases one hypothesis by the exponential mechanism (score = minus the
 training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``) and
 answers every query with it, forever:
-  * the training set is (eps, 0)-DP under substitution (docs/PRIVACY.md 17.2);
+  * the training set is (eps, 0)-DP under substitution (docs/privacy/learner.md 2);
   * the queries are (0, 0)-DP: an answer depends only on the fixed hypothesis and its own query;
   * it never halts or transitions (round 0, ``capacity`` None) and queries cannot change it; it
     refuses only points outside the declared domain, as a function of the point alone
@@ -92,7 +92,7 @@ class PrivateLearner:
         ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
         tests) draws 128 bits of OS entropy. The release is a deterministic function of (data, seed),
         and the hypothesis can be read back from free queries, so a guessable seed voids the
-        guarantee (docs/PRIVACY.md 17.2); each further fit on the same data spends another epsilon.
+        guarantee (docs/privacy/learner.md 2); each further fit on the same data spends another epsilon.
         Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
         nothing is kept of the training set."""
         spec = concept_spec(concept, d)
@@ -164,11 +164,11 @@ class PrivateLearner:
         return np.zeros((0,) if d == 1 else (0, d), dtype=np.float64)
 
     def certificate(self) -> dict[str, Any]:
-        """What the model certifies (docs/PRIVACY.md 17.2): public, no data."""
+        """What the model certifies (docs/privacy/learner.md 2): public, no data."""
         return {"mechanism": MECHANISM, "epsilon_training": self.epsilon, "delta_training": 0.0,
                 "epsilon_queries": 0.0, "delta_queries": 0.0, "neighbours": "substitution",
                 "n": self.n_train, "concept": self.spec, "domain": self.domain.describe(),
-                "lemma": "Theorem L1, docs/PRIVACY.md section 17 (exponential mechanism, exact sampler)"}
+                "lemma": "Theorem L1, docs/privacy/learner.md (exponential mechanism, exact sampler)"}
 
     # -- checkpoint ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The exponential mechanism over the learner's classes, sampled exactly (docs/PRIVACY.md 17.3).
+"""The exponential mechanism over the learner's classes, sampled exactly (docs/privacy/learner.md 3).
 
 Target: P[h] = exp(-eps E(h) / 2) / Z over the parameter set H (``engine.learner.hypothesis``),
 E(h) = training errors, eps the float64 value given. Two steps:

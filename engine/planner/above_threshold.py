@@ -1,5 +1,5 @@
 """The noisy halting test: AboveThreshold on the round's top count, with discrete Laplace noise
-(docs/PRIVACY.md section 5).
+(docs/privacy/genericbbl.md section 5).
 
 The engine's test (engine.between_thresholds.run_tct) is Dwork-Roth's AboveThreshold (Algorithm
 1, Theorem 3.23) on integers: threshold noise rho ~ DLap(t_r) once per round, per-query noise
@@ -10,7 +10,7 @@ for the exact scales the engine runs, :func:`at_epsilon` = 1/t_r + 2/t_x.
 Every probability bound below has the form "xi - rho >= g" for independent xi ~ DLap(t_x),
 rho ~ DLap(t_r) and an integer g, because the count path of an auxiliary run *without* the test
 does not depend on the test's noise (Lemma T). By symmetry xi - rho has the law of xi + rho, whose
-tail :func:`dlap_sum_tail` evaluates in closed form (derivation in docs/PRIVACY.md 5.2), in 60-digit
+tail :func:`dlap_sum_tail` evaluates in closed form (derivation in docs/privacy/genericbbl.md 5.2), in 60-digit
 arithmetic, rounded up.
 
 Pure functions; all logarithms natural.

@@ -6,7 +6,7 @@ section 5; ``tight``: ``engine.planner.tight``) and certifies it with
 ``engine.planner.chain.certify`` -- the certificate is always re-derived from the schedule alone,
 never copied from the solver.
 
-**Designs** (engine.design; docs/PRIVACY.md 9): the default is target-charged, the only design whose
+**Designs** (engine.design; docs/privacy/genericbbl.md 9): the default is target-charged, the only design whose
 query privacy is proven (Theorem Q) and the cheapest; the paper's design is planned for comparison
 (its queries are not private). ``designs(targets)`` plans both and reports their n_required.
 """
@@ -218,7 +218,7 @@ def _plan_cached(targets: Targets) -> Plan:
     p = _plan_design(targets)
     if targets.is_default_design:
         why = (f"default design {p.certificate.design}: the only design whose query privacy is proven "
-               "(docs/PRIVACY.md 9), and the cheapest")
+               "(docs/privacy/genericbbl.md 9), and the cheapest")
         return dataclasses.replace(p, warnings=(why, *p.warnings))
     return p
 

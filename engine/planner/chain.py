@@ -1,5 +1,5 @@
 """Certify a schedule: the privacy chain of GenericBBL, step by step, for the training set and for
-the queries (docs/PRIVACY.md sections 3-8), for the engine's two designs (engine.design).
+the queries (docs/privacy/genericbbl.md sections 3-8), for the engine's two designs (engine.design).
 
 Every number is computed for what the engine runs: the integer thresholds and exact noise scales of
 ``engine.design.noise_plan`` (a schedule it cannot run exactly is refused, with the reason).
@@ -172,17 +172,17 @@ def _invalid(ch: Chain, rnd: int, name: str, lemma: str, reason: str) -> _Phi:
 
 
 def _tct_round(spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, ch: Chain) -> _Phi:
-    """Steps 1-2, target-charged: Lemma Q and Lemma TC (docs/PRIVACY.md 6)."""
+    """Steps 1-2, target-charged: Lemma Q and Lemma TC (docs/privacy/genericbbl.md 6)."""
     eps0 = up(1 / plan.query)  # exact 1/t as a Fraction, rounded up
     m = plan.band + 1
     r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta)
     steps = [
         Step.make(ch, f"per-query mechanism, round {rnd}",
-                  "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/PRIVACY.md 6.1)",
+                  "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/privacy/genericbbl.md 6.1)",
                   eps0, 0.0, {"scale_t": float(plan.query), "band_counts_m": m, "q": r.q, "lo": plan.lo,
                               "hi": plan.hi}, rnd),
         Step.make(ch, f"round composition, round {rnd}",
-                  "Lemma TC (target charging: K charged steps, KOV; docs/PRIVACY.md 6.2)", r.E, Delta,
+                  "Lemma TC (target charging: K charged steps, KOV; docs/privacy/genericbbl.md 6.2)", r.E, Delta,
                   {"K": r.K, "c": plan.c, "R": spec.R, "delta_K": r.delta_K, "delta_tail": r.delta_tail,
                    "q": r.q}, rnd,
                   note="K = R: every query charged, no tail" if r.K >= spec.R else ""),
@@ -204,7 +204,7 @@ def _paper_round_tight(spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float,
     reason = "" if ok else (f"round {rnd}: Theorem B's gap condition fails (band G = {plan.band} counts, "
                             f"delta_mu = {spec.delta_bt:.3g}; a larger T or eps')")
     steps = [Step.make(ch, f"BT instance, round {rnd}", "Theorem B (discrete, one top per instance; "
-                       "docs/PRIVACY.md 7)", e_i, d_i,
+                       "docs/privacy/genericbbl.md 7)", e_i, d_i,
                        {"T": spec.T, "band_G": plan.band, "t_mu": float(plan.threshold),
                         "t_nu": float(plan.query), "m_star": m, "delta_mu": d_i}, rnd, valid=ok, note=reason)]
     E = comp.kov_epsilon(e_i, d_i, count, Delta) if ok else math.inf
@@ -298,7 +298,7 @@ def _phi(design: Design, spec: RoundSpec, rnd: int, Delta: float, accounting: Ac
 
 def in_round_step(design: Design, spec: RoundSpec, rnd: int, cap_floor: float = 0.0) -> Step:
     """Step 0 of the query chain: the other answers of the query's own round (Theorem Q,
-    ``engine.planner.query_side``; docs/PRIVACY.md section 5). ``cap_floor``: the largest
+    ``engine.planner.query_side``; docs/privacy/genericbbl.md section 5). ``cap_floor``: the largest
     halting-cap probability of any round of the schedule (a cap may act in any round)."""
     ir = in_round(design, spec, cap_floor)
     inputs: dict[str, float | int | str | bool | None] = {
@@ -424,7 +424,7 @@ def certify(
         else:
             acc = tct_accuracy_t(r.band, r.eps_bt, r.R, r.beta)
             checks.append(Check("accuracy: T >= (ln(2R/beta)/eps0 + 2)/gamma (every |z_j| < gamma T - 1)",
-                                "docs/PRIVACY.md 6.3", "accuracy", acc <= r.T, acc, r.T, i))
+                                "docs/privacy/genericbbl.md 6.3", "accuracy", acc <= r.T, acc, r.T, i))
         checks.append(Check("D.2: T >= 96 ln(1/alpha)", "Claim D.2", "accuracy",
                             d2_floor(r.alpha) <= r.T, d2_floor(r.alpha), r.T, i))
     if not runnable:

@@ -57,7 +57,7 @@ TERM_MARGINS = ((10**3, 1e-12), (10**5, 4e-12), (10**6, 1e-11), (10**8, 1e-10), 
                 (EXACT_MAX_C, 5e-8))
 """(largest c, margin): added to delta_RR as margin * (first CDF term). Each is ~10x the largest
 error of betainc we measured in that range against an independent 50-digit evaluation (six
-(mu, E) settings per decade of c, 1e2..1e14; docs/PRIVACY.md section 2)."""
+(mu, E) settings per decade of c, 1e2..1e14; docs/privacy/genericbbl.md section 2)."""
 
 
 def term_margin(c: int) -> float:

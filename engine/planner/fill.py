@@ -1,5 +1,5 @@
 """Complete a hand-written round with the halting test of the default design (target-charged;
-docs/PRIVACY.md section 9.1).
+docs/privacy/genericbbl.md section 9.1).
 
 A planned schedule (``engine.planner.plan``) chooses its test's parameters with its other sizes. A
 schedule written by hand (a simulation, the demo, a test) gives T, lambda, R, c, eps0 and the rest;

@@ -69,7 +69,7 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
     ln_h = math.log(size)
     b = pl.n_required(t.epsilon, t.alpha, t.beta, ln_h)
     extra: dict[str, Any] = {
-        "theorem": "L2 (docs/PRIVACY.md section 17.4)",
+        "theorem": "L2 (docs/privacy/learner.md section 4)",
         "hypotheses": str(size),
         "ln_hypotheses": ln_h,
         "domain_size": str(domain_size),
@@ -195,7 +195,7 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
         "steps": [
             {"chain": "training", "name": "release one hypothesis",
              "lemma": "Theorem L1: exponential mechanism, sensitivity 1 (McSherry-Talwar 2007), exact sampler "
-                      "(docs/PRIVACY.md 17.2-17.3)", "epsilon": _num(eps), "delta": 0.0},
+                      "(docs/privacy/learner.md 2-17.3)", "epsilon": _num(eps), "delta": 0.0},
             {"chain": "queries", "name": "answer every query with it",
              "lemma": "Theorem L1: an answer is a function of the released hypothesis and its own query",
              "epsilon": 0.0, "delta": 0.0},
@@ -266,7 +266,7 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
     x = c.extra
     lines += [
         f"epsilon = {fmt(t.epsilon)} needs n = {fmt(c.n_required)} training examples "
-        f"(Theorem L2, docs/PRIVACY.md 17.4; |H| = {fmt(float(x['hypotheses']))}, ln|H| = "
+        f"(Theorem L2, docs/privacy/learner.md 4; |H| = {fmt(float(x['hypotheses']))}, ln|H| = "
         f"{x['ln_hypotheses']:.2f}, domain: {x['domain']}).",
         f"  training set:  epsilon = {fmt(t.epsilon)}, delta = 0 (exponential mechanism, exact sampler; "
         "Theorem L1)",

@@ -1,5 +1,5 @@
 """Step Q0 of the query chain: what a query costs in the other answers of its own round
-(Theorem Q in docs/PRIVACY.md section 5).
+(Theorem Q in docs/privacy/genericbbl.md section 5).
 
 Two query streams differ in one query x_{j0} of round i. Couple both worlds on every noise
 variable. The differing query changes the round's state only through its outcome (top or not).
@@ -11,7 +11,7 @@ variable. The differing query changes the round's state only through its outcome
   charged by Lemma Cap: (eps_h, (1 + e^{eps_h}) delta_h), delta_h the largest cap probability over
   the schedule's rounds (a cap may act in any round; Theorem Q, step 1).
 * **paper.** Both channels are open: halting at the c-th top (c <= R) and the threshold noise
-  restarted by each top (issue 8, docs/PRIVACY.md 4): NOT valid.
+  restarted by each top (issue 8, docs/privacy/genericbbl.md 4): NOT valid.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def halting_test(design: Design, spec: RoundSpec) -> tuple[float, float]:
 
 def in_round(design: Design, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
     """Theorem Q for one round. ``cap_floor``: the largest halting-cap probability over the
-    schedule's rounds (charged whatever round holds the challenge: docs/PRIVACY.md 5.3, step 1)."""
+    schedule's rounds (charged whatever round holds the challenge: docs/privacy/genericbbl.md 5.3, step 1)."""
     if not design.target_charged:
         problems = []
         if spec.c <= spec.R:

@@ -318,7 +318,7 @@ def design_line(c: Certificate, eps_h: float | None = None) -> str:
 def _queries_lines(c: Certificate) -> list[str]:
     if c.query_private:
         return [f"  queries:       epsilon = {fmt(c.epsilon_queries)}, delta = {fmt(c.delta_queries)} "
-                f"(proven: docs/PRIVACY.md; worst round {c.worst_query_round})"]
+                f"(proven: docs/privacy/genericbbl.md 5; worst round {c.worst_query_round})"]
     return [f"  queries:       NOT PROVEN -- {c.queries_reason}",
             f"                 (conditional chain, not a guarantee: epsilon = "
             f"{fmt(c.epsilon_queries_conditional)}, worst round {c.worst_query_round})"]
@@ -382,7 +382,7 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
         lines += ["", "Warnings:"] + [f"  - {w}" for w in warns]
     if costs is not None:
         best = cheapest_sound(costs)
-        lines += ["", "Designs (same targets, tight accounting; docs/PRIVACY.md section 9):",
+        lines += ["", "Designs (same targets, tight accounting; docs/privacy/genericbbl.md section 9):",
                   designs_table(costs), "(numbers in parentheses are conditional: not guarantees)"]
         if best is not None:
             lines.append(f"Cheapest design with proven query privacy: {best.name} "
@@ -427,17 +427,17 @@ def guarantee_sentence(c: Certificate) -> str:
                 f"({strength(c.epsilon_queries)})")
     cond = c.epsilon_queries_conditional
     cond_s = f"{cond:.4g}" if math.isfinite(cond) else "none"
-    why = ("its in-round step is false: docs/PRIVACY.md" if not Design.named(c.design).query_private
+    why = ("its in-round step is false: docs/privacy/genericbbl.md 4" if not Design.named(c.design).query_private
            else c.queries_reason)
     return (f"{train}; queries: NOT certified under the {c.design} design (the published chain would give "
             f"epsilon {cond_s}, but {why})")
 
 
 # ---------------------------------------------------------------------------------------------
-# The generated blocks of docs/PRIVACY.md
+# The generated blocks of docs/privacy/genericbbl.md
 
 def doc_blocks() -> dict[str, str]:
-    """Name -> generated markdown, for the fenced blocks of docs/PRIVACY.md delimited by
+    """Name -> generated markdown, for the fenced blocks of docs/privacy/genericbbl.md delimited by
     ``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->``."""
     return {"worked-example": worked_example(), "designs": designs_block(),
             "calibration-crosscheck": calibration_crosscheck()}
@@ -445,7 +445,7 @@ def doc_blocks() -> dict[str, str]:
 
 WORKED = Targets(epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.05, concept="thresholds",
                  halts="split-votes")
-"""The worked example's targets (docs/PRIVACY.md, worked example): the default design."""
+"""The worked example's targets (docs/privacy/genericbbl.md 10): the default design."""
 
 
 def _inputs(c: Certificate, chain: str, prefix: str) -> dict[str, Any]:
@@ -454,7 +454,7 @@ def _inputs(c: Certificate, chain: str, prefix: str) -> dict[str, Any]:
 
 
 def worked_example() -> str:
-    """The worked example quoted in docs/PRIVACY.md: the default (target-charged) design at
+    """The worked example quoted in docs/privacy/genericbbl.md: the default (target-charged) design at
     epsilon = 1 with split-votes halts, its round 1 by hand and its whole chain."""
     p = plan(WORKED)
     c = p.certificate
@@ -532,7 +532,7 @@ def _cell(t: Targets) -> tuple[str, list[str]]:
 
 def designs_block() -> str:
     """The data cost of each design at alpha = 0.1, delta = 1e-6, for epsilon = 1 and 8 and both
-    halt budgets, and the paper's own accounting as published (docs/PRIVACY.md section 9)."""
+    halt budgets, and the paper's own accounting as published (docs/privacy/genericbbl.md section 9)."""
     grid = [(h, e) for h in ("split-votes", "paper") for e in (1.0, 8.0)]
     lines = [
         "Thresholds (VC 1), alpha = 0.1, delta = 1e-6, beta = 0.05; Claims D.2/D.7 accuracy floors "

@@ -1,10 +1,10 @@
-"""The target-charged round's training-side privacy: Lemma Q and Lemma TC (docs/PRIVACY.md 6).
+"""The target-charged round's training-side privacy: Lemma Q and Lemma TC (docs/privacy/genericbbl.md 6).
 
 The round (engine.between_thresholds.run_tct): per query, z_j ~ DLap(t) on the integer vote count
 v_j, outcome L (v + z < lo), R (v + z > hi) or TOP; a substitution in the training set moves every
 count by at most 1. Per query the mechanism is eps0-DP with eps0 = 1/t.
 
-* **Lemma Q** (discrete, proven in docs/PRIVACY.md 6.1): TOP is a q-target of that mechanism with
+* **Lemma Q** (discrete, proven in docs/privacy/genericbbl.md 6.1): TOP is a q-target of that mechanism with
   B-level eps0 and q = (1 - e^{-eps0 m}) / (1 + e^{eps0}), m = hi - lo + 1 the counts in the band.
 * **Lemma TC** (proven in 6.2): a round that stops by its c-th TOP (the hard cap) is
   (E, delta_K + delta_tail)-DP for every K, with (E, delta_K) the K-fold optimal (KOV)

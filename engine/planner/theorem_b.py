@@ -1,5 +1,5 @@
 """Theorem B, discrete form: one BetweenThresholds instance of the paper's design on integer counts
-(docs/PRIVACY.md 7).
+(docs/privacy/genericbbl.md 7).
 
 The engine's paper design (engine.between_thresholds.run_paper): threshold noise mu ~ DLap(t_mu),
 per-query noise nu ~ DLap(t_nu), integer band [lo, hi] of width G = hi - lo, outcome TOP iff

@@ -79,7 +79,7 @@ class TightOptions:
     """Raise T_i to Claim D.2's and D.7's accuracy floors (privacy-neutral: a larger T only helps)."""
     design: Design = DEFAULT
     """engine.design: target-charged (noisy halting, threshold c0 = budget + g_low, hard cap
-    c = c0 + g_high; docs/PRIVACY.md 5) or paper (c = the halt budget)."""
+    c = c0 + g_high; docs/privacy/genericbbl.md 5) or paper (c = the halt budget)."""
     eps_h: float = 0.01
     """eps_h of the noisy halting test (charged to every query, Theorem Q)."""
 

@@ -1,5 +1,5 @@
 """The private learner's training-set audit: the real learner stays under its claim, plain ERM is
-caught, and the game's analytic probabilities match the exact mechanism (docs/PRIVACY.md 17.6)."""
+caught, and the game's analytic probabilities match the exact mechanism (docs/privacy/learner.md 6)."""
 
 from __future__ import annotations
 

@@ -223,7 +223,7 @@ def test_labelboost_matches_brute_force_distribution(kit: Kit, seed: int) -> Non
 # --- LabelBoost: the implemented law, exactly ----------------------------------------------------
 #
 # Every LabelBoost draws through exact primitives whose laws are proven and tested on their own
-# (docs/PRIVACY.md 17.3, tests/engine/learner/): ``sample_cell`` returns group g with probability
+# (docs/privacy/learner.md 3, tests/engine/learner/): ``sample_cell`` returns group g with probability
 # n_g e^{-E_g/2} / Z, ``below(n)`` a uniform integer; intervals go through
 # ``exact_em.sample_range``, whose law is computed the same way further down. Forcing each
 # primitive's outcome in turn walks every path of a LabelBoost call, so the implemented law is

@@ -67,7 +67,7 @@ def test_retired_values_give_the_retirement_message(halting: str, restarts: str,
     with pytest.raises(InvalidSchedule) as info:
         Design.parse(halting, restarts)
     assert str(info.value) == RETIRED[retired]
-    assert "retired" in str(info.value) and "docs/PRIVACY.md 9" in str(info.value)
+    assert "retired" in str(info.value) and "docs/privacy/genericbbl.md 9" in str(info.value)
 
 
 @pytest.mark.parametrize(("halting", "restarts"), [("paper", "none"), ("noisy", "per-top")])

@@ -1,4 +1,4 @@
-"""The noisy halting test (discrete AboveThreshold, docs/PRIVACY.md 5), checked independently:
+"""The noisy halting test (discrete AboveThreshold, docs/privacy/genericbbl.md 5), checked independently:
 ``dlap_sum_tail``'s closed form against brute-force summation of the two pmfs, ``at_margin``'s
 minimality, Lemma AT (the test is (1/t_r + 2/t_x)-DP) by exact enumeration over the threshold noise
 on short count sequences, the hard cap's bound (Lemma T) on the exact no-fire probability, and

@@ -138,7 +138,7 @@ def test_every_concept_class(args: list[str]) -> None:
 def test_readable_output_names_the_design_and_lists_both() -> None:
     out = _run("--epsilon", "8").output
     assert "design: target-charged (halting noisy, restarts none, eps_h = 0.01)" in out
-    assert "query privacy proven (Theorem Q)" in out and "proven: docs/PRIVACY.md" in out
+    assert "query privacy proven (Theorem Q)" in out and "proven: docs/privacy/genericbbl.md" in out
     assert "| target-charged **default** | proven |" in out and "| paper | NOT proven |" in out
     assert "Cheapest design with proven query privacy: target-charged" in out
     assert "| round | T | lambda | R | c | c0 | eps0 | m_S | m_D |" in out

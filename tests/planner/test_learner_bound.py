@@ -1,4 +1,4 @@
-"""Theorem L2 (docs/PRIVACY.md 17.4): the private learner's sample size, its pieces and its targets."""
+"""Theorem L2 (docs/privacy/learner.md 4): the private learner's sample size, its pieces and its targets."""
 
 from __future__ import annotations
 

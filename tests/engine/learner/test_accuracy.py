@@ -1,4 +1,4 @@
-"""Accuracy at the planner's n (Theorem L2, docs/PRIVACY.md 17.4): on an i.i.d. stream each fitted
+"""Accuracy at the planner's n (Theorem L2, docs/privacy/learner.md 4): on an i.i.d. stream each fitted
 learner's error is <= alpha except with probability <= beta. Fixed seeds; the number of failures
 allowed is the 1e-6 upper quantile of Binomial(fits, beta), so a correct bound cannot flake."""
 
