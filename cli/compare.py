@@ -577,8 +577,8 @@ def compute(s: Settings, beyond: bool = True) -> dict[str, Any]:
             if m.name == "private_learner_grid":
                 entry["domain_size"] = s.grid_size
             if m.name in LEARNER_NAMES:
-                entry["n_criterion"] = ("Theorem L2 (docs/privacy/learner.md 4) at alpha' + beta' = alpha: expected error "
-                                        "<= alpha, the table's criterion")
+                entry["n_criterion"] = ("Theorem L2 (docs/privacy/learner.md 4) at alpha' + beta' = alpha: "
+                                        "expected error <= alpha, the table's criterion")
             if m.name in EVERLAST_NAMES:
                 entry["plan"] = everlast[m.name]
                 entry["query_privacy_proven"] = bool(everlast[m.name].get("query_privacy_proven"))

@@ -205,7 +205,7 @@ def simulate(
         except EngineError as exc:
             raise click.UsageError(str(exc)) from None
         schedule = build_schedule(schedule_path, flags, design, delta, concept, dim)
-    cert = certify(schedule, n, accounting=accounting, delta=delta)  # type: ignore[arg-type]
+    cert = certify(schedule, n, accounting=accounting, delta=delta)
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0)
     data_seed = seed if seed is not None else 0

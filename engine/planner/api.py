@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
-from everlast.engine.planner import above_threshold as at
-from everlast.engine.planner.chain import Accounting, Certificate, certify
+from everlast.engine.planner.accountants import PUBLISHED, TIGHT, Accountant, AccountingName, accountant
+from everlast.engine.planner.chain import Certificate, certify
+from everlast.engine.planner.design_rules import rules
 from everlast.engine.planner.learning import (
     HaltBudget,
     LambdaLog,
@@ -34,11 +35,9 @@ from everlast.engine.planner.learning import (
 )
 from everlast.engine.planner.paper import PaperSchedule, paper_schedule
 from everlast.engine.planner.steps import Check, Step
-from everlast.engine.planner.tight import BETA_H_SHARE, RoundPlan, TightOptions, solve
+from everlast.engine.planner.tight import RoundPlan, TightOptions, solve
 from everlast.engine.schedule import RoundSpec, Schedule
 
-Halting = Literal["paper", "noisy"]
-Restarts = Literal["per-top", "none"]
 DEFAULT_EPS_H = 0.01
 """eps_h of the noisy halting test: its margins cost ~ (4/eps_h) ln(R/beta_h) tops, negligible
 against c, so a small eps_h leaves the query budget to the rest of the chain."""
@@ -66,7 +65,9 @@ class Targets:
     """Dimension, for stumps on R^d."""
     vc_dim: int | None = None
     """VC dimension for the finite class (required there); overrides the class's otherwise."""
-    accounting: Accounting = "tight"
+    accounting: AccountingName = "tight"
+    """Which accountant prices the chain (``engine.planner.accountants``): the CLI's
+    ``--accounting`` value."""
     halts: HaltBudget = "split-votes"
     k: float = 2.0
     """Safety factor of the split-votes halt budget."""
@@ -82,17 +83,24 @@ class Targets:
     """eps_h of the noisy halting test (None: ``DEFAULT_EPS_H``)."""
 
     @property
+    def accountant(self) -> Accountant:
+        """The accountant ``accounting`` names."""
+        return accountant(self.accounting)
+
+    @property
     def is_default_design(self) -> bool:
         """True when the planner chooses the design (tight accounting, nothing fixed)."""
-        return self.accounting == "tight" and self.halting is None and self.restarts is None
+        return self.accountant is TIGHT and self.halting is None and self.restarts is None
 
     @property
     def design(self) -> Design:
-        """The design to plan (``engine.design.Design.parse`` refuses retired or unknown ones)."""
+        """The design to plan (``engine.design.Design.parse`` refuses retired or unknown ones):
+        the accountant's own (the engine's default under the tight accounting, the paper's under
+        the paper's) unless halting or restarts name another."""
+        base = self.accountant.default_design
         if self.halting is None and self.restarts is None:
-            return PAPER if self.accounting == "paper" else DEFAULT
-        base = (PAPER if self.accounting == "paper" else DEFAULT).to_dict()
-        return Design.parse(self.halting or base["halting"], self.restarts or base["restarts"])
+            return base
+        return Design.parse(self.halting or base.halting.value, self.restarts or base.restarts.value)
 
     @property
     def vc(self) -> int:
@@ -167,29 +175,19 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
     checks: list[Check] = []
     warnings: list[str] = []
     nb = boundaries(t.concept)
+    dr = rules(t.design)
     for i, r in enumerate(rounds, start=1):
-        c_util = r.c
-        if t.design.target_charged and r.halt_eps is not None and r.halt_threshold is not None:
-            c_util = halt_budget(t.halts, r.R, r.alpha, r.band, r.lam, t.k, nb, t.cap_c)
-            tq, tr = at.scales(r.halt_eps)
-            early = min(1.0, r.R * at.at_tail(r.halt_threshold - c_util, tq, tr))
-            checks.append(Check("noisy halting fires early (tops <= the halt budget): "
-                                "<= R P[xi - rho >= c0 - budget]", "Lemma T (iii)", "accuracy",
-                                early <= BETA_H_SHARE * r.beta * (1.0 + 1e-9), early,
-                                BETA_H_SHARE * r.beta, i))
+        c_util, early = dr.early_halt_checks(r, i, lambda r=r: halt_budget(  # type: ignore[misc]
+            t.halts, r.R, r.alpha, r.band, r.lam, t.k, nb, t.cap_c))
+        checks.extend(early)
         if t.halts == "split-votes":
             p = p_top(r.band, r.lam, nb)
             fail = split_votes_failure(c_util, r.R, p)
             checks.append(Check("halt budget: P[more than c tops] (Chernoff, split-votes p_top)",
                                 "calibration.md section 2", "accuracy", fail <= r.beta, fail,
                                 r.beta, i))
-        elif not t.design.target_charged:
-            need = 3.0 * math.log(1.0 / r.beta) / r.alpha
-            checks.append(Check("D.5: R >= 3 ln(1/beta)/alpha", "Claim D.5", "accuracy",
-                                need <= r.R, need, r.R, i))
-            x = math.exp(-r.eps_bt * r.T / 48.0)
-            checks.append(Check("D.4/D.5: exp(-eps' T/48) < alpha", "Claims D.4, D.5", "accuracy",
-                                x < r.alpha, x, r.alpha, i))
+        else:
+            checks.extend(dr.halt_rule_checks(r, i))
     if t.halts == "split-votes":
         warnings.append(f"split-votes halt budget: p_top = {nb} x ln(1/(1 - 2 gamma))/lambda for {t.concept} "
                         "holds for continuous data with no mass piled up at a decision boundary, labels "
@@ -232,31 +230,39 @@ def _plan_design(targets: Targets) -> Plan:
         vc = t.vc
     except ValueError as exc:
         raise PlanInfeasible(str(exc)) from None
+    if t.accountant.supports(t.design):
+        raise PlanInfeasible(t.accountant.planning_refusal)
+    return _PLANNERS[t.accountant](t, vc)
+
+
+def _plan_published(t: Targets, vc: int) -> Plan:
+    """The paper's own schedule (section 5), certified by the paper's lemmas (its idealised
+    mechanism): its n is reported, never run."""
+    warnings: list[str] = []
+    ps = paper_schedule(t.epsilon, t.delta, t.alpha, t.beta, vc, t.rounds,
+                        lambda_log=t.lambda_log, halts=t.halts, k=t.k,
+                        cap_c=False, boundaries=boundaries(t.concept))
+    rounds = ps.specs
+    sched, why = _schedule(rounds, PAPER)
+    cert = certify(sched if sched is not None else rounds, ps.n_required, PUBLISHED, t.delta, design=PAPER)
+    if not t.epsilon < 1.0:
+        warnings.append("Theorem 5.1 assumes epsilon < 1 (and Claim 2.7 an output epsilon <= 1): "
+                        "the paper's analysis does not cover this target")
+    if max(t.alpha, t.beta, t.delta) >= 1.0 / 16.0:
+        warnings.append("Theorem 5.1 assumes alpha, beta, delta < 1/16")
+    if any(r > 1.0 for r in ps.d6_ratios):
+        warnings.append(f"Claim D.6 fails (lambda_2 T_2 / |D-hat_1| = {ps.d6_ratios[0]:.3g}): "
+                        "the paper's schedule cannot form S_2; its n is reported only")
+    acc, w = _accuracy_checks(t, rounds)
+    return Plan(targets=t, rounds=rounds, repeat_last=True, n_required=ps.n_required,
+                certificate=cert, schedule=sched, not_runnable_reason=_why(cert, why), paper=ps,
+                checks=tuple(acc), warnings=tuple(warnings + w))
+
+
+def _plan_tight(t: Targets, vc: int) -> Plan:
+    """The tight solver's schedule (``engine.planner.tight``), certified for the engine's mechanism."""
     design = t.design
     warnings: list[str] = []
-    if t.accounting == "paper":
-        if design != PAPER:
-            raise PlanInfeasible("the paper accounting plans the paper's own design only "
-                                 "(halting 'paper', restarts 'per-top'); use --accounting tight")
-        ps = paper_schedule(t.epsilon, t.delta, t.alpha, t.beta, vc, t.rounds,
-                            lambda_log=t.lambda_log, halts=t.halts, k=t.k,
-                            cap_c=False, boundaries=boundaries(t.concept))
-        rounds = ps.specs
-        sched, why = _schedule(rounds, PAPER)
-        cert = certify(sched if sched is not None else rounds, ps.n_required, "paper", t.delta, design=PAPER)
-        if not t.epsilon < 1.0:
-            warnings.append("Theorem 5.1 assumes epsilon < 1 (and Claim 2.7 an output epsilon <= 1): "
-                            "the paper's analysis does not cover this target")
-        if max(t.alpha, t.beta, t.delta) >= 1.0 / 16.0:
-            warnings.append("Theorem 5.1 assumes alpha, beta, delta < 1/16")
-        if any(r > 1.0 for r in ps.d6_ratios):
-            warnings.append(f"Claim D.6 fails (lambda_2 T_2 / |D-hat_1| = {ps.d6_ratios[0]:.3g}): "
-                            "the paper's schedule cannot form S_2; its n is reported only")
-        acc, w = _accuracy_checks(t, rounds)
-        return Plan(targets=t, rounds=rounds, repeat_last=True, n_required=ps.n_required,
-                    certificate=cert, schedule=sched, not_runnable_reason=_why(cert, why), paper=ps,
-                    checks=tuple(acc), warnings=tuple(warnings + w))
-
     opts = TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
                         boundaries=boundaries(t.concept), cap_c=t.cap_c, design=design,
                         eps_h=t.eps_h if t.eps_h is not None else DEFAULT_EPS_H)
@@ -276,7 +282,7 @@ def _plan_design(targets: Targets) -> Plan:
     if listed < t.rounds:
         warnings.append(f"{listed} rounds listed instead of {t.rounds}: a later round would exceed what the "
                         "engine counts exactly (2^62 queries)")
-    cert = certify(sched if sched is not None else rounds, sol.n_required, "tight", t.delta, design=design)
+    cert = certify(sched if sched is not None else rounds, sol.n_required, TIGHT, t.delta, design=design)
     acc, w = _accuracy_checks(t, rounds)
     warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} with alpha fixed at "
                     f"{rounds[-1].alpha:.3g}: privacy is unaffected; Claim E.1's accuracy argument "
@@ -285,6 +291,10 @@ def _plan_design(targets: Targets) -> Plan:
                 certificate=cert, schedule=sched, not_runnable_reason=_why(cert, why),
                 round_plans=sol.rounds, E1=sol.E1, E2=sol.E2, r1=sol.r1, rD=sol.rD,
                 checks=tuple(acc), warnings=tuple(warnings + w))
+
+
+_PLANNERS: dict[Accountant, Callable[[Targets, int], Plan]] = {PUBLISHED: _plan_published, TIGHT: _plan_tight}
+"""Each accountant's planner: the paper's formulas for the paper's accounting, the tight solver else."""
 
 
 def _first_unrunnable(rounds: tuple[RoundSpec, ...], design: Design) -> int | None:
@@ -309,11 +319,7 @@ class DesignCost:
     epsilon_queries: float
     """+inf unless the design's query chain is proven (``query_private``)."""
     query_private: bool
-    conditional_on: str | None
-    """Always None (no design rests on an unproven lemma); kept as a JSON key."""
     eps_h: float | None
-    eps_r: float | None
-    """Always None (private restarts are retired); kept as a JSON key."""
     reason: str = ""
     epsilon_conditional: float = math.inf
     """max of the conditional chains (the chain without an invalid in-round step)."""
@@ -339,17 +345,16 @@ def designs(targets: Targets) -> tuple[DesignCost, ...]:
         try:
             p = plan(dataclasses.replace(t, halting=h, restarts=r))
         except PlanInfeasible as exc:
-            out.append(DesignCost(h, r, None, math.inf, math.inf, False, None, None, None, str(exc),
+            out.append(DesignCost(h, r, None, math.inf, math.inf, False, None, str(exc),
                                   is_default=d == DEFAULT, design=d.name))
             continue
         c = p.certificate
         q0 = next(st for st in c.steps if st.name.startswith("in-round answers"))
         out.append(DesignCost(
             halting=h, restarts=r, n_required=p.n_required, epsilon_training=c.epsilon_training,
-            epsilon_queries=c.epsilon_queries, query_private=c.query_private, conditional_on=None,
-            eps_h=p.rounds[0].halt_eps, eps_r=None,
+            epsilon_queries=c.epsilon_queries, query_private=c.query_private, eps_h=p.rounds[0].halt_eps,
             reason=c.queries_reason if not c.query_private else "",
-            epsilon_conditional=max(c.epsilon_training_conditional, c.epsilon_queries_conditional),
+            epsilon_conditional=max(c.epsilon_training, c.epsilon_queries_conditional),
             in_round_epsilon=q0.epsilon, in_round_delta=q0.delta, in_round_lemma=q0.lemma,
             in_round_note=q0.note, is_default=d == DEFAULT, design=d.name,
         ))
@@ -375,7 +380,7 @@ def best_epsilon(n: int, targets: Targets, lo: float = 1e-2, hi: float | None = 
     n_required is decreasing in epsilon over the searched range). The paper accounting searches
     (0, 1] (Theorem 5.1's range)."""
     if hi is None:
-        hi = 1.0 if targets.accounting == "paper" else 64.0
+        hi = targets.accountant.epsilon_ceiling
     top = _try_plan(targets.with_epsilon(hi))
     if top is None or top.n_required > n:
         need = "" if top is None else f" (epsilon = {hi:g} already needs n = {top.n_required:.3g})"
@@ -400,8 +405,4 @@ def best_epsilon(n: int, targets: Targets, lo: float = 1e-2, hi: float | None = 
 def _eps(p: Plan) -> float:
     """What a plan certifies: max(training, queries) for a query-private design; otherwise the
     conditional numbers (the chain without an invalid in-round step)."""
-    c = p.certificate
-    if c.query_private:
-        return max(c.epsilon_training, c.epsilon_queries)
-    return max(c.epsilon_training_conditional, c.epsilon_queries_conditional)
-
+    return p.certificate.epsilon_claimed

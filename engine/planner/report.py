@@ -1,23 +1,21 @@
 """Renderings of a plan: the JSON contract of ``everlast plan --json``, a readable text report, and
-the generated blocks of ``docs/PRIVACY.md``. Pure functions returning dicts/strings (no printing).
+the generated blocks of ``docs/privacy/genericbbl.md``. Pure functions returning dicts/strings (no printing).
 
-JSON contract (keys other tools rely on): ``n_required``, ``epsilon`` (the larger of the two
-chains), ``epsilon_training``, ``epsilon_queries``, ``delta``, ``accounting``, ``steps`` (each with
-``name``, ``lemma``, ``epsilon``, ``delta``), ``schedule`` (each with ``round``, ``T``, ``lambda``,
-``R``, ``c``) and, when n is given, ``epsilon_achievable``. A non-finite number is ``null`` with a
-sibling ``<key>_reason`` saying why. Added by issue 8: ``halting``, ``restarts``,
-``query_private``, ``conditional_on``, ``design`` and, when computed, ``designs`` (one entry per
-design: ``halting``, ``restarts``, ``n_required``, ``epsilon_training``, ``epsilon_queries``,
-``query_private``, ``conditional_on``, the in-round step and the default flag).
+JSON contract (keys other tools rely on), ``schema_version`` 2: ``n_required``, ``epsilon`` (the
+larger of the two chains), ``epsilon_training``, ``epsilon_queries``, ``delta``, ``accounting``,
+``steps`` (each with ``name``, ``lemma``, ``epsilon``, ``delta``), ``schedule`` (each with
+``round``, ``T``, ``lambda``, ``R``, ``c``) and, when n is given, ``epsilon_achievable``. A
+non-finite number is ``null`` with a sibling ``<key>_reason`` saying why. Since the two designs:
+``halting``, ``restarts``, ``query_private``, ``design`` and, when computed, ``designs`` (one entry
+per design: ``halting``, ``restarts``, ``n_required``, ``epsilon_training``, ``epsilon_queries``,
+``query_private``, the in-round step and the default flag); a certificate names what its numbers
+``describes`` (the engine's discrete mechanism under the tight accounting; the paper's idealised,
+continuous one under the paper accounting).
 
-Issues 12 and 13 (two designs, exact noise): a certificate names its ``design`` (target-charged or
-paper) and what its numbers ``describes`` (the engine's discrete mechanism under the tight
-accounting; the paper's idealised, continuous one under the paper accounting); in ``plan --json``
-``design`` stays an object (``name``, ``halting``, ``restarts``, ``eps_h``, ...). Keys that lost
-their meaning with the retired designs stay present with ``null`` so that readers of the contract
-keep working: ``conditional_on`` (no certificate rests on an unproven lemma), ``eps_r`` and
-``block_bound`` (private restarts and Lemma S are retired). The schedule rows no longer carry the
-retired restart test's fields.
+Schema version 2: the planner's values no longer carry the retired designs' fields; the keys
+version-1 readers expect stay in the JSON with ``null`` (:data:`RETIRED_KEYS`): ``conditional_on``
+(no certificate rests on an unproven lemma), ``eps_r`` and ``block_bound`` (private restarts and
+Lemma S are retired).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from typing import Any
 
 from everlast.engine.design import PAPER, Design
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner.accountants import ENGINE, PUBLISHED, TIGHT, Accountant
 from everlast.engine.planner.api import (
     Achievable,
     DesignCost,
@@ -36,13 +35,20 @@ from everlast.engine.planner.api import (
     cheapest_sound,
     plan,
 )
-from everlast.engine.planner.chain import ENGINE, Certificate, exact_rate
+from everlast.engine.planner.chain import Certificate, exact_rate
+from everlast.engine.planner.design_rules import rules
 from everlast.engine.planner.paper import paper_schedule
 from everlast.engine.planner.steps import Check, Step
 from everlast.engine.planner.tight import TightOptions, solve
 
+SCHEMA_VERSION = 2
+"""The version of the JSON contract this module writes (see the module docstring)."""
+RETIRED_KEYS: dict[str, None] = {"conditional_on": None}
+"""Keys of retired designs, kept as null for readers of schema version 1 (certificates, designs)."""
+RETIRED_DESIGN_KEYS: dict[str, None] = {"eps_r": None, "block_bound": None}
+"""The same, in the ``design`` and ``targets`` objects of a plan."""
 CONDITIONAL_NOTE = ("the query chain WITHOUT Claim E.6's in-round step, which is false for this "
-                    "design (halting and threshold-noise restart channels open, issue 8): "
+                    "design (halting and threshold-noise restart channels open): "
                     "not a guarantee")
 PROVEN_NOTE = ("the query chain without its in-round step Q0; Q0 is proven (Theorem Q) and included "
                "in epsilon_queries")
@@ -86,7 +92,7 @@ def certificate_json(c: Certificate) -> dict[str, Any]:
     _put(d, "epsilon_queries_conditional", c.epsilon_queries_conditional, c.queries_reason)
     d["epsilon_queries_conditional_note"] = PROVEN_NOTE if c.query_private else CONDITIONAL_NOTE
     d["query_private"] = c.query_private
-    d["conditional_on"] = None
+    d.update(RETIRED_KEYS)
     d["design"] = c.design
     d["describes"] = c.describes
     d["delta"] = c.delta
@@ -113,7 +119,7 @@ def certificate_json(c: Certificate) -> dict[str, Any]:
 def schedule_json(p: Plan) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     rp = {r.round: r for r in p.round_plans}
-    tct = Design.named(p.certificate.design).target_charged
+    dr = rules(Design.named(p.certificate.design))
     for i, r in enumerate(p.rounds, start=1):
         row: dict[str, Any] = {
             "round": i, "T": r.T, "lambda": r.lam, "R": r.R, "c": r.c, "eps_bt": r.eps_bt,
@@ -127,7 +133,7 @@ def schedule_json(p: Plan) -> list[dict[str, Any]]:
             x = rp[i]
             row.update({"E_budget": x.E, "Delta_budget": x.Delta, "theta": _num(x.theta),
                         # target-charged rounds have no privacy floor on T (Lemma Q needs no gap)
-                        "T_privacy": None if tct else x.t_privacy, "T_accuracy": x.t_accuracy,
+                        "T_privacy": x.t_privacy if dr.privacy_floor_on_T else None, "T_accuracy": x.t_accuracy,
                         "T_binding": x.binding, "eps_LS": x.eps_ls})
         out.append(row)
     return out
@@ -143,7 +149,7 @@ def design_json(x: DesignCost) -> dict[str, Any]:
     _put(d, "epsilon_training", x.epsilon_training, x.reason)
     _put(d, "epsilon_queries", x.epsilon_queries, x.reason)
     d["query_private"] = x.query_private
-    d["conditional_on"] = None
+    d.update(RETIRED_KEYS)
     _put(d, "epsilon_conditional", x.epsilon_conditional, x.reason)
     d["eps_h"] = x.eps_h
     d["eps_r"] = None
@@ -168,7 +174,7 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
     """The ``everlast plan --json`` object (``costs``: :func:`engine.planner.api.designs`)."""
     t = p.targets
     c = p.certificate
-    d: dict[str, Any] = {"n_required": p.n_required}
+    d: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "n_required": p.n_required}
     d.update(certificate_json(c))
     d["n"] = p.n_required
     d["halts"] = t.halts
@@ -176,14 +182,14 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
     r1 = p.rounds[0]
     d["design"] = {"name": c.design, "halting": c.halting, "restarts": c.restarts,
                    "query_private_by_design": Design.named(c.design).query_private,
-                   "eps_h": r1.halt_eps, "eps_r": None, "block_bound": None}
+                   "eps_h": r1.halt_eps, **RETIRED_DESIGN_KEYS}
     td = _targets_design(t)
     d["targets"] = {"epsilon": t.epsilon, "delta": t.delta, "alpha": t.alpha, "beta": t.beta,
                     "concept": t.concept, "vc_dim": t.vc, "halts": t.halts, "k": t.k,
                     "rounds": t.rounds, "lambda_log": t.lambda_log, "accounting": t.accounting,
                     "design": None if td is None else td.name,
                     "halting": t.halting, "restarts": t.restarts, "eps_h": t.eps_h,
-                    "eps_r": None, "block_bound": None}
+                    **RETIRED_DESIGN_KEYS}
     if costs is not None:
         d["designs"] = [design_json(x) for x in costs]
         best = cheapest_sound(costs)
@@ -196,7 +202,7 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
     if p.schedule is None:
         d["runnable"] = False
         d["not_runnable_reason"] = p.not_runnable_reason or d.get("not_runnable_reason", "")
-    if t.accounting == "tight":
+    if p.round_plans:  # the tight solver's budgets
         d["budgets"] = {"E1": p.E1, "E2": p.E2, "r1": p.r1, "rD": p.rD}
     if p.paper is not None:
         ps = p.paper
@@ -217,13 +223,13 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
 
 
 def infeasible_json(t: Targets, reason: str, achievable: Achievable | None = None) -> dict[str, Any]:
-    d: dict[str, Any] = {"n_required": None, "n_required_reason": reason}
+    d: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "n_required": None, "n_required_reason": reason}
     for k in ("epsilon", "epsilon_training", "epsilon_queries"):
         d[k] = None
         d[k + "_reason"] = reason
     td = _targets_design(t)
     d.update({"delta": t.delta, "accounting": t.accounting, "steps": [], "schedule": [],
-              "query_private": False, "conditional_on": None,
+              "query_private": False, **RETIRED_KEYS,
               "design": None if td is None else td.name, "warnings": [reason]})
     if achievable is not None:
         _put(d, "epsilon_achievable", achievable.epsilon, achievable.reason)
@@ -267,17 +273,15 @@ def steps_table(c: Certificate, digits: int = 3) -> str:
 def schedule_table(p: Plan, max_rows: int = 6) -> str:
     """The schedule. Target-charged: the per-query level eps0 and the halting test's threshold c0
     (the round fails at c tops); paper: BetweenThresholds' (eps', delta')."""
-    tct = Design.named(p.certificate.design).target_charged
-    head = ("| round | T | lambda | R | c | c0 | eps0 | m_S | m_D |" if tct else
-            "| round | T | lambda | R | c | eps' | delta' | m_S | m_D |")
+    dr = rules(Design.named(p.certificate.design))
+    head = f"| round | T | lambda | R | c | {dr.schedule_columns[0]} | {dr.schedule_columns[1]} | m_S | m_D |"
     ncol = head.count("|") - 1
     rows = [head, "|" + "---|" * ncol]
     rs = list(enumerate(p.rounds, start=1))
     show = rs if len(rs) <= max_rows else [*rs[: max_rows - 1], rs[-1]]
     for i, r in show:
         tag = f"{i}+" if p.repeat_last and i == len(p.rounds) else str(i)
-        mid = (f"{fmt(r.halt_threshold)} | {fmt(r.eps_bt)}" if tct else
-               f"{fmt(r.eps_bt)} | {fmt(r.delta_bt)}")
+        mid = " | ".join(fmt(getattr(r, f)) for f in dr.schedule_fields)
         rows.append(f"| {tag} | {fmt(r.T)} | {fmt(r.lam)} | {fmt(r.R)} | {fmt(r.c)} | {mid} | "
                     f"{fmt(r.m_S)} | {fmt(r.m_D)} |")
     if len(rs) > max_rows:
@@ -308,7 +312,7 @@ def design_line(c: Certificate, eps_h: float | None = None) -> str:
     if eps_h is not None:
         parts.append(f"eps_h = {fmt(eps_h)}")
     status = ("query privacy proven (Theorem Q)" if d.query_private else
-              "NOT query-private (halting and restart channels open; issue 8)")
+              "NOT query-private (halting and restart channels open)")
     line = f"design: {c.design} ({', '.join(parts)}) -- {status}"
     if c.describes != ENGINE:
         line += f"\n  the numbers describe {c.describes}"
@@ -362,7 +366,7 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
         f"delta = {fmt(c.delta_training)}",
         *_queries_lines(c),
     ]
-    if t.accounting == "paper":
+    if p.paper is not None:
         lines.append("  (the paper's own schedule, section 5; the numbers above are what the paper's "
                      "lemmas certify for its idealised mechanism at its parameters -- it claims epsilon = "
                      f"{fmt(t.epsilon)}; its n is reported, not run)")
@@ -496,13 +500,13 @@ def worked_example() -> str:
     return "\n".join(lines)
 
 
-_PAPER_DESIGN = {"halting": "paper", "restarts": "per-top"}
-ROW_TARGETS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("target-charged (default)", "tight", {}),
-    ("paper", "tight", _PAPER_DESIGN),
-    ("the paper's own accounting, as published", "paper", {}),
+_PAPER_DESIGN = {"halting": PAPER.halting.value, "restarts": PAPER.restarts.value}
+ROW_TARGETS: tuple[tuple[str, Accountant, dict[str, Any]], ...] = (
+    ("target-charged (default)", TIGHT, {}),
+    ("paper", TIGHT, _PAPER_DESIGN),
+    ("the paper's own accounting, as published", PUBLISHED, {}),
 )
-"""The designs block's rows: (label, accounting, Targets fields naming the design)."""
+"""The designs block's rows: (label, accountant, Targets fields naming the design)."""
 
 
 PAPER_EPSILON_NOTE = ("Theorem 5.1 assumes epsilon < 1: the paper's formulas are evaluated as written (as "
@@ -518,7 +522,7 @@ def _cell(t: Targets) -> tuple[str, list[str]]:
     except PlanInfeasible as exc:
         return f"infeasible ({exc})", []
     notes = []
-    if t.accounting == "paper":
+    if p.paper is not None:  # the paper's own schedule
         if not t.epsilon < 1.0:
             notes.append(PAPER_EPSILON_NOTE)
         if p.paper is not None and p.paper.d6_ratios and max(p.paper.d6_ratios) > 1.0:
@@ -545,23 +549,23 @@ def designs_block() -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     letters: dict[str, str] = {}  # footnote -> its letter, in order of first use
-    for label, acc, fields in ROW_TARGETS:
+    for label, acct, fields in ROW_TARGETS:
         cells = []
         for h, e in grid:
-            if acc == "paper" and h != "paper":
+            if h not in acct.halt_budgets:
                 cells.append("-")  # as published: the paper's own halt budget only
                 continue
-            text, notes = _cell(Targets(epsilon=e, halts=h, accounting=acc, **fields))  # type: ignore[arg-type]
+            text, notes = _cell(Targets(epsilon=e, halts=h, accounting=acct.name, **fields))
             keys = [letters.setdefault(x, chr(ord("a") + len(letters))) for x in notes]
             cells.append(text + (f" [{', '.join(keys)}]" if keys else ""))
-        halts = "paper" if acc == "paper" else "split-votes"
-        c = plan(Targets(epsilon=1.0, halts=halts, accounting=acc, **fields)).certificate  # type: ignore[arg-type]
+        t1 = Targets(epsilon=1.0, halts=acct.halt_budgets[0], accounting=acct.name, **fields)
+        c = plan(t1).certificate
         q0 = next(s for s in c.steps if s.name.startswith("in-round answers"))
         if q0.valid:
             q0_text = f"eps_h = {fmt(q0.epsilon, 4)}, delta = {fmt(q0.delta)}"
         else:
             q0_text = "open: halting and restart channels" + (
-                " (Claim E.6's in-round step is false)" if acc == "paper" else "")
+                " (Claim E.6's in-round step is false)" if c.describes != ENGINE else "")
         status = "**proven**" if c.query_private else "NOT proven"
         what = ("tight: the engine's mechanism" if c.describes == ENGINE else
                 "paper (Lemma C.3, Observation 2, Claim 2.7): the paper's idealised mechanism")

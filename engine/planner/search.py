@@ -43,16 +43,13 @@ def _try(t: Targets) -> Plan | None:
 def _certified(p: Plan) -> float:
     """What a plan certifies (as ``api.best_epsilon``): max of both chains for a query-private
     design, the conditional chains otherwise."""
-    c = p.certificate
-    if c.query_private:
-        return max(c.epsilon_training, c.epsilon_queries)
-    return max(c.epsilon_training_conditional, c.epsilon_queries_conditional)
+    return p.certificate.epsilon_claimed
 
 
 def _estimator(targets: Targets, n: int) -> Callable[[float], float] | None:
     """x = log epsilon -> log(estimated n_required / n), or None when no estimate exists (paper
     accounting)."""
-    if targets.accounting != "tight":
+    if not targets.accountant.estimates:
         return None
     t = targets
     try:
@@ -100,7 +97,7 @@ def best_epsilon(n: int, targets: Targets, lo: float = LO, hi: float | None = No
     """Smallest target epsilon (within ``rel_tol`` in log epsilon) whose plan needs <= n training
     examples; the same contract as ``engine.planner.api.best_epsilon``."""
     if hi is None:
-        hi = 1.0 if targets.accounting == "paper" else 64.0
+        hi = targets.accountant.epsilon_ceiling
     x_lo, x_hi = math.log(lo), math.log(hi)
     plans: dict[float, Plan | None] = {}
 

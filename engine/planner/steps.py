@@ -77,3 +77,16 @@ class Check:
     bound: float
     round: int | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What an accountant charged for one event (``engine.planner.accountants``): its (epsilon,
+    delta), the steps that record it (each naming its lemma), the conditions checked on the way,
+    and the reason when it is not certified (epsilon +inf)."""
+
+    epsilon: float
+    delta: float
+    steps: tuple[Step, ...] = ()
+    checks: tuple[Check, ...] = ()
+    reason: str = ""

@@ -45,8 +45,9 @@ from everlast.engine.planner import amplification as amp
 from everlast.engine.planner import composition as comp
 from everlast.engine.planner import target_charging as tc
 from everlast.engine.planner import theorem_b as tb
+from everlast.engine.planner.accountants import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS
 from everlast.engine.planner.bt import accuracy_t
-from everlast.engine.planner.chain import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS, tct_accuracy_t
+from everlast.engine.planner.design_rules import BETA_H_SHARE, tct_accuracy_t
 from everlast.engine.planner.learning import (
     HaltBudget,
     LambdaLog,
@@ -60,8 +61,6 @@ from everlast.engine.schedule import RoundSpec
 RATE_SHAVE = 1.0 - 1e-9
 IN_ROUND_DELTA_SHARE = 1e-3
 """Share of the query chain's delta given to the in-round step (Lemma Cap's charge for the caps)."""
-BETA_H_SHARE = 1e-3
-"""Premature-halt probability of the noisy halting test, as a share of beta_i (accuracy only)."""
 TAIL_TARGET_SHARE = 1e-3
 """Search only: the share of Delta the fast estimate gives to Lemma TC's tail."""
 
@@ -82,12 +81,6 @@ class TightOptions:
     c = c0 + g_high; docs/privacy/genericbbl.md 5) or paper (c = the halt budget)."""
     eps_h: float = 0.01
     """eps_h of the noisy halting test (charged to every query, Theorem Q)."""
-
-    @property
-    def in_round_eps(self) -> float:
-        """Theorem Q's epsilon for this design: eps_h (target-charged); the paper's design has no
-        valid in-round step, so its query chain is planned without one (and not certified)."""
-        return self.eps_h if self.design.target_charged else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,71 +136,23 @@ class _Problem:
         self.b = [beta / 2**i for i in range(1, K + 1)]
         self.lam = [chunk_size(a, b, vc_dim, opts.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
         # the query chain pays the in-round step first (Theorem Q): eps_D = eps - eps_in and
-        # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap); eps_in
-        # is the halting test's epsilon at the exact scales the engine runs
-        self.eps_in = opts.in_round_eps
-        if opts.design.target_charged:
-            tq, tr = at.scales(opts.eps_h)
-            self.eps_in = at.at_epsilon(tr, tq)
+        # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap)
+        self.solver = SOLVERS[opts.design.name](self)
+        self.eps_in, self.delta_in, self.delta_cap = self.solver.in_round_budget(delta)
         self.eps_query = epsilon - self.eps_in
         if self.eps_query <= 0.0:
             raise _Infeasible(f"the in-round test (eps_h = {self.eps_in:g}) uses the whole "
                               f"query budget epsilon = {epsilon:g}")
-        caps = int(opts.design.target_charged)
-        self.delta_in = IN_ROUND_DELTA_SHARE * delta if caps else 0.0
         self.delta_query = delta - self.delta_in
-        self.delta_cap = (self.delta_in / (caps * at.cap_charge(self.eps_in, 1.0)) if caps else 0.0)
 
     # -- one round
     def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool) -> _RoundT:
-        """Size round i for R queries and budget (E, Delta) under the design."""
+        """Size round i for R queries and budget (E, Delta) under the design (its solver)."""
         a, b, lam = self.a[i - 1], self.b[i - 1], self.lam[i - 1]
         gamma = a
         o = self.o
         c_util = halt_budget(o.halts, R, a, gamma, lam, o.k, o.boundaries, o.cap_c)
-        if o.design.target_charged:
-            return self._tct_round(i, R, E, Delta, exact, a, b, gamma, c_util)
-        return self._paper_round(i, R, E, Delta, exact, a, b, gamma, c_util)
-
-    def _tct_round(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
-                   gamma: float, c_util: int) -> _RoundT:
-        o = self.o
-        g_low = at.at_margin(o.eps_h, BETA_H_SHARE * b / R)  # premature halts (accuracy)
-        c0 = c_util + g_low
-        c = c0 + at.at_margin(o.eps_h, self.delta_cap)  # hard cap (Lemma T)
-
-        def t_acc(e0: float) -> int:
-            return max(d2_floor(a), math.ceil(tct_accuracy_t(gamma, e0, R, b))) if o.accuracy_floors else 1
-
-        if exact:
-            eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * gamma * t_acc(e0)) - 1))
-            eps0 *= 1.0 - 1e-9
-        else:
-            eps0 = _approx_tct_eps0(E, Delta, c, R)
-        if not eps0 > 0.0:
-            raise _Infeasible(f"round {i}: no per-query level meets the round budget")
-        t = t_acc(eps0)
-        return _RoundT(t, R, c, eps0, math.nan, math.nan, 1, t, c0)
-
-    def _paper_round(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
-                     gamma: float, c_util: int) -> _RoundT:
-        o = self.o
-        c = count = c_util  # the halt budget (capped at R unless cap_c is off: calibration.md (iii))
-        if exact:
-            ch = _choose_instances(count, E, Delta)
-            if ch is None:
-                raise _Infeasible(f"round {i}: no instance parameters meet the composition budget")
-            eps_inst, delta_mu, theta = ch
-            eps0, _, t_priv = tb.plan_instance(eps_inst, delta_mu, gamma)
-        else:
-            eps_inst, delta_mu = _approx_instances(count, E, Delta)
-            eps0 = tb.eps_bt_for(eps_inst, 3.0)
-            theta = math.nan
-            t_priv = math.ceil((4.0 * math.log(1.0 / (2.0 * delta_mu)) + 18.0 + eps0) / (2.0 * gamma * eps0))
-        t_acc = 1
-        if o.accuracy_floors:
-            t_acc = max(d2_floor(a), math.ceil(accuracy_t(a, eps0, R, b)))
-        return _RoundT(max(t_priv, t_acc), R, c, eps0, delta_mu, theta, t_priv, t_acc, None)
+        return self.solver.round_t(i, R, E, Delta, exact, a, b, gamma, c_util)
 
     def r_for(self, next_size: int, rD: float) -> int:
         return max(1, math.ceil(next_size / (rD * RATE_SHAVE)))
@@ -237,6 +182,93 @@ class _Problem:
 
 class _Infeasible(Exception):
     pass
+
+
+class _TargetChargedSolver:
+    """Rounds of the target-charged design: the largest per-query level eps0 whose round meets its
+    budget (Lemmas Q and TC), T from the accuracy floor (docs/privacy/genericbbl.md 6.3), the
+    halting test's threshold and hard cap from section 5.4."""
+
+    def __init__(self, P: _Problem) -> None:
+        self.P = P
+
+    def in_round_budget(self, delta: float) -> tuple[float, float, float]:
+        """(eps_in, delta_in, delta_cap): the halting test's epsilon at the exact scales the engine
+        runs, the share of delta given to its hard cap (Lemma Cap), and the cap probability."""
+        o = self.P.o
+        tq, tr = at.scales(o.eps_h)
+        eps_in = at.at_epsilon(tr, tq)
+        delta_in = IN_ROUND_DELTA_SHARE * delta
+        return eps_in, delta_in, delta_in / at.cap_charge(eps_in, 1.0)
+
+    def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
+                gamma: float, c_util: int) -> _RoundT:
+        P, o = self.P, self.P.o
+        g_low = at.at_margin(o.eps_h, BETA_H_SHARE * b / R)  # premature halts (accuracy)
+        c0 = c_util + g_low
+        c = c0 + at.at_margin(o.eps_h, P.delta_cap)  # hard cap (Lemma T)
+
+        def t_acc(e0: float) -> int:
+            return max(d2_floor(a), math.ceil(tct_accuracy_t(gamma, e0, R, b))) if o.accuracy_floors else 1
+
+        if exact:
+            eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * gamma * t_acc(e0)) - 1))
+            eps0 *= 1.0 - 1e-9
+        else:
+            eps0 = _approx_tct_eps0(E, Delta, c, R)
+        if not eps0 > 0.0:
+            raise _Infeasible(f"round {i}: no per-query level meets the round budget")
+        t = t_acc(eps0)
+        return _RoundT(t, R, c, eps0, math.nan, math.nan, 1, t, c0)
+
+    def spec_fields(self, rt: _RoundT) -> dict[str, float | int | None]:
+        return {"delta_bt": None, "halt_eps": self.P.o.eps_h, "halt_threshold": rt.c0}
+
+    def binding(self, rt: _RoundT) -> str:
+        return "accuracy (every |z_j| < gamma T - 1)"
+
+
+class _PaperSolver:
+    """Rounds of the paper's design: the instances' (eps_inst, delta_mu) meet the round budget by
+    KOV over min(c, R) instances, (eps', band slack) minimise Theorem B's T, raised to Claim D.7's
+    accuracy floor. No in-round step is valid, so none is budgeted (its queries are not private)."""
+
+    def __init__(self, P: _Problem) -> None:
+        self.P = P
+
+    def in_round_budget(self, delta: float) -> tuple[float, float, float]:
+        return 0.0, 0.0, 0.0
+
+    def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
+                gamma: float, c_util: int) -> _RoundT:
+        o = self.P.o
+        c = count = c_util  # the halt budget (capped at R unless cap_c is off: calibration.md (iii))
+        if exact:
+            ch = _choose_instances(count, E, Delta)
+            if ch is None:
+                raise _Infeasible(f"round {i}: no instance parameters meet the composition budget")
+            eps_inst, delta_mu, theta = ch
+            eps0, _, t_priv = tb.plan_instance(eps_inst, delta_mu, gamma)
+        else:
+            eps_inst, delta_mu = _approx_instances(count, E, Delta)
+            eps0 = tb.eps_bt_for(eps_inst, 3.0)
+            theta = math.nan
+            t_priv = math.ceil((4.0 * math.log(1.0 / (2.0 * delta_mu)) + 18.0 + eps0) / (2.0 * gamma * eps0))
+        t_acc = 1
+        if o.accuracy_floors:
+            t_acc = max(d2_floor(a), math.ceil(accuracy_t(a, eps0, R, b)))
+        return _RoundT(max(t_priv, t_acc), R, c, eps0, delta_mu, theta, t_priv, t_acc, None)
+
+    def spec_fields(self, rt: _RoundT) -> dict[str, float | int | None]:
+        return {"delta_bt": rt.delta0, "halt_eps": None, "halt_threshold": rt.c0}
+
+    def binding(self, rt: _RoundT) -> str:
+        return "privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)"
+
+
+SOLVERS: dict[str, type[_TargetChargedSolver] | type[_PaperSolver]] = {
+    "target-charged": _TargetChargedSolver, "paper": _PaperSolver}
+"""The round solver of each design (by ``Design.name``)."""
 
 
 def _fixed_point(f: Callable[[int], _RoundT]) -> _RoundT:
@@ -385,16 +417,11 @@ def _solve_with_reserve(P: _Problem, res: float) -> TightSchedule:
         S_size = P.lam[i - 1] * rt.T
         m_S = min(S_size, max(labelboost_size(m_D, a_n, b_n, P.vc), lam_n))
         eps_ls, _ = amp.bbg(min(1.0, math.nextafter(m_S / S_size, math.inf)), LABELBOOST_EPS, 0.0)
-        o = P.o
-        tct = o.design.target_charged
         specs.append(RoundSpec(
-            T=rt.T, lam=P.lam[i - 1], R=rt.R, c=rt.c, eps_bt=rt.eps0,
-            delta_bt=None if tct else rt.delta0,
-            alpha=P.a[i - 1], m_S=m_S, m_D=m_D, gamma=None, beta=P.b[i - 1],
-            halt_eps=o.eps_h if tct else None, halt_threshold=rt.c0,
+            T=rt.T, lam=P.lam[i - 1], R=rt.R, c=rt.c, eps_bt=rt.eps0, alpha=P.a[i - 1], m_S=m_S, m_D=m_D,
+            gamma=None, beta=P.b[i - 1], **P.solver.spec_fields(rt),  # type: ignore[arg-type]
         ))
-        binding = ("privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)") if not tct \
-            else "accuracy (every |z_j| < gamma T - 1)"
+        binding = P.solver.binding(rt)
         plans.append(RoundPlan(
             round=i, E=E1 if i == 1 else E2, Delta=D1 if i == 1 else D2, eps_bt=rt.eps0,
             delta_bt=rt.delta0, theta=rt.theta, t_privacy=rt.t_priv, t_accuracy=rt.t_acc,

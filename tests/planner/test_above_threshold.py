@@ -19,7 +19,7 @@ import pytest
 from everlast.engine.design import DEFAULT, PAPER
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import certify
-from everlast.engine.planner.query_side import in_round
+from everlast.engine.planner.design_rules import rules
 from everlast.engine.schedule import RoundSpec, Schedule
 
 
@@ -155,19 +155,19 @@ TCT = RoundSpec(T=10**6, lam=50, R=10**6, c=5_000, eps_bt=0.01, delta_bt=None, a
 
 
 def test_theorem_q_by_hand() -> None:
-    ir = in_round(DEFAULT, TCT)
+    ir = rules(DEFAULT).in_round(TCT)
     tq, tr = at.scales(0.1)
     assert ir.valid and ir.epsilon == at.at_epsilon(tr, tq) == pytest.approx(0.1)
     d_h = at.dlap_sum_tail(2_000, tq, tr)
     assert ir.delta_cap_h == d_h
     assert ir.delta == pytest.approx((1 + math.exp(ir.epsilon)) * d_h, rel=1e-12)
     # a cap that cannot bind (c > R) costs no delta
-    assert in_round(DEFAULT, dataclasses.replace(TCT, c=TCT.R + 1)).delta == 0.0
+    assert rules(DEFAULT).in_round(dataclasses.replace(TCT, c=TCT.R + 1)).delta == 0.0
     # the paper's design: both channels open
     paper = dataclasses.replace(TCT, delta_bt=1e-8, halt_eps=None, halt_threshold=None)
-    p = in_round(PAPER, paper)
+    p = rules(PAPER).in_round(paper)
     assert not p.valid and math.isinf(p.epsilon) and "halting" in p.note and "restart" in p.note
-    assert "halting" not in in_round(PAPER, dataclasses.replace(paper, c=paper.R + 1)).note
+    assert "halting" not in rules(PAPER).in_round(dataclasses.replace(paper, c=paper.R + 1)).note
 
 
 def test_every_round_is_charged_the_largest_halting_cap_of_the_schedule() -> None:

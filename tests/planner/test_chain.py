@@ -13,7 +13,7 @@ import pytest
 from everlast.engine.design import DEFAULT, PAPER, noise_plan
 from everlast.engine.planner import certify, in_round_step
 from everlast.engine.planner import target_charging as tc
-from everlast.engine.planner.chain import ENGINE, IDEALISED
+from everlast.engine.planner.accountants import ENGINE, IDEALISED
 from everlast.engine.planner.report import certificate_text, guarantee_sentence
 from everlast.engine.schedule import RoundSpec, Schedule
 
@@ -65,7 +65,7 @@ def test_target_charged_query_chain_adds_the_halting_test() -> None:
 def test_paper_design_is_never_query_private() -> None:
     c = certify(Schedule((PAPER_ROUND,), design=PAPER), 10**6)
     assert c.design == "paper" and not c.query_private and math.isinf(c.epsilon_queries)
-    assert "issue 8" in c.queries_reason and math.isfinite(c.epsilon_queries_conditional)
+    assert "halting-channel audit" in c.queries_reason and math.isfinite(c.epsilon_queries_conditional)
     assert math.isfinite(c.epsilon_training) and c.privacy_checks_hold
     assert any("QUERY PRIVACY NOT PROVEN" in w for w in c.warnings)
     assert "NOT PROVEN" in certificate_text(c) and "NOT certified" in guarantee_sentence(c)

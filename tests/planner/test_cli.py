@@ -63,7 +63,7 @@ def test_paper_design_json() -> None:
     d = _one_json("--design", "paper", "--no-designs")
     assert set(d) >= CONTRACT | ISSUE_8
     assert d["design"]["name"] == "paper" and d["design"]["query_private_by_design"] is False
-    assert d["epsilon_queries"] is None and "issue 8" in d["epsilon_queries_reason"]
+    assert d["epsilon_queries"] is None and "halting-channel audit" in d["epsilon_queries_reason"]
     assert d["epsilon"] is None and d["epsilon_reason"]
     assert d["query_private"] is False and d["epsilon_queries_conditional"] <= 1.0 + 1e-9
     assert d["epsilon_training"] <= 1.0 + 1e-9 and d["meets_targets"] is True

@@ -11,8 +11,8 @@ import math
 import pytest
 
 from everlast.engine.planner import Targets, plan
+from everlast.engine.planner.accountants import IDEALISED
 from everlast.engine.planner.amplification import claim_2_7
-from everlast.engine.planner.chain import IDEALISED
 from everlast.engine.planner.composition import claim_d1_bound
 from everlast.engine.planner.paper import TAU, paper_n_formula, paper_schedule
 

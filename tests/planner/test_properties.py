@@ -67,7 +67,7 @@ def test_paper_design_plans_never_print_a_delta_above_the_target(t: Targets) -> 
         assert (c2.epsilon_training, c2.delta_training) == (c.epsilon_training, c.delta_training)
         assert c2.epsilon_queries_conditional == c.epsilon_queries_conditional
     # meets_targets checks delta too
-    assert p.meets_targets == (max(c.epsilon_training_conditional, c.epsilon_queries_conditional)
+    assert p.meets_targets == (max(c.epsilon_training, c.epsilon_queries_conditional)
                                <= t.epsilon * (1 + SLACK) and c.delta <= t.delta)
     shrunk = dataclasses.replace(p, targets=dataclasses.replace(t, delta=c.delta / 2))
     assert not shrunk.meets_targets

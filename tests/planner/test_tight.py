@@ -10,7 +10,7 @@ import pytest
 
 from everlast.engine.design import PAPER
 from everlast.engine.planner import Targets, plan
-from everlast.engine.planner.chain import tct_accuracy_t
+from everlast.engine.planner.design_rules import tct_accuracy_t
 from everlast.engine.planner.learning import d2_floor
 from everlast.engine.planner.report import CALIBRATION, calibration_crosscheck
 from everlast.engine.planner.tight import TightOptions, solve

@@ -1,0 +1,255 @@
+"""What the planner does differently per design, in one object per design (docs/privacy/genericbbl.md 5-7).
+
+``engine.design.Design`` is the engine's value (which noises a round draws); this module holds the
+planner's side of each design, so that certifying, planning and checking dispatch on the design
+object instead of branching on it:
+
+* :class:`TargetCharged` -- a round is priced by Lemma Q and Lemma TC (6.1-6.2); its in-round
+  step is Theorem Q (5); its accuracy floor is section 6.3's; its solver takes the largest
+  per-query level the round's budget allows (``target_charging.max_eps0``).
+* :class:`PaperDesign` -- a round is at most min(c, R) BetweenThresholds instances, each priced by
+  Theorem B (discrete, one top) and composed by KOV (7); its in-round step is NOT valid (section 4:
+  halting and restart channels); Claim D.7 is its accuracy floor.
+
+``rules(design)`` returns the object for a design.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable, Sequence
+
+from everlast.engine.design import DEFAULT, PAPER, Design, NoisePlan, noise_plan
+from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import above_threshold as at
+from everlast.engine.planner import bt
+from everlast.engine.planner import composition as comp
+from everlast.engine.planner import target_charging as tc
+from everlast.engine.planner import theorem_b as tb
+from everlast.engine.planner.above_threshold import up
+from everlast.engine.planner.steps import Chain, Check, Receipt, Step
+from everlast.engine.schedule import RoundSpec
+
+LEMMA_Q = ("Theorem Q (in-round step: AboveThreshold, Dwork-Roth Thm 3.23, discrete form, on the round's "
+           "top count; Lemma Cap for the hard cap)")
+LEMMA_FALSE = "Claim E.6, in-round step (FALSE for this design; the halting-channel audit)"
+BETA_H_SHARE = 1e-3
+"""Premature-halt probability of the noisy halting test, as a share of beta_i (accuracy only)."""
+
+
+class InRound:
+    """The in-round step (Q0) for one round of a design: Theorem Q's (epsilon, delta), or why it
+    does not hold."""
+
+    __slots__ = ("delta", "delta_cap_h", "eps_h", "epsilon", "lemma", "problems", "valid")
+
+    def __init__(self, epsilon: float, delta: float, valid: bool, eps_h: float, delta_cap_h: float,
+                 lemma: str, problems: tuple[str, ...] = ()) -> None:
+        self.epsilon, self.delta, self.valid = epsilon, delta, valid
+        self.eps_h, self.delta_cap_h, self.lemma, self.problems = eps_h, delta_cap_h, lemma, problems
+
+    @property
+    def note(self) -> str:
+        return "; ".join(self.problems)
+
+
+class DesignRules(abc.ABC):
+    """The planner's behaviour for one design."""
+
+    design: Design
+    schedule_columns: tuple[str, str]
+    """The two design-specific columns of the schedule table, and the RoundSpec fields they show."""
+    schedule_fields: tuple[str, str]
+    privacy_floor_on_T: bool
+    """Whether privacy (not only accuracy) puts a floor on T (Theorem B's gap condition)."""
+
+    @abc.abstractmethod
+    def round_receipt(self, spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, chain: Chain) -> Receipt:
+        """Steps 1-2 of Phi_rnd under the tight accounting: the round's answers at total delta Delta."""
+
+    @abc.abstractmethod
+    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
+        """Step Q0: what a query costs in the other answers of its own round."""
+
+    @abc.abstractmethod
+    def accuracy_check(self, spec: RoundSpec, rnd: int) -> Check:
+        """The round's accuracy floor on T (accuracy only)."""
+
+    def warnings(self, rounds: Sequence[RoundSpec], repeat_last: bool) -> list[str]:
+        """Plain sentences about channels this design leaves open (none by default)."""
+        return []
+
+    def early_halt_checks(self, spec: RoundSpec, rnd: int, budget: Callable[[], int]) -> tuple[int, list[Check]]:
+        """(the tops honest traffic may spend before the round is at risk, the checks that the
+        halting rule does not fire before them). ``budget()`` is the planner's halt budget."""
+        return spec.c, []
+
+    def halt_rule_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
+        """Accuracy checks of the paper's own halt rule (c = 64 alpha R), when it is used."""
+        return []
+
+    def q0_reason(self, rnd: int, note: str) -> str:
+        """Why the query chain is not certified when its in-round step is not valid."""
+        return f"round {rnd}: {note}"
+
+
+class TargetCharged(DesignRules):
+    design = DEFAULT
+    schedule_columns = ("c0", "eps0")
+    schedule_fields = ("halt_threshold", "eps_bt")
+    privacy_floor_on_T = False
+
+    def round_receipt(self, spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, chain: Chain) -> Receipt:
+        """Lemma Q and Lemma TC (docs/privacy/genericbbl.md 6)."""
+        eps0 = up(1 / plan.query)  # exact 1/t as a Fraction, rounded up
+        m = plan.band + 1
+        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta)
+        steps = (
+            Step.make(chain, f"per-query mechanism, round {rnd}",
+                      "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/privacy/genericbbl.md 6.1)",
+                      eps0, 0.0, {"scale_t": float(plan.query), "band_counts_m": m, "q": r.q, "lo": plan.lo,
+                                  "hi": plan.hi}, rnd),
+            Step.make(chain, f"round composition, round {rnd}",
+                      "Lemma TC (target charging: K charged steps, KOV; docs/privacy/genericbbl.md 6.2)", r.E, Delta,
+                      {"K": r.K, "c": plan.c, "R": spec.R, "delta_K": r.delta_K, "delta_tail": r.delta_tail,
+                       "q": r.q}, rnd,
+                      note="K = R: every query charged, no tail" if r.K >= spec.R else ""),
+        )
+        reason = "" if math.isfinite(r.E) else (
+            f"round {rnd}: no split of Delta = {Delta:.3g} certifies the round (c = {plan.c}, eps0 = {eps0:.3g})")
+        return Receipt(r.E, Delta, steps, (), reason)
+
+    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
+        """Theorem Q (docs/privacy/genericbbl.md 5): eps_h of the halting test at the exact scales,
+        with Lemma Cap's delta for the hard cap; ``cap_floor`` is the largest cap probability over
+        the schedule's rounds (a cap may act in any round: 5.3, step 1)."""
+        try:
+            eps_h, cap = halting_test(self.design, spec)
+        except InvalidSchedule as exc:
+            return InRound(math.inf, 0.0, False, 0.0, 0.0, LEMMA_Q, (f"not runnable exactly: {exc}",))
+        d_h = max(cap, cap_floor)
+        return InRound(eps_h, at.cap_charge(eps_h, d_h), True, eps_h, d_h, LEMMA_Q)
+
+    def early_halt_checks(self, spec: RoundSpec, rnd: int, budget: Callable[[], int]) -> tuple[int, list[Check]]:
+        """Lemma T(iii): the noisy test fires before the halt budget is spent w.p. <= 1e-3 beta_i."""
+        if spec.halt_eps is None or spec.halt_threshold is None:
+            return spec.c, []
+        c_util = budget()
+        tq, tr = at.scales(spec.halt_eps)
+        early = min(1.0, spec.R * at.at_tail(spec.halt_threshold - c_util, tq, tr))
+        return c_util, [Check("noisy halting fires early (tops <= the halt budget): "
+                              "<= R P[xi - rho >= c0 - budget]", "Lemma T (iii)", "accuracy",
+                              early <= BETA_H_SHARE * spec.beta * (1.0 + 1e-9), early,
+                              BETA_H_SHARE * spec.beta, rnd)]
+
+    def accuracy_check(self, spec: RoundSpec, rnd: int) -> Check:
+        acc = tct_accuracy_t(spec.band, spec.eps_bt, spec.R, spec.beta)
+        return Check("accuracy: T >= (ln(2R/beta)/eps0 + 2)/gamma (every |z_j| < gamma T - 1)",
+                     "docs/privacy/genericbbl.md 6.3", "accuracy", acc <= spec.T, acc, spec.T, rnd)
+
+
+class PaperDesign(DesignRules):
+    design = PAPER
+    schedule_columns = ("eps'", "delta'")
+    schedule_fields = ("eps_bt", "delta_bt")
+    privacy_floor_on_T = True
+
+    def round_receipt(self, spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, chain: Chain) -> Receipt:
+        """Theorem B (discrete, one top) per instance, KOV over the min(c, R) instances (an instance
+        started after the last query answers nothing)."""
+        assert plan.threshold is not None and spec.delta_bt is not None
+        count = min(spec.c, spec.R)
+        e_i, d_i, m = tb.instance(plan.threshold, plan.query, plan.band, spec.delta_bt, tops=1)
+        ok = math.isfinite(e_i)
+        checks = (Check("Theorem B gap: m* = G - 2 mu* - 1 >= 1", "Theorem B (discrete)", "privacy", ok,
+                        m, 1, rnd, "value = m*, the band's counts left at the threshold noise bound mu*"),)
+        reason = "" if ok else (f"round {rnd}: Theorem B's gap condition fails (band G = {plan.band} counts, "
+                                f"delta_mu = {spec.delta_bt:.3g}; a larger T or eps')")
+        steps = [Step.make(chain, f"BT instance, round {rnd}", "Theorem B (discrete, one top per instance; "
+                           "docs/privacy/genericbbl.md 7)", e_i, d_i,
+                           {"T": spec.T, "band_G": plan.band, "t_mu": float(plan.threshold),
+                            "t_nu": float(plan.query), "m_star": m, "delta_mu": d_i}, rnd, valid=ok, note=reason)]
+        E = comp.kov_epsilon(e_i, d_i, count, Delta) if ok else math.inf
+        if ok and not math.isfinite(E):
+            reason = f"round {rnd}: the instances' own delta already exceeds Delta={Delta:.3g}"
+        steps.append(Step.make(chain, f"BT composition, round {rnd}",
+                               "Kairouz-Oh-Viswanath 2015 Thm 3.3 (exact optimal composition)", E, Delta,
+                               {"instances": count, "c": spec.c, "R": spec.R, "eps_instance": e_i,
+                                "delta_instance": d_i}, rnd))
+        return Receipt(E, Delta, tuple(steps), checks, reason)
+
+    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
+        """Not valid: both channels of docs/privacy/genericbbl.md 4 are open."""
+        problems = []
+        if spec.c <= spec.R:
+            problems.append(f"halting channel open (c={spec.c} <= R={spec.R}): a query can spend a top "
+                            "and make a later query be refused")
+        problems.append("restart channel open: each top restarts the threshold noise, which later "
+                        "answers reveal (no bound of order eps' exists)")
+        return InRound(math.inf, 0.0, False, 0.0, 0.0, LEMMA_FALSE, tuple(problems))
+
+    def halt_rule_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
+        """Claims D.4 and D.5 (the paper's c = 64 alpha R)."""
+        need = 3.0 * math.log(1.0 / spec.beta) / spec.alpha
+        x = math.exp(-spec.eps_bt * spec.T / 48.0)
+        return [Check("D.5: R >= 3 ln(1/beta)/alpha", "Claim D.5", "accuracy", need <= spec.R, need, spec.R, rnd),
+                Check("D.4/D.5: exp(-eps' T/48) < alpha", "Claims D.4, D.5", "accuracy",
+                      x < spec.alpha, x, spec.alpha, rnd)]
+
+    def accuracy_check(self, spec: RoundSpec, rnd: int) -> Check:
+        acc = bt.accuracy_t(spec.alpha, spec.eps_bt, spec.R, spec.beta) if spec.eps_bt > 0 else math.inf
+        return Check("D.7: T >= 8/(alpha eps')(ln(R+1)+ln(1/beta))", "Claim D.7 / Lemma C.4",
+                     "accuracy", acc <= spec.T, acc, spec.T, rnd)
+
+    def q0_reason(self, rnd: int, note: str) -> str:
+        return f"Claim E.6's in-round step does not hold for this design (the halting-channel audit): {note}"
+
+    def warnings(self, rounds: Sequence[RoundSpec], repeat_last: bool) -> list[str]:
+        """One plain sentence per open channel, naming the rounds it affects."""
+        out = []
+        everywhere = _span(list(range(1, len(rounds) + 1)), len(rounds), repeat_last)
+        halt = [i for i, r in enumerate(rounds, start=1) if r.c <= r.R]
+        if halt:
+            out.append(f"QUERY PRIVACY NOT PROVEN: halting channel open in {_span(halt, len(rounds), repeat_last)} "
+                       "(c <= R: a query can spend a top and make a later query be refused; the halting-channel "
+                       "audit)")
+        out.append(f"QUERY PRIVACY NOT PROVEN: threshold-noise restart channel open in {everywhere} "
+                   "(each top restarts BT's threshold noise, which later answers reveal; the restart audit)")
+        return out
+
+
+_RULES: dict[Design, DesignRules] = {r.design: r for r in (TargetCharged(), PaperDesign())}
+
+
+def rules(design: Design) -> DesignRules:
+    """The planner's rules for ``design``."""
+    return _RULES[design]
+
+
+def halting_test(design: Design, spec: RoundSpec) -> tuple[float, float]:
+    """(eps_h, cap probability) of a target-charged round's halting test at the scales the engine
+    runs (0 cap probability when c > R: the cap cannot be reached)."""
+    plan = noise_plan(design, spec)
+    assert plan.halt_threshold is not None and plan.halt_query is not None and plan.c0 is not None
+    eps_h = at.at_epsilon(plan.halt_threshold, plan.halt_query)
+    cap = 0.0 if spec.c > spec.R else at.at_tail(plan.c - plan.c0, plan.halt_query, plan.halt_threshold)
+    return eps_h, cap
+
+
+def tct_accuracy_t(gamma: float, eps0: float, R: int, beta: float) -> float:
+    """The target-charged round's accuracy floor (accuracy only): every one of the R per-query
+    noises satisfies |z| < gamma T - 1 except w.p. beta when T >= (ln(2R/beta)/eps0 + 2)/gamma
+    (P[|z| >= k] <= 2 e^{-eps0 k}; then L => v < T/2, R => v > T/2)."""
+    if eps0 <= 0.0 or gamma <= 0.0:
+        return math.inf
+    return (math.log(2.0 * R / beta) / eps0 + 2.0) / gamma
+
+
+def _span(rounds: list[int], last: int, rep: bool) -> str:
+    if not rounds:
+        return ""
+    tail = " and every later round" if rep and rounds[-1] == last else ""
+    if rounds == list(range(rounds[0], rounds[-1] + 1)) and len(rounds) > 1:
+        return f"rounds {rounds[0]}-{rounds[-1]}{tail}"
+    return ("round " if len(rounds) == 1 else "rounds ") + ", ".join(map(str, rounds)) + tail
