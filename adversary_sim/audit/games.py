@@ -64,7 +64,7 @@ from everlast.adversary_sim.audit.restart import DEFAULT_OFFSET, Game, WaitAndTe
 from everlast.adversary_sim.audit.restart import play as restart_play
 from everlast.adversary_sim.audit.variants import Variant
 from everlast.engine.concepts import ConceptClass, Thresholds
-from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
+from everlast.engine.design import DEFAULT, PAPER, Design, NoisePlan, noise_plan
 from everlast.engine.phases import Phase
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.predictor import Predictor
@@ -102,12 +102,17 @@ def main_round(design: Design = DEFAULT, T: int = AUDIT_T, k0: int = K0) -> Roun
     paper: c = 1, eps' = 0.9, delta' = 1e-9 (as in earlier audits).
     target-charged: eps0 = 0.01, noisy halting eps_h = 1, c0 = 80, hard cap c = c0 + the margin that
     the cap binds first with probability <= 1e-11 (181)."""
-    base = RoundSpec(T=T, lam=1, R=T, c=1, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=T // 10, m_D=T,
+    return AUDIT_ROUNDS[design].main(T, k0)
+
+
+def _paper_main(T: int, k0: int) -> RoundSpec:
+    return RoundSpec(T=T, lam=1, R=T, c=1, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=T // 10, m_D=T,
                      gamma=gap(k0, T), beta=0.05)
-    if design == PAPER:
-        return base
-    return dataclasses.replace(base, eps_bt=TCT_EPS0, delta_bt=None, c=TCT_C0 + _margin(TCT_HALT_EPS),
-                               halt_eps=TCT_HALT_EPS, halt_threshold=TCT_C0)
+
+
+def _tct_main(T: int, k0: int) -> RoundSpec:
+    return dataclasses.replace(_paper_main(T, k0), eps_bt=TCT_EPS0, delta_bt=None,
+                               c=TCT_C0 + _margin(TCT_HALT_EPS), halt_eps=TCT_HALT_EPS, halt_threshold=TCT_C0)
 
 
 @lru_cache(maxsize=8)
@@ -139,11 +144,16 @@ def halting_round(design: Design = PAPER) -> RoundSpec:
     """The halting attack's round (lambda = 10: the vote varies with x; R = 100 000 >> c).
     paper: c = 2. target-charged: noisy halting with eps_h = 1, c0 = 10 and hard cap
     c = c0 + 1 + ceil((8/eps_h) ln(1/1e-9)) = 177 (query_privacy.md section 3.2)."""
-    base = RoundSpec(T=1000, lam=10, R=100_000, c=2, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=1000,
+    return AUDIT_ROUNDS[design].halting()
+
+
+def _paper_halting() -> RoundSpec:
+    return RoundSpec(T=1000, lam=10, R=100_000, c=2, eps_bt=0.9, delta_bt=1e-9, alpha=0.2, m_S=1000,
                      m_D=10_000, gamma=0.2005, beta=0.05)
-    if design == PAPER:
-        return base
-    return dataclasses.replace(base, delta_bt=None, c=HALT_C0 + 1 + 166, halt_eps=HALT_EPS,
+
+
+def _tct_halting() -> RoundSpec:
+    return dataclasses.replace(_paper_halting(), delta_bt=None, c=HALT_C0 + 1 + 166, halt_eps=HALT_EPS,
                                halt_threshold=HALT_C0)
 
 
@@ -159,16 +169,43 @@ def restart_round(design: Design = PAPER) -> RoundSpec:
     gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
     game uses). target-charged: the same round with eps0 = eps', noisy halting eps_h = 0.1, c0 = 1000
     under the hard cap c."""
+    return AUDIT_ROUNDS[design].restart()
+
+
+def _paper_restart() -> RoundSpec:
     from everlast.engine.planner import bt as planner_bt
 
     c, delta, R = 2000, 1e-6, 100_000_000
     eps = 1.0 / (3.0 * math.sqrt(c * math.log(2.0 / delta)))
     dbt = delta / (2 * c)
     T = math.ceil(1.2 * planner_bt.min_t(0.05, eps, dbt))
-    spec = RoundSpec(T=T, lam=1, R=R, c=c, eps_bt=eps, delta_bt=dbt, alpha=0.05, m_S=T // 10, m_D=T, beta=0.05)
-    if design == PAPER:
-        return spec
-    return dataclasses.replace(spec, delta_bt=None, halt_eps=0.1, halt_threshold=1000)
+    return RoundSpec(T=T, lam=1, R=R, c=c, eps_bt=eps, delta_bt=dbt, alpha=0.05, m_S=T // 10, m_D=T, beta=0.05)
+
+
+def _tct_restart() -> RoundSpec:
+    return dataclasses.replace(_paper_restart(), delta_bt=None, halt_eps=0.1, halt_threshold=1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRounds:
+    """What the attacks play against one design: its nominal rounds, the round and count of the
+    band-edge (``flip``) game, the exact likelihood-ratio scorer of a probe's labels, and the
+    halting adversary's strategy."""
+
+    design: Design
+    main: Callable[[int, int], RoundSpec]
+    halting: Callable[[], RoundSpec]
+    restart: Callable[[], RoundSpec]
+    flip: Callable[[], RoundSpec]
+    flip_k0: int
+    scorer: Callable[[int, int, NoisePlan, int], Scorer]
+    """(k0, k1, plan, probe queries) -> the view's exact likelihood-ratio scorer."""
+    edge_law: bool
+    """Whether the flip round's view has an exact law for a pre-registered test (``probe.edge_law``:
+    the target-charged round ended by its c-th top)."""
+    halting_sweep: bool
+    """The halting adversary's strategy: sweep split-vote queries up to the hard cap and score the
+    halting time (noisy halting), or spend the paper's c tops and read one refusal."""
 
 
 def make_schedule(spec: RoundSpec, design: Design = DEFAULT) -> Schedule:
@@ -239,10 +276,7 @@ def _probe_fast(plan_design: Design, spec: RoundSpec, counts: NDArray[np.int64],
 
 
 def _scorer(design: Design, spec: RoundSpec, k0: int, queries: int) -> Scorer:
-    plan = noise_plan(design, spec)
-    if design.target_charged:
-        return TctLLR.build(k0, k0 + 1, plan)
-    return PaperLLR.build(k0, k0 + 1, plan, queries)
+    return AUDIT_ROUNDS[design].scorer(k0, k0 + 1, noise_plan(design, spec), queries)
 
 
 class FlipAttack(Attack):
@@ -257,10 +291,10 @@ class FlipAttack(Attack):
 
     @property
     def k0(self) -> int:
-        return EDGE_K0 if self.design.target_charged else K0
+        return AUDIT_ROUNDS[self.design].flip_k0
 
     def scenario(self) -> Scenario:
-        spec = edge_round() if self.design.target_charged else main_round(PAPER)
+        spec = AUDIT_ROUNDS[self.design].flip()
         return Scenario(make_schedule(spec, self.design), spec.labeled_size, Thresholds())
 
     def data(self, world: int, seed: int) -> tuple[NDArray[np.float64], NDArray[np.int8]]:
@@ -301,7 +335,7 @@ class FlipAttack(Attack):
     def preregistered(self, per_world: int, delta: float, alpha: float) -> dict[str, Any] | None:
         """target-charged: "fewer than k L answers" with k chosen from the exact law of the view when the
         round ends at its hard cap (``probe.preregistered_test``)."""
-        if not self.design.target_charged:
+        if not AUDIT_ROUNDS[self.design].edge_law:
             return None
         plan = noise_plan(self.design, self.scenario().schedule.rounds[0])
         law = edge_law(plan, self.k0, self.k0 + 1)
@@ -434,7 +468,7 @@ class HaltingAttack(Attack):
 
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        if self.design.target_charged:
+        if AUDIT_ROUNDS[self.design].halting_sweep:
             spec = self.scenario().schedule.rounds[0]
             d["summary"] = (
                 "issue 8 / query_privacy.md sections 1 and 3.2, against noisy halting: hidden x0 = 0 (L) "
@@ -447,7 +481,7 @@ class HaltingAttack(Attack):
 
     def _queries(self, world: int, follow_ups: int) -> NDArray[np.float64]:
         first = 0.5 if world == 1 else 0.0
-        if self.design.target_charged:  # the sweep: split-vote queries up to the hard cap (the round halts)
+        if AUDIT_ROUNDS[self.design].halting_sweep:  # split-vote queries up to the hard cap (the round halts)
             return np.concatenate([[first], np.full(follow_ups, 0.5)])
         return np.concatenate([[first], np.full(self.BUDGET - 1, 0.5), [0.0]])
 
@@ -464,7 +498,7 @@ class HaltingAttack(Attack):
         for i in range(trials):
             p = Predictor.create(concept, sched, x, y, seed=seeds[i])
             labels = p.answer(queries).labels
-            if self.design.target_charged:
+            if AUDIT_ROUNDS[self.design].halting_sweep:
                 # follow-ups answered F: "the query after k follow-ups is refused" iff F <= k
                 out[i] = -float(np.count_nonzero(labels[1:] >= 0))
             else:
@@ -478,7 +512,7 @@ class HaltingAttack(Attack):
     def fixed_k_scores(self, world: int) -> NDArray[np.float64] | None:
         """The single test of the paper adversary with k = c0 - 1 follow-up tops: 1.0 iff the next
         query is refused (from the games just played; target-charged only)."""
-        if not self.design.target_charged or world not in getattr(self, "last_scores", {}):
+        if not AUDIT_ROUNDS[self.design].halting_sweep or world not in getattr(self, "last_scores", {}):
             return None
         k = int(self.scenario().schedule.rounds[0].halt_threshold or 0) - 1
         scores: NDArray[np.float64] = self.last_scores[world]
@@ -531,3 +565,12 @@ DEFAULT_ATTACKS = {"training": ("flip", "relabel"), "query": ("chain",)}
 PLANNED_ATTACKS: dict[str, tuple[str, ...]] = {}
 """Named in the CLI, not implemented yet."""
 DESIGNS = {"target-charged": DEFAULT, "paper": PAPER}
+
+AUDIT_ROUNDS: dict[Design, AuditRounds] = {
+    DEFAULT: AuditRounds(DEFAULT, _tct_main, _tct_halting, _tct_restart, edge_round, EDGE_K0,
+                         lambda k0, k1, plan, queries: TctLLR.build(k0, k1, plan), edge_law=True,
+                         halting_sweep=True),
+    PAPER: AuditRounds(PAPER, _paper_main, _paper_halting, _paper_restart, lambda: _paper_main(AUDIT_T, K0), K0,
+                       PaperLLR.build, edge_law=False, halting_sweep=False),
+}
+"""What the attacks play against each design (dispatched on the design, not branched on)."""

@@ -81,9 +81,10 @@ def _map_rounds(s: Schedule, **change: Any) -> Schedule:
 
 
 def _no_halt(s: Schedule) -> Schedule:
-    if s.design.target_charged:
-        return _map_rounds(s, c=NO_HALT_C, halt_threshold=NO_HALT_C)
-    return _map_rounds(s, c=NO_HALT_C)
+    """Every round's hard cap (and its halting test's threshold, where the design has one) out of reach."""
+    rounds = tuple(dataclasses.replace(r, c=NO_HALT_C, halt_threshold=None if r.halt_threshold is None else NO_HALT_C)
+                   for r in s.rounds)
+    return dataclasses.replace(s, rounds=rounds)
 
 
 def _deterministic_halting(s: Schedule) -> Schedule:
