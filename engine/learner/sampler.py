@@ -206,7 +206,8 @@ def sample_interval(c: Cells, eps: float, bits: BitSource, fast: bool = True) ->
 def sample(concept: str, pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, eps: float,
            bits: BitSource, fast: bool = True) -> Hypothesis:
     """The exponential mechanism for ``concept`` on validated positions and labels."""
-    c = cells(pos, y, lo_pos, hi_pos)
     if concept == "intervals":
-        return sample_interval(c, eps, bits, fast)
-    return sample_stump(c, eps, bits, concept, fast)
+        return sample_interval(cells(pos, y, lo_pos, hi_pos), eps, bits, fast)
+    from everlast.engine.learner.stumps import sample_stump_rows  # (it imports ``exponents`` from here)
+
+    return sample_stump_rows(pos, None, y, lo_pos, hi_pos, eps, bits, concept, fast)
