@@ -29,7 +29,7 @@ def hypothesis_count(concept: str, domain_size: int, d: int = 1, depth: int = 1)
     """|H| of the learner's parameterization, exactly (Python int)."""
     cuts = domain_size + 1
     if concept == "trees":
-        return (2 * d * cuts) ** ((1 << depth) - 1)
+        return int((2 * d * cuts) ** ((1 << depth) - 1))
     if concept == "thresholds":
         return 2 * cuts
     if concept == "intervals":

@@ -47,17 +47,17 @@ def _positive_int(v: Any) -> bool:
 def concept_spec(concept: str | dict[str, Any], d: int | None = None, depth: int | None = None) -> dict[str, Any]:
     """Normalize ``"thresholds"`` / ``{"name": "stumps", "d": 10}`` / ``{"name": "trees", "d": 2,
     "depth": 3}`` to a spec; raises ``InvalidInput``."""
-    spec = {"name": concept} if isinstance(concept, str) else dict(concept)
+    spec: dict[str, Any] = {"name": concept} if isinstance(concept, str) else dict(concept)
     name = spec.get("name")
     if name not in CLASSES:
         raise InvalidInput(f"the private learner supports the classes {', '.join(CLASSES)}; not {name!r}")
     if name in ("stumps", "trees"):
-        dim = spec.get("d", d)
+        dim: Any = spec.get("d", d)
         if not _positive_int(dim):
             raise InvalidInput(f"{name} need a dimension d >= 1")
         if name == "stumps":
             return {"name": "stumps", "d": int(dim)}
-        k = spec.get("depth", depth if depth is not None else DEFAULT_DEPTH)
+        k: Any = spec.get("depth", depth if depth is not None else DEFAULT_DEPTH)
         if not _positive_int(k) or int(k) > MAX_DEPTH:
             raise InvalidInput(f"trees need a depth between 1 and {MAX_DEPTH}")
         return {"name": "trees", "d": int(dim), "depth": int(k)}
