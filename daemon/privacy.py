@@ -145,9 +145,9 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
             )
     warnings = [LEARNER_NOTE]
     if alpha_n >= 0.5 and excess_n >= 0.5:
-        warnings.append(f"with n = {n} neither bound proves useful accuracy (realizable alpha = {alpha_n:.3g}, agnostic "
-                        f"excess = {excess_n:.3g} at beta = {lc.beta:g}); `everlast plan --mechanism private-learner` "
-                        "says how many examples each needs")
+        warnings.append(f"with n = {n} neither bound proves useful accuracy (realizable alpha = {alpha_n:.3g}, "
+                        f"agnostic excess = {excess_n:.3g} at beta = {lc.beta:g}); `everlast plan --mechanism "
+                        "private-learner` says how many examples each needs")
     trees = cfg.concept == "trees"
     details = {
         "concept": cfg.concept, "d": cfg.d, "domain": domain, "domain_kind": domain_kind,
