@@ -25,11 +25,14 @@ from numpy.typing import NDArray
 from everlast.engine.errors import CorruptState
 from everlast.engine.learner.exact import BitSource
 from everlast.engine.learner.hypothesis import hypothesis_count
-from everlast.engine.learner.stumps import sample_stump_rows
+from everlast.engine.learner.stumps import SPLIT, SPLIT_SCALE, sample_stump_rows
 
 I64 = NDArray[np.int64]
 MAX_DEPTH = 8
 DEFAULT_DEPTH = 3
+SPLIT_SCORE_FROM = 2.0
+"""From this total epsilon the levels above the last score splits by Q (a Gini-like count), below it by
+the stump's errors: docs/privacy/learner.md 8 gives the measurements behind the choice."""
 ROOT_SIGNAL = 4.0
 """The root's floor: epsilon_0 >= min(epsilon / 2, ROOT_SIGNAL ln|H_node| / n) (docs/privacy/learner.md 8)."""
 
@@ -101,9 +104,14 @@ class Tree:
 
 
 def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilons: tuple[float, ...],
-                bits: BitSource, fast: bool = True) -> Tree:
+                bits: BitSource, fast: bool = True, split_score: bool | None = None) -> Tree:
     """The tree, top-down: level l's 2^l nodes each draw a stump at ``epsilons[l]`` from the records
-    that reach them (none: the uniform law over the class, data-independent)."""
+    that reach them (none: the uniform law over the class, data-independent). Above the last level
+    the score is the stump's errors, or with ``split_score`` (default: from a total epsilon of
+    ``SPLIT_SCORE_FROM``) the split score Q (``stumps.ColumnCells.score``, sensitivity
+    ``SPLIT_SCALE``: the mechanism runs at epsilon_l / SPLIT_SCALE)."""
+    if split_score is None:
+        split_score = math.fsum(epsilons) >= SPLIT_SCORE_FROM
     n = int(pos.shape[0])
     coords: list[int] = []
     cuts: list[int] = []
@@ -118,8 +126,12 @@ def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilon
             order = np.argsort(node, kind="stable")
             bounds = np.searchsorted(node[order], np.arange(width + 1))
             groups = [order[bounds[v]:bounds[v + 1]] for v in range(width)]
+        last = level + 1 == len(epsilons)
         for rows in groups:
-            h = sample_stump_rows(pos, rows, y, lo_pos, hi_pos, eps, bits, "trees", fast)
+            if last or not split_score:
+                h = sample_stump_rows(pos, rows, y, lo_pos, hi_pos, eps, bits, "trees", fast)
+            else:
+                h = sample_stump_rows(pos, rows, y, lo_pos, hi_pos, eps / SPLIT_SCALE, bits, "trees", fast, (SPLIT,))
             coords.append(h.coord)
             cuts.append(h.lo)
             signs.append(h.sign)

@@ -15,6 +15,7 @@ from everlast.engine.errors import CorruptState
 from everlast.engine.learner import PrivateLearner
 from everlast.engine.learner.exact import Bits
 from everlast.engine.learner.ordinals import FLOAT64_POINTS
+from everlast.engine.learner.stumps import SPLIT_SCALE
 from everlast.engine.learner.tree import Tree, level_epsilons, sample_tree
 from everlast.engine.serving import restore
 from tests.engine.learner.test_sampler import _chi2
@@ -35,11 +36,24 @@ def _node_law(pos: np.ndarray, y: np.ndarray, eps: float) -> dict[tuple[int, int
     return {k: v / z for k, v in w.items()}
 
 
-def _tree_law(eps: tuple[float, float]) -> dict[tuple[int, ...], float]:
+def _split_law(pos: np.ndarray, y: np.ndarray, eps: float) -> dict[tuple[int, int], float]:
+    """The split score's law: Q = floor(A o z / m) summed over both sides, at eps / A; sign +1."""
+    w = {}
+    for c in range(G + 1):
+        q = 0
+        for side in (pos < c, pos >= c):
+            o, m = int(y[side].sum()), int(side.sum())
+            q += (SPLIT_SCALE * o * (m - o)) // m if m else 0
+        w[(c, 1)] = math.exp(-(eps / SPLIT_SCALE) * q / 2)
+    z = sum(w.values())
+    return {k: v / z for k, v in w.items()}
+
+
+def _tree_law(eps: tuple[float, float], split: bool = False) -> dict[tuple[int, ...], float]:
     """P[(root, left, right)] = P_root(root) P_left(left | records < root's cut) P_right(...)."""
     col = POS[:, 0]
     out = {}
-    for root, pr in _node_law(col, Y, eps[0]).items():
+    for root, pr in (_split_law if split else _node_law)(col, Y, eps[0]).items():
         right = col >= root[0]
         left_law = _node_law(col[~right], Y[~right], eps[1])
         right_law = _node_law(col[right], Y[right], eps[1])
@@ -49,15 +63,15 @@ def _tree_law(eps: tuple[float, float]) -> dict[tuple[int, ...], float]:
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("fast", [True, False])
-def test_whole_tree_law_against_brute_force(fast: bool) -> None:
-    eps = (0.8, 1.7)
-    probs = _tree_law(eps)
+@pytest.mark.parametrize(("fast", "split"), [(True, False), (False, False), (True, True)])
+def test_whole_tree_law_against_brute_force(fast: bool, split: bool) -> None:
+    eps = (0.8, 1.7) if not split else (300.0, 1.7)  # the split score runs at eps / 256
+    probs = _tree_law(eps, split)
     bits = Bits(np.random.default_rng(11 if fast else 12))
     n = 12_000 if fast else 3000
     freq: dict[tuple[int, ...], int] = {}
     for _ in range(n):
-        t = sample_tree(POS, Y, 0, G - 1, eps, bits, fast=fast)
+        t = sample_tree(POS, Y, 0, G - 1, eps, bits, fast=fast, split_score=split)
         key = (t.cuts[0], t.signs[0], t.cuts[1], t.signs[1], t.cuts[2], t.signs[2])
         freq[key] = freq.get(key, 0) + 1
     assert _chi2(freq, probs, n) > 1e-6
