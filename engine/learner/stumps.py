@@ -90,7 +90,8 @@ def _half(o: I64, z: I64, m: I64) -> I64:
     """floor(A o z / m), 0 where m = 0 (exact int64: A (n / 2)^2 < 2^63 for n < 3.8e8)."""
     num = o * z
     num *= SPLIT_SCALE
-    return np.floor_divide(num, np.maximum(m, 1), out=num)
+    np.floor_divide(num, np.maximum(m, 1), out=num)
+    return num
 
 
 def column_cells(col: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int) -> ColumnCells:
