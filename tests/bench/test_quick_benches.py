@@ -43,3 +43,10 @@ def test_bench_search_quick() -> None:
     for r in rows:
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("plain_ns", "engine_ns", "ratio"))
         assert r["sorted"] == (r["T"] >= 64 and r["batch"] >= 256)
+
+
+def test_bench_fitcost_quick() -> None:
+    rows = _run("bench.fitcost")["fitcost"]
+    assert [r["method"] for r in rows] == ["stumps", "trees"]
+    for r in rows:
+        assert math.isfinite(r["seconds"]) and r["seconds"] > 0 and r["traced_peak"] > 0
