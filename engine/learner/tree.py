@@ -71,7 +71,8 @@ class Tree:
     concept: str = "trees"
 
     def labels(self, pos: I64) -> NDArray[np.int8]:
-        """Labels of validated positions (n, d): one vectorized step per level."""
+        """Labels of validated positions (n, d) (or (n,) for d = 1): one vectorized step per level."""
+        pos = pos if pos.ndim == 2 else pos[:, None]
         coords = np.asarray(self.coords, dtype=np.int64)
         cuts = np.asarray(self.cuts, dtype=np.int64)
         rows = np.arange(pos.shape[0])
@@ -112,6 +113,7 @@ def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilon
     ``SPLIT_SCALE``: the mechanism runs at epsilon_l / SPLIT_SCALE)."""
     if split_score is None:
         split_score = math.fsum(epsilons) >= SPLIT_SCORE_FROM
+    pos = pos if pos.ndim == 2 else pos[:, None]
     n = int(pos.shape[0])
     coords: list[int] = []
     cuts: list[int] = []
