@@ -290,3 +290,27 @@ def test_the_documented_learner_config_starts(tmp_path: Path, doc: str) -> None:
         (tmp_path / "c.toml").write_text(re.sub(r'data = "[^"]*"', f'data = "{data}"', b))
         m = ModelRuntime.prepare(load(tmp_path / "c.toml").models[0])
         assert m.mechanism == "private-learner" and m.guarantee.epsilon_training == 1.0
+
+
+def test_trees_start_with_both_bounds_and_a_checkpoint_of_another_depth_is_refused(tmp_path: Path) -> None:
+    g = np.random.default_rng(3)
+    x = g.random((3000, 2))
+    data = tmp_path / "t.npz"
+    np.savez(data, x=x, y=((x[:, 0] >= 0.5) & (x[:, 1] >= 0.3)).astype(int))
+    m = runtime(tmp_path, data=data, extra='concept = "trees"\nd = 2\ndepth = 3\n')
+    d = m.guarantee.details
+    assert d["depth"] == 3 and "Theorem T1" in d["claim"] and "T2" in d["accuracy_theorem"]
+    assert "greedy completion" in d["agnostic_comparator"] and d["agnostic_excess"] > 0
+    from everlast.daemon.app import learner_line
+
+    line = learner_line(m)
+    assert "trees of depth 3 on R^2" in line and "only if the labels are those of one stump" in line
+    fitted = PrivateLearner.fit({"name": "trees", "d": 2, "depth": 2}, x, (x[:, 0] >= 0.5).astype(np.int8),
+                                epsilon=1.0, seed=1)
+    with pytest.raises(CheckpointError, match=r"fitted with other settings.*concept"):
+        m.check_restored(fitted)
+    with pytest.raises(ConfigError, match='concept = "trees" is served by mechanism = "private-learner" only'):
+        p = tmp_path / "bbl.toml"
+        p.write_text(f'[[models]]\nid = "m"\ndata = "{data}"\nconcept = "trees"\nd = 2\n'
+                     'targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n')
+        load(p)
