@@ -29,7 +29,7 @@ LEARNER_NOTE = ("two accuracy bounds: the realizable one assumes labels from a h
                 "trees: from one stump) -- real data can contradict it, and nothing checks it; the agnostic one "
                 "holds for every distribution, as an excess over a comparator it names; the privacy guarantees "
                 "hold for every data set")
-REALIZABLE_IF = {"trees": "the labels are those of one stump (Theorem T2, docs/privacy/learner.md 8)"}
+REALIZABLE_IF = {"trees": "the labels are those of one stump"}
 
 
 @dataclass(frozen=True, slots=True)
