@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ def level_epsilons(epsilon: float, depth: int, n: int, d: int, domain_size: int)
     the root gets at least min(epsilon / 2, 4 ln|H_node| / n), where its exponential mechanism's
     excess (2 / epsilon_0) ln|H_node| (Lemma L2a) falls to n / 2; the other levels share the rest in
     proportion to 2^l. A function of the public (epsilon, depth, n, d, |X|) only. The last level takes
-    the remainder, so that the float64 values sum to at most epsilon (checked)."""
+    the remainder, so that the float64 values sum, as real numbers, to at most epsilon (checked exactly)."""
     if depth == 1:
         return (epsilon,)
     w = [float(1 << i) for i in range(depth)]
@@ -55,7 +56,7 @@ def level_epsilons(epsilon: float, depth: int, n: int, d: int, domain_size: int)
     else:
         out = [epsilon * wi / sum(w) for wi in w[:-1]]
     last = epsilon - math.fsum(out)
-    while math.fsum([*out, last]) > epsilon or sum([*out, last]) > epsilon:  # never more than epsilon
+    while sum(map(Fraction, [*out, last])) > Fraction(epsilon):  # the real sum: never more than epsilon
         last = float(np.nextafter(last, 0.0))
     return (*out, last)
 

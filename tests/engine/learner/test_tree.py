@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,7 @@ def test_routing_matches_a_plain_walk() -> None:
 def test_level_epsilons_spend_at_most_epsilon(eps: float, depth: int, n: int, d: int) -> None:
     levels = level_epsilons(eps, depth, n, d, FLOAT64_POINTS)
     assert len(levels) == depth and all(e > 0 for e in levels)
-    assert sum(levels) <= eps and math.fsum(levels) <= eps and math.isclose(sum(levels), eps, rel_tol=1e-12)
+    assert sum(map(Fraction, levels)) <= Fraction(eps) and math.isclose(sum(levels), eps, rel_tol=1e-12)
 
 
 def test_level_split_doubles_per_level_unless_the_root_is_starved() -> None:
