@@ -1,8 +1,9 @@
 """The generic private learner as a served mechanism (``engine.serving.Servable``).
 
 ``PrivateLearner.fit`` releases one hypothesis by the exponential mechanism (score = minus the
-training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``) and
-answers every query with it, forever:
+training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``,
+``engine.learner.stumps``), or a depth-k tree by one such mechanism per node (``engine.learner.tree``,
+Theorem T1), and answers every query with it, forever:
   * the training set is (eps, 0)-DP under substitution (docs/privacy/learner.md 2);
   * the queries are (0, 0)-DP: an answer depends only on the fixed hypothesis and its own query;
   * it never halts or transitions (round 0, ``capacity`` None) and queries cannot change it; it
