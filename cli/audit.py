@@ -57,16 +57,22 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0, show_default=True,
               help="The private learner's epsilon (--mechanism private-learner only).")
+@click.option("--concept", type=click.Choice(["thresholds", "trees"]), default="thresholds", show_default=True,
+              help="The private learner's class audited (--mechanism private-learner only); trees: on R^1.")
+@click.option("--depth", type=click.IntRange(1, 8), default=3, show_default=True, help="Depth of the trees.")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, design_name: str | None,
           halting: str | None, restarts: str | None, wait_run: int, probe_offset: float | None, theta: int,
-          queries: int | None, confidence: float, seed: int, epsilon: float, as_json: bool) -> None:
+          queries: int | None, confidence: float, seed: int, epsilon: float, concept: str, depth: int,
+          as_json: bool) -> None:
     """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim.
 
     With no design option it audits the product's default design (target-charged)."""
     if mechanism == "private-learner":
-        _audit_learner(game, trials, variant, attack, confidence, seed, epsilon, as_json)
+        _audit_learner(game, trials, variant, attack, confidence, seed, epsilon, as_json, concept, depth)
         return
+    if concept != "thresholds":
+        raise click.UsageError("--concept applies to --mechanism private-learner only")
     if variant not in VARIANTS:
         raise click.UsageError(f"--variant {variant} applies to --mechanism private-learner only")
     from everlast.adversary_sim.audit.restart import DEFAULT_OFFSET, WaitAndTest
@@ -91,7 +97,7 @@ def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, des
 
 
 def _audit_learner(game: str, trials: int, variant: str, attack: str, confidence: float, seed: int,
-                   epsilon: float, as_json: bool) -> None:
+                   epsilon: float, as_json: bool, concept: str = "thresholds", depth: int = 3) -> None:
     from everlast.adversary_sim.audit.learner import run_learner_audit
 
     if game != "training":
@@ -100,8 +106,9 @@ def _audit_learner(game: str, trials: int, variant: str, attack: str, confidence
         raise click.UsageError(f"--mechanism private-learner runs the variants {', '.join(LEARNER_VARIANTS)}")
     if attack not in ("default", "all", LEARNER_ATTACK):
         raise click.UsageError(f"--mechanism private-learner runs the {LEARNER_ATTACK} attack")
-    with progress(2 * (trials // 2), f"audit learner/{variant}", unit="game") as bar:
-        out = run_learner_audit(variant, trials, seed, epsilon=epsilon, confidence=confidence, progress=bar.update)
+    with progress(2 * (trials // 2), f"audit learner/{concept}/{variant}", unit="game") as bar:
+        out = run_learner_audit(variant, trials, seed, epsilon=epsilon, confidence=confidence, progress=bar.update,
+                                concept=concept, depth=depth)
     if as_json:
         emit_json(out)
     else:
@@ -114,6 +121,8 @@ def _fmt(x: Any) -> str:
 
 def _print_human(out: dict[str, Any]) -> None:
     what = f"design {out['design']}" if "design" in out else f"mechanism {out.get('mechanism', 'generic-bbl')}"
+    if "concept" in out:
+        what += f", concept {out['concept']}"
     click.echo(f"audit: {out['game']} game, {what}, variant {out['variant']}, {out['trials']} "
                f"games ({out['trials_per_world']} per world), confidence {out['confidence']:.2f}")
     click.echo(f"{'attack':>9} {'claimed':>10} {'kind':>12} {'lower bound':>12} {'FPR':>7} {'FNR':>7}  verdict")

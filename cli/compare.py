@@ -222,6 +222,17 @@ def learner_n(s: Settings, domain_size: int | None) -> int:
 
 
 @lru_cache(maxsize=64)
+def learner_agnostic(s: Settings, domain_size: int | None) -> dict[str, Any]:
+    """The learner row's agnostic bound (Theorem L3, docs/privacy/learner.md 9): the n whose excess over the
+    best threshold is <= alpha with probability >= 1 - alpha, for labels from any distribution."""
+    from everlast.engine.learner.ordinals import FLOAT64_POINTS
+    from everlast.engine.planner import agnostic as ag
+
+    shape = ag.ClassShape("thresholds", 1, 1, FLOAT64_POINTS if domain_size is None else domain_size)
+    return {"theorem": "L3 (docs/privacy/learner.md 9)", "comparator": ag.COMPARATOR["thresholds"],
+            "n_for_excess_alpha": ag.n_for_excess(shape, s.alpha, s.epsilon, s.alpha)}
+
+
 def _learner_n(epsilon: float, alpha: float, domain_size: int | None) -> int:
     return served_learner.n_required(epsilon, alpha, None if domain_size is None else Grid(0.0, 1.0, domain_size))
 
@@ -577,8 +588,10 @@ def compute(s: Settings, beyond: bool = True) -> dict[str, Any]:
             if m.name == "private_learner_grid":
                 entry["domain_size"] = s.grid_size
             if m.name in LEARNER_NAMES:
-                entry["n_criterion"] = ("Theorem L2 (docs/privacy/learner.md 4) at alpha' + beta' = alpha: "
-                                        "expected error <= alpha, the table's criterion")
+                entry["n_criterion"] = ("Theorem L2 (docs/privacy/learner.md 4) at alpha' + beta' = alpha: expected "
+                                        "error <= alpha, the table's criterion (realizable: the task's labels come "
+                                        "from a threshold)")
+                entry["agnostic"] = learner_agnostic(s, s.grid_size if m.name == "private_learner_grid" else None)
             if m.name in EVERLAST_NAMES:
                 entry["plan"] = everlast[m.name]
                 entry["query_privacy_proven"] = bool(everlast[m.name].get("query_privacy_proven"))

@@ -37,6 +37,8 @@ SAMPLE_ROUND: dict[str, Any] = {"T": 16_000, "lam": 5, "R": 80_000, "alpha": 0.1
 
 
 LEARNER = "demo-learner"
+TREES = "demo-trees"
+"""The same learner data served as depth-3 trees on R^1 (docs/privacy/learner.md 8)."""
 LEARNER_EPSILON = 1.0
 
 
@@ -62,7 +64,9 @@ def write_sample(root: Path, n: int, seed: int, n_learner: int | None = None) ->
         xl, yl = task.sample(np.random.default_rng([seed, 1]), n_learner)
         np.savez(root / "learner.npz", x=xl, y=yl)
         learner = (f'[[models]]\nid = "{LEARNER}"\ndata = "{root / "learner.npz"}"\nmechanism = "private-learner"\n'
-                   f"learner = {{ epsilon = {LEARNER_EPSILON} }}\n")
+                   f"learner = {{ epsilon = {LEARNER_EPSILON} }}\n"
+                   f'[[models]]\nid = "{TREES}"\ndata = "{root / "learner.npz"}"\nmechanism = "private-learner"\n'
+                   f'concept = "trees"\nd = 1\ndepth = 3\nlearner = {{ epsilon = {LEARNER_EPSILON} }}\n')
     sched = Schedule((hand_round(**SAMPLE_ROUND),), repeat_last=True)  # the default design
     (root / "schedule.json").write_text(json.dumps(sched.to_dict()))
     cfg = root / "everlast.toml"
@@ -110,12 +114,12 @@ def demo(queries: int, n: int, learner_n: int | None, seed: int, as_json: bool) 
                 served.result()
             svc = status["service"]
             try:
-                with progress(2 * queries, "demo") as bar:
+                with progress(3 * queries, "demo") as bar:
                     # the same seed: the same i.i.d. stream to both models, replayed concurrently
                     reps = await asyncio.gather(*(
                         replay(status["bootstrap"], cfg.topics.queries, cfg.topics.labels, model,
                                IIDStream(task, seed), queries, batch=2000, progress=bar.update)
-                        for model in ("demo", LEARNER)))
+                        for model in ("demo", LEARNER, TREES)))
             finally:
                 stop.set()
                 await served
@@ -123,14 +127,16 @@ def demo(queries: int, n: int, learner_n: int | None, seed: int, as_json: bool) 
                                    "n_train": n}
             out["learner"] = {**reps[1].to_json(), "guarantee": svc.models[LEARNER].guarantee.to_json(),
                               "n_train": n_learner, "model": LEARNER}
+            out["trees"] = {**reps[2].to_json(), "guarantee": svc.models[TREES].guarantee.to_json(),
+                            "n_train": n_learner, "model": TREES}
             return out
 
         out = asyncio.run(main())
     if as_json:
         emit_json(out)
         return
-    click.echo("everlast demo: two models on the embedded broker, the same i.i.d. stream replayed through Kafka "
-               "to both\n")
+    click.echo("everlast demo: three models on the embedded broker, the same i.i.d. stream replayed through Kafka "
+               "to each\n")
     click.echo(side_by_side(out) + "\n")
     click.echo(f"GenericBBL (model demo, n = {n:,}):")
     print_summary(out)
@@ -138,7 +144,11 @@ def demo(queries: int, n: int, learner_n: int | None, seed: int, as_json: bool) 
     lo = out["learner"]
     click.echo(f"Private learner (model {LEARNER}, n = {n_learner:,}):")
     print_summary(lo)
-    click.echo("certified: " + learner_guarantee(lo["guarantee"]))
+    click.echo("certified: " + learner_guarantee(lo["guarantee"]) + "\n")
+    tr = out["trees"]
+    click.echo(f"Private learner, depth-3 trees (model {TREES}, the same n = {n_learner:,}):")
+    print_summary(tr)
+    click.echo("certified: " + learner_guarantee(tr["guarantee"]))
 
 
 def side_by_side(out: dict[str, Any]) -> str:
@@ -160,18 +170,23 @@ def side_by_side(out: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
         row("generic-bbl", out["n_train"], out),
         row("private-learner", out["learner"]["n_train"], out["learner"]),
+        *([row("private-learner, trees", out["trees"]["n_train"], out["trees"])] if "trees" in out else []),
     ])
 
 
 def learner_guarantee(g: dict[str, Any]) -> str:
     """The private learner's certificate in one sentence (docs/privacy/learner.md)."""
     eps = g["epsilon_training"]
-    acc = (f"error <= {g['alpha_proven']:.3g} with probability >= {1 - g['beta']:.3g}" if g["alpha_proven"] < 1.0
-           else "no accuracy proven at this n")
+    p = f"with probability >= {1 - g['beta']:.3g}"
+    acc = f"error <= {g['alpha_proven']:.3g} {p}" if g["alpha_proven"] < 1.0 else "no accuracy proven at this n"
+    exc = g["agnostic_excess"]
+    agn = (f"error <= {g['agnostic_comparator']} + {exc:.3g} {p}" if exc < 1.0 else
+           f"error <= {g['agnostic_comparator']} + {exc:.3g}, vacuous at this n")
     return (f"training set ({eps:.4g}, 0)-DP ({strength(eps)}; {g['claim']}); queries (0, 0)-DP (each answer "
-            f"depends only on the released hypothesis and its own query); no rounds, never halts; accuracy in the "
-            f"realizable case ({g['accuracy_theorem']}): {acc}. Inputs must be floats: on inputs of unbounded "
-            "precision only GenericBBL applies.")
+            f"depends only on the released hypothesis and its own query); no rounds, never halts; accuracy, "
+            f"realizable ({g['accuracy_theorem']}, only if {g['realizable_if']}): {acc}; agnostic "
+            f"({g['agnostic_theorem']}, any data): {agn}. Inputs must be floats: on inputs of unbounded precision "
+            "only GenericBBL applies.")
 
 
 def demo_guarantee(g: dict[str, Any]) -> str:

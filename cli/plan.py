@@ -70,10 +70,12 @@ def _design_fields(design: str | None, halting: str | None, restarts: str | None
 
 
 @click.command("plan")
-@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps", "finite"]),
+@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps", "trees", "finite"]),
               default="thresholds", show_default=True,
               help="Concept class: VC 1 (thresholds), 2 (intervals), a bound from --d (stumps), "
-                   "--vc-dim (finite).")
+                   "--vc-dim (finite); trees (depth --depth on R^--d): --mechanism private-learner only.")
+@click.option("--depth", type=click.IntRange(1, 8), default=3, show_default=True,
+              help="Depth of the trees (--concept trees).")
 @click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
               show_default=True, help="Target epsilon (training set; queries conditionally).")
 @click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
@@ -126,7 +128,7 @@ def _design_fields(design: str | None, halting: str | None, restarts: str | None
               help="Private learner: points of the declared domain (grid or range) [default: all finite "
                    "float64, 2^64 - 2^53 - 1].")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
-def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: float,
+def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: float, beta: float,
              accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
              lambda_log: str, design: str | None, halting: str | None, restarts: str | None,
              eps_h: float | None, eps_r: float | None, lemma_s: bool, with_designs: bool,
@@ -134,6 +136,8 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
     if concept == "finite" and vc_dim is None and mechanism != "private-learner":
         raise click.UsageError("--concept finite needs --vc-dim")
+    if concept == "trees" and mechanism != "private-learner":
+        raise click.UsageError("--concept trees is served by the private learner only: add --mechanism private-learner")
     for flag, given in (("eps_r", eps_r is not None), ("lemma_s", lemma_s)):
         if given:
             raise click.UsageError(RETIRED_FLAGS[flag])
@@ -146,7 +150,7 @@ def plan_cmd(concept: str, epsilon: float, delta: float, alpha: float, beta: flo
     )
     size = domain_size if domain_size is not None else mech.FLOAT64_POINTS
     if mechanism == "private-learner":
-        cost = mech.learner_cost(targets, n, size)
+        cost = mech.learner_cost(targets, n, size, depth)
         if as_json:
             emit_json(mech.learner_json(targets, cost))
         else:

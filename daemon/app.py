@@ -64,12 +64,17 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
 def learner_line(m: ModelRuntime) -> str:
     """The private learner's certificate in one line (public numbers only)."""
     g, dt = m.guarantee, m.guarantee.details
-    cls = m.concept.name + (f" on R^{m.cfg.d}" if m.cfg.concept == "stumps" else "")
-    acc = (f"error <= {dt['alpha_proven']:.3g} with probability >= {1 - dt['beta']:.3g}"
-           if dt["alpha_proven"] < 1.0 else "no accuracy proven at this n")
+    cls = (m.cfg.concept + (f" of depth {m.cfg.depth}" if m.cfg.concept == "trees" else "")
+           + (f" on R^{m.cfg.d}" if m.cfg.concept in ("stumps", "trees") else ""))
+    p = f"with probability >= {1 - dt['beta']:.3g}"
+    real = (f"error <= {dt['alpha_proven']:.3g} {p}" if dt["alpha_proven"] < 1.0 else "no accuracy proven at this n")
+    exc = dt["agnostic_excess"]
+    agn = f"error <= {dt['agnostic_comparator']} + {exc:.3g} {p}" + (" (vacuous at this n)" if exc >= 1.0 else "")
     return (f"private-learner (exponential mechanism) over {cls} on {dt['domain']}, n={m.n_train}: "
             f"training set ({g.epsilon_training:.4g}, 0)-DP ({dt['claim']}), queries (0, 0)-DP; no rounds, never "
-            f"halts; accuracy in the realizable case ({dt['accuracy_theorem']}): {acc}")
+            f"halts; accuracy, realizable ({dt['accuracy_theorem']}; only if {dt['realizable_if']}: the data can "
+            f"contradict this): {real}; agnostic ({dt['agnostic_theorem']}, every distribution): {agn}; "
+            f"alpha is checked against the {dt['guarantee']} bound")
 
 
 def warn_operator(cfg: Config) -> None:
@@ -113,7 +118,7 @@ async def serve(
         metrics.eps.labels(model=m.id, protects="queries").set(g.epsilon_queries)
         metrics.delta.labels(model=m.id, protects="training").set(g.delta)
         metrics.delta.labels(model=m.id, protects="queries").set(g.delta)
-        metrics.describe(m.id, m.mechanism, m.concept.name, m.n_train, g.details)
+        metrics.describe(m.id, m.mechanism, m.cfg.concept, m.n_train, g.details)
     broker: EmbeddedBroker | None = None
     bootstrap = cfg.broker.bootstrap_servers
     if bootstrap is None:

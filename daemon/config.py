@@ -151,9 +151,17 @@ class LearnerConfig(_Strict):
         ),
     )
     alpha: float | None = Field(
-        None, gt=0, lt=1, description="accuracy target (realizable case): refuse to start if n is too small for it"
+        None, gt=0, lt=1, description="accuracy target under `guarantee`: refuse to start if n is too small for it"
     )
     beta: float = Field(0.05, gt=0, lt=1, description="failure probability of the accuracy bound")
+    guarantee: Literal["agnostic", "realizable"] = Field(
+        "agnostic",
+        description=(
+            "the accuracy bound `alpha` is checked against: agnostic (the default: error <= the comparator's "
+            "error + alpha, for every distribution; the data cannot contradict it) or realizable (error <= "
+            "alpha, only if the labels come from a hypothesis of the class: real data can contradict it)"
+        ),
+    )
 
     @field_validator("domain", mode="before")
     @classmethod
@@ -183,8 +191,9 @@ class LearnerConfig(_Strict):
 class ModelConfig(_Strict):
     id: str
     data: Path
-    concept: Literal["thresholds", "intervals", "stumps"] = "thresholds"
-    d: int = Field(1, ge=1, description="dimension (stumps)")
+    concept: Literal["thresholds", "intervals", "stumps", "trees"] = "thresholds"
+    d: int = Field(1, ge=1, description="dimension (stumps, trees)")
+    depth: int = Field(3, ge=1, le=8, description="depth of the trees (concept = \"trees\", private learner only)")
     mechanism: Literal["generic-bbl", "private-learner"] = Field(
         "generic-bbl", description="generic-bbl (GenericBBL, the default) or private-learner (docs/privacy/learner.md)"
     )
@@ -221,6 +230,9 @@ class ModelConfig(_Strict):
             return self
         if self.learner is not None:
             raise ValueError(f"model {self.id}: [models.learner] needs mechanism = \"private-learner\"")
+        if self.concept == "trees":
+            raise ValueError(f"model {self.id}: concept = \"trees\" is served by mechanism = \"private-learner\" "
+                             "only (GenericBBL has no trees)")
         if (self.schedule is None) == (self.targets is None):
             raise ValueError(f"model {self.id}: give exactly one of 'schedule' (a file) or 'targets'")
         return self

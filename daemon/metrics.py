@@ -103,7 +103,8 @@ class Metrics:
         )
         self.accuracy = Gauge(
             f"{PREFIX}_guarantee_accuracy",
-            "Private learner: the error alpha Theorem L2 proves at n, with probability 1 - beta (realizable case)",
+            "Private learner: alpha = the error the realizable bound proves at n (only if the labels fit the class), "
+            "agnostic_excess = the agnostic bound's excess over its comparator, beta = their failure probability",
             ["model", "quantity"],
             registry=r,
         )
@@ -141,6 +142,7 @@ class Metrics:
         if learner:
             self.accuracy.labels(model=model, quantity="alpha").set(float(details["alpha_proven"]))
             self.accuracy.labels(model=model, quantity="beta").set(float(details["beta"]))
+            self.accuracy.labels(model=model, quantity="agnostic_excess").set(float(details["agnostic_excess"]))
 
 
 class HealthServer:

@@ -25,7 +25,7 @@ from everlast.daemon.privacy import Guarantee, learner_guarantee, plan_model
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError
 from everlast.engine.learner.domain import Domain, grid_covered_by
-from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec
+from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import Servable
@@ -33,6 +33,11 @@ from everlast.engine.serving import Servable
 DERIVED_GRID_LOG_P = math.log(1e-9)
 """Refuse a grid that the training data cover when an independent grid would do so with
 probability below this (``engine.learner.domain.grid_covered_by``)."""
+
+
+def learner_spec(cfg: ModelConfig) -> dict[str, Any]:
+    """The learner's class as configured (trees carry their depth); raises ``InvalidInput``."""
+    return concept_spec({"name": cfg.concept, "d": cfg.d, **({"depth": cfg.depth} if cfg.concept == "trees" else {})})
 
 
 @dataclass
@@ -59,7 +64,8 @@ class ModelRuntime:
         """At start: read the training set's size, plan or certify the schedule (GenericBBL) or the
         learner's certificate. Raises ``ConfigError`` (saying what would work) when the targets
         cannot be met."""
-        concept = from_spec({"name": cfg.concept, "d": cfg.d})
+        concept = from_spec(validator_spec(learner_spec(cfg)) if cfg.concept == "trees" else
+                            {"name": cfg.concept, "d": cfg.d})
         x, y = load_training(cfg.data)
         n = int(x.shape[0])
         if cfg.mechanism == "private-learner":
@@ -81,7 +87,7 @@ class ModelRuntime:
         lc = cfg.learner
         assert lc is not None
         try:
-            concept_spec({"name": cfg.concept, "d": cfg.d})
+            learner_spec(cfg)
             domain = Domain.from_spec(lc.domain_spec())
             xs = concept.validate_points(x, "training")
             n = int(xs.shape[0])
@@ -146,7 +152,7 @@ class ModelRuntime:
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
                 # seed=None: 128 bits of OS entropy (docs/privacy/learner.md 2); the config refuses a seed
-                engine = PrivateLearner.fit({"name": self.cfg.concept, "d": self.cfg.d}, x, y, epsilon=lc.epsilon,
+                engine = PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
                                             domain=self.domain, seed=None)
             else:
                 assert self.schedule is not None
@@ -169,7 +175,7 @@ class ModelRuntime:
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
-        want = {"epsilon": lc.epsilon, "concept": concept_spec({"name": self.cfg.concept, "d": self.cfg.d}),
+        want = {"epsilon": lc.epsilon, "concept": learner_spec(self.cfg),
                 "domain": self.domain.describe(), "n": self.n_train}
         have = {"epsilon": p.epsilon, "concept": p.spec, "domain": p.domain.describe(), "n": p.n_train}
         diff = [k for k in want if want[k] != have[k]] or ([] if p.domain == self.domain else ["domain"])
@@ -183,4 +189,4 @@ class ModelRuntime:
             )
 
     def info(self) -> dict[str, Any]:
-        return {"model": self.id, "concept": self.concept.name, "n_train": self.n_train, **self.guarantee.to_json()}
+        return {"model": self.id, "concept": self.cfg.concept, "n_train": self.n_train, **self.guarantee.to_json()}

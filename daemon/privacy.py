@@ -110,37 +110,58 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
 
 
 LEARNER_CLAIM = "Theorem L1, docs/privacy/learner.md section 2"
+TREES_CLAIM = "Theorem T1, docs/privacy/learner.md section 8"
 
 
 def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, domain_kind: str) -> Guarantee:
     """The private learner's certificate for the configuration and n (``engine.planner.mechanisms``):
-    training set (epsilon, 0)-DP, queries (0, 0)-DP, and the accuracy Theorem L2 proves at n.
-    Refused (``ConfigError``, saying what would work) when an ``alpha`` is configured that n
-    cannot prove."""
+    training set (epsilon, 0)-DP, queries (0, 0)-DP, and both accuracy bounds at n: the realizable
+    one (Theorem L2, trees T2: only if the labels fit the class) and the agnostic one (L3, trees T3:
+    an excess over a named comparator, for every distribution). With ``alpha`` configured, the start
+    is refused (``ConfigError``) when n cannot prove it under ``guarantee``; the message gives both
+    bounds and the n each needs."""
     from everlast.engine.planner import Targets
     from everlast.engine.planner.mechanisms import LEARNER_NOTE, learner_cost
 
     lc = cfg.learner
     assert lc is not None
-    t = Targets(epsilon=lc.epsilon, alpha=lc.alpha or 0.1, beta=lc.beta, concept=cfg.concept, d=cfg.d)
-    c = learner_cost(t, n, domain_size)
+    alpha = lc.alpha or 0.1
+    t = Targets(epsilon=lc.epsilon, alpha=alpha, beta=lc.beta, concept=cfg.concept, d=cfg.d)
+    c = learner_cost(t, n, domain_size, cfg.depth)
     alpha_n = c.alpha_at_n if c.alpha_at_n is not None else 1.0
-    if lc.alpha is not None and (c.n_required is None or n < c.n_required):
-        raise ConfigError(
-            f"model {cfg.id}: alpha = {lc.alpha} at epsilon = {lc.epsilon} needs {c.n_required} training examples "
-            f"(Theorem L2, docs/privacy/learner.md 4; the training set has {n}); with n = {n} it proves alpha = "
-            f"{alpha_n:.3g}. Give more data, raise epsilon or alpha, or drop alpha (privacy holds at any n)."
-        )
+    ag = c.extra["agnostic"]
+    excess_n = float(ag["excess_at_n"])
+    n_real, n_agn = c.n_required, int(ag["n_required"])
+    if lc.alpha is not None:
+        need = n_agn if lc.guarantee == "agnostic" else n_real
+        if need is None or n < need:
+            raise ConfigError(
+                f"model {cfg.id}: alpha = {lc.alpha} under guarantee = \"{lc.guarantee}\" at epsilon = {lc.epsilon} "
+                f"needs more data (the training set has {n}). With n = {n}: realizable bound error <= "
+                f"{alpha_n:.3g} (needs n = {n_real} for {lc.alpha}; only if {c.extra['realizable_if']}); agnostic "
+                f"bound error <= {ag['comparator']} + {excess_n:.3g} (needs n = {n_agn} for an excess of {lc.alpha}). "
+                "Give more data, raise epsilon or alpha, choose the other guarantee, or drop alpha (privacy holds "
+                "at any n); docs/privacy/learner.md 4, 8, 9."
+            )
     warnings = [LEARNER_NOTE]
-    if alpha_n >= 0.5:
-        warnings.append(f"with n = {n} Theorem L2 proves no useful accuracy (alpha = {alpha_n:.3g} at beta = "
-                        f"{lc.beta:g}); `everlast plan --mechanism private-learner` says how many examples it needs")
+    if alpha_n >= 0.5 and excess_n >= 0.5:
+        warnings.append(f"with n = {n} neither bound proves useful accuracy (realizable alpha = {alpha_n:.3g}, "
+                        f"agnostic excess = {excess_n:.3g} at beta = {lc.beta:g}); `everlast plan --mechanism "
+                        "private-learner` says how many examples each needs")
+    trees = cfg.concept == "trees"
     details = {
         "concept": cfg.concept, "d": cfg.d, "domain": domain, "domain_kind": domain_kind,
         "domain_size": str(domain_size), "n_train": n,
-        "rounds": False, "halts": False, "claim": LEARNER_CLAIM,
-        "alpha_proven": alpha_n, "beta": lc.beta, "accuracy_theorem": "Theorem L2, docs/privacy/learner.md section 4",
-        "alpha_target": lc.alpha, "n_required": c.n_required if lc.alpha is not None else None,
+        "rounds": False, "halts": False, "claim": TREES_CLAIM if trees else LEARNER_CLAIM,
+        "alpha_proven": alpha_n, "beta": lc.beta,
+        "accuracy_theorem": f"Theorem {c.extra['theorem']}",
+        "realizable_if": c.extra["realizable_if"],
+        "agnostic_excess": excess_n, "agnostic_comparator": ag["comparator"],
+        "agnostic_theorem": f"Theorem {ag['theorem']}",
+        "guarantee": lc.guarantee,
+        "alpha_target": lc.alpha,
+        "n_required": (n_agn if lc.guarantee == "agnostic" else n_real) if lc.alpha is not None else None,
+        **({"depth": cfg.depth} if trees else {}),
     }
     return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),
                      "private-learner", details)

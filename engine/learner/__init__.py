@@ -5,6 +5,7 @@ served as an everlasting predictor (docs/privacy/learner.md).
     from everlast.engine.learner import PrivateLearner
     m = PrivateLearner.fit("thresholds", x, y, epsilon=1.0)   # randomness: 128 bits of OS entropy
     m.answer(queries).labels
+    t = PrivateLearner.fit({"name": "trees", "d": 2, "depth": 3}, x2, y2, epsilon=1.0)   # depth-3 trees
 
 Never pass a guessable ``seed`` outside tests (docs/privacy/learner.md 2): the hypothesis is readable
 from free queries, so a seed from a small set lets an adversary re-run the fit and tell neighbouring

@@ -8,6 +8,8 @@ Cuts c range over [lo_pos, hi_pos + 1] (N + 1 values for |X| = N):
     empty concept). |H| = (N + 1)(N + 2) / 2.
   * ``stumps`` on R^d: (k, c, s), coordinate k in [0, d); label as a threshold on coordinate k.
     |H| = 2 d (N + 1).
+  * ``trees`` of depth k on R^d (``engine.learner.tree``): a stump at each of the 2^k - 1 nodes.
+    |H| = (2 d (N + 1))^(2^k - 1).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from numpy.typing import NDArray
 
 from everlast.engine.errors import CorruptState
 
-CLASSES = ("thresholds", "intervals", "stumps")
+CLASSES = ("thresholds", "intervals", "stumps", "trees")
 
 
-def hypothesis_count(concept: str, domain_size: int, d: int = 1) -> int:
+def hypothesis_count(concept: str, domain_size: int, d: int = 1, depth: int = 1) -> int:
     """|H| of the learner's parameterization, exactly (Python int)."""
     cuts = domain_size + 1
+    if concept == "trees":
+        return int((2 * d * cuts) ** ((1 << depth) - 1))
     if concept == "thresholds":
         return 2 * cuts
     if concept == "intervals":
@@ -65,7 +69,7 @@ class Hypothesis:
             h = cls(str(d["concept"]), int(d["lo"]), int(d["hi"]), int(d["sign"]), int(d["coord"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptState(f"hypothesis is malformed ({type(exc).__name__})") from None
-        ok = h.concept in CLASSES and lo_pos <= h.lo <= h.hi <= hi_pos + 1 and h.sign in (1, -1)
+        ok = h.concept in CLASSES[:3] and lo_pos <= h.lo <= h.hi <= hi_pos + 1 and h.sign in (1, -1)
         ok = ok and 0 <= h.coord < dim and (h.concept == "intervals" or h.lo == h.hi)
         if not ok:
             raise CorruptState("hypothesis does not fit its domain and class")

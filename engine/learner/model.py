@@ -1,8 +1,9 @@
 """The generic private learner as a served mechanism (``engine.serving.Servable``).
 
 ``PrivateLearner.fit`` releases one hypothesis by the exponential mechanism (score = minus the
-training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``) and
-answers every query with it, forever:
+training errors, weights exp(-eps errors / 2), sampled exactly: ``engine.learner.sampler``,
+``engine.learner.stumps``), or a depth-k tree by one such mechanism per node (``engine.learner.tree``,
+Theorem T1), and answers every query with it, forever:
   * the training set is (eps, 0)-DP under substitution (docs/privacy/learner.md 2);
   * the queries are (0, 0)-DP: an answer depends only on the fixed hypothesis and its own query;
   * it never halts or transitions (round 0, ``capacity`` None) and queries cannot change it; it
@@ -32,6 +33,7 @@ from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.exact import Bits
 from everlast.engine.learner.hypothesis import CLASSES, Hypothesis
 from everlast.engine.learner.sampler import MAX_EPS_ERRORS, sample
+from everlast.engine.learner.tree import DEFAULT_DEPTH, MAX_DEPTH, Tree, level_epsilons, sample_tree
 from everlast.engine.phases import Phase
 from everlast.engine.serving import Answers, RoundInfo
 
@@ -39,18 +41,33 @@ FORMAT = "everlast-learner/1"
 MECHANISM = "private-learner"
 
 
-def concept_spec(concept: str | dict[str, Any], d: int | None = None) -> dict[str, Any]:
-    """Normalize ``"thresholds"`` / ``{"name": "stumps", "d": 10}`` to a spec; raises ``InvalidInput``."""
-    spec = {"name": concept} if isinstance(concept, str) else dict(concept)
+def _positive_int(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | np.integer) and int(v) >= 1
+
+
+def concept_spec(concept: str | dict[str, Any], d: int | None = None, depth: int | None = None) -> dict[str, Any]:
+    """Normalize ``"thresholds"`` / ``{"name": "stumps", "d": 10}`` / ``{"name": "trees", "d": 2,
+    "depth": 3}`` to a spec; raises ``InvalidInput``."""
+    spec: dict[str, Any] = {"name": concept} if isinstance(concept, str) else dict(concept)
     name = spec.get("name")
     if name not in CLASSES:
         raise InvalidInput(f"the private learner supports the classes {', '.join(CLASSES)}; not {name!r}")
-    if name == "stumps":
-        dim = spec.get("d", d)
-        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) < 1:
-            raise InvalidInput("stumps need a dimension d >= 1")
-        return {"name": "stumps", "d": int(dim)}
+    if name in ("stumps", "trees"):
+        dim: Any = spec.get("d", d)
+        if not _positive_int(dim):
+            raise InvalidInput(f"{name} need a dimension d >= 1")
+        if name == "stumps":
+            return {"name": "stumps", "d": int(dim)}
+        k: Any = spec.get("depth", depth if depth is not None else DEFAULT_DEPTH)
+        if not _positive_int(k) or int(k) > MAX_DEPTH:
+            raise InvalidInput(f"trees need a depth between 1 and {MAX_DEPTH}")
+        return {"name": "trees", "d": int(dim), "depth": int(k)}
     return {"name": name}
+
+
+def validator_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The concept class whose point validation the learner's class shares (trees: stumps' R^d)."""
+    return {"name": "stumps", "d": spec["d"]} if spec["name"] == "trees" else spec
 
 
 def check_epsilon(epsilon: Any, n: int) -> float:
@@ -74,9 +91,9 @@ class PrivateLearner:
     has_rounds = False
 
     def __init__(self, spec: dict[str, Any], domain: Domain, epsilon: float, n_train: int,
-                 hypothesis: Hypothesis, answered: int = 0) -> None:
+                 hypothesis: Hypothesis | Tree, answered: int = 0) -> None:
         self.spec = spec
-        self._concept: ConceptClass = concept_from_spec(spec)
+        self._concept: ConceptClass = concept_from_spec(validator_spec(spec))
         self.domain = domain
         self.epsilon = epsilon
         self.n_train = n_train
@@ -86,7 +103,7 @@ class PrivateLearner:
     @classmethod
     def fit(cls, concept: str | dict[str, Any], x: Any, y: Any, *, epsilon: float,
             domain: Domain | dict[str, Any] | str | None = None, seed: int | None = None,
-            d: int | None = None) -> PrivateLearner:
+            d: int | None = None, depth: int | None = None) -> PrivateLearner:
         """Run the exponential mechanism on the training set (x, y) and return the served learner.
 
         ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
@@ -94,9 +111,10 @@ class PrivateLearner:
         and the hypothesis can be read back from free queries, so a guessable seed voids the
         guarantee (docs/privacy/learner.md 2); each further fit on the same data spends another epsilon.
         Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
-        nothing is kept of the training set."""
-        spec = concept_spec(concept, d)
-        cc = concept_from_spec(spec)
+        nothing is kept of the training set. Trees: epsilon is split over the levels by
+        ``tree.level_epsilons`` (Theorem T1)."""
+        spec = concept_spec(concept, d, depth)
+        cc = concept_from_spec(validator_spec(spec))
         dom = domain if isinstance(domain, Domain) else Domain.from_spec(domain)
         xs = cc.validate_points(x, "training")
         n = int(xs.shape[0])
@@ -106,7 +124,12 @@ class PrivateLearner:
         eps = check_epsilon(epsilon, n)
         pos = dom.positions(xs, "training")
         bits = Bits(np.random.Generator(np.random.PCG64(seed)))
-        h = sample(spec["name"], pos, ys, dom.lo_pos, dom.hi_pos, eps, bits)
+        h: Hypothesis | Tree
+        if spec["name"] == "trees":
+            levels = level_epsilons(eps, spec["depth"], n, spec["d"], dom.size)
+            h = sample_tree(pos, ys, dom.lo_pos, dom.hi_pos, levels, bits)
+        else:
+            h = sample(spec["name"], pos, ys, dom.lo_pos, dom.hi_pos, eps, bits)
         return cls(spec, dom, eps, n, h)
 
     # -- Servable ------------------------------------------------------------------------------
@@ -168,7 +191,9 @@ class PrivateLearner:
         return {"mechanism": MECHANISM, "epsilon_training": self.epsilon, "delta_training": 0.0,
                 "epsilon_queries": 0.0, "delta_queries": 0.0, "neighbours": "substitution",
                 "n": self.n_train, "concept": self.spec, "domain": self.domain.describe(),
-                "lemma": "Theorem L1, docs/privacy/learner.md (exponential mechanism, exact sampler)"}
+                "lemma": ("Theorem T1, docs/privacy/learner.md 8 (one exponential mechanism per node, exact sampler)"
+                          if self.spec["name"] == "trees" else
+                          "Theorem L1, docs/privacy/learner.md (exponential mechanism, exact sampler)")}
 
     # -- checkpoint ------------------------------------------------------------------------------
 
@@ -193,7 +218,9 @@ class PrivateLearner:
             n = int(round_part["n"])
             eps = check_epsilon(round_part["epsilon"], n)
             dim = spec.get("d", 1)
-            h = Hypothesis.from_dict(dict(round_part["hypothesis"]), dom.lo_pos, dom.hi_pos, dim)
+            raw = dict(round_part["hypothesis"])
+            h: Hypothesis | Tree = (Tree.from_dict(raw, dom.lo_pos, dom.hi_pos, dim) if spec["name"] == "trees"
+                                    else Hypothesis.from_dict(raw, dom.lo_pos, dom.hi_pos, dim))
             answered = int(live_part["answered"])
         except CorruptState:
             raise
@@ -201,7 +228,8 @@ class PrivateLearner:
             raise CorruptState(f"checkpoint is invalid: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
-        if h.concept != spec["name"] or n < 1 or answered < 0:
+        depth_ok = not isinstance(h, Tree) or h.depth == spec["depth"]
+        if h.concept != spec["name"] or not depth_ok or n < 1 or answered < 0:
             raise CorruptState("checkpoint's hypothesis, class or counters do not fit together")
         if reservoir is not None and np.asarray(reservoir).size:
             raise CorruptState("the private learner keeps no reservoir")

@@ -14,7 +14,8 @@ E(h) = training errors, eps the float64 value given. Two steps:
 Intervals: the pair of cells (a <= b) is proposed in two stages, the left cell from its exact
 marginal (a suffix sum, computed with integer interval bounds in one O(n) pass) and the right one
 from its conditional (Lemma X6); a = b draws a uniform pair c_lo <= c_hi inside the cell.
-Thresholds and stumps: O(d n log n); intervals: O(n log n).
+Thresholds and stumps: ``engine.learner.stumps`` (the same law, one coordinate at a time, Lemma X7),
+O(d n log n); intervals: here, O(n log n).
 """
 
 from __future__ import annotations
@@ -88,19 +89,6 @@ def sample_cell(sizes: U64, err: I64, eps: float, bits: BitSource, fast: bool = 
         k = prop.draw(bits)
         if _accept(bits, eps, int(de[k]), int(m[k])):
             return k
-
-
-def sample_stump(c: Cells, eps: float, bits: BitSource, concept: str = "stumps", fast: bool = True) -> Hypothesis:
-    """Thresholds (d = 1) and stumps: cells (coordinate, sign, j), errors E+ (sign +1) and n - E+."""
-    _, k1 = c.sizes.shape
-    up = c.err_up
-    err = np.stack([up, c.n - up], axis=1)  # (d, 2, n+1)
-    sizes = np.broadcast_to(c.sizes[:, None, :], err.shape)
-    k = sample_cell(np.ascontiguousarray(sizes), err, eps, bits, fast)
-    coord, rest = divmod(k, 2 * k1)
-    sgn, j = divmod(rest, k1)
-    cut = _uniform_cut(bits, int(c.starts[coord, j]), int(c.sizes[coord, j]))
-    return Hypothesis(concept, cut, cut, 1 if sgn == 0 else -1, coord)
 
 
 # -- intervals ------------------------------------------------------------------------------------
@@ -206,7 +194,8 @@ def sample_interval(c: Cells, eps: float, bits: BitSource, fast: bool = True) ->
 def sample(concept: str, pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, eps: float,
            bits: BitSource, fast: bool = True) -> Hypothesis:
     """The exponential mechanism for ``concept`` on validated positions and labels."""
-    c = cells(pos, y, lo_pos, hi_pos)
     if concept == "intervals":
-        return sample_interval(c, eps, bits, fast)
-    return sample_stump(c, eps, bits, concept, fast)
+        return sample_interval(cells(pos, y, lo_pos, hi_pos), eps, bits, fast)
+    from everlast.engine.learner.stumps import sample_stump_rows  # (it imports ``exponents`` from here)
+
+    return sample_stump_rows(pos, None, y, lo_pos, hi_pos, eps, bits, concept, fast)

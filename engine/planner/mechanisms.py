@@ -16,6 +16,8 @@ from typing import Any
 
 from everlast.engine.learner.hypothesis import CLASSES, hypothesis_count
 from everlast.engine.learner.ordinals import FLOAT64_POINTS
+from everlast.engine.learner.tree import DEFAULT_DEPTH
+from everlast.engine.planner import agnostic as ag
 from everlast.engine.planner import learner as pl
 from everlast.engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfeasible, Targets, best_epsilon, plan
 from everlast.engine.planner.report import fmt
@@ -23,8 +25,11 @@ from everlast.engine.planner.report import fmt
 MECHANISMS = ("generic-bbl", "private-learner")
 __all__ = ["FLOAT64_POINTS", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n", "cheapest",
            "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json", "learner_text"]
-LEARNER_NOTE = ("accuracy is proven in the realizable case (labels from a hypothesis of the class on the "
-                "declared domain); the privacy guarantees hold for every data set")
+LEARNER_NOTE = ("two accuracy bounds: the realizable one assumes labels from a hypothesis of the class (for "
+                "trees: from one stump) -- real data can contradict it, and nothing checks it; the agnostic one "
+                "holds for every distribution, as an excess over a comparator it names; the privacy guarantees "
+                "hold for every data set")
+REALIZABLE_IF = {"trees": "the labels are those of one stump"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,28 +65,54 @@ class MechanismCost:
 # -- the private learner ------------------------------------------------------------------------------
 
 
-def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_POINTS) -> MechanismCost:
-    """The generic private learner for the targets: (eps, 0) training, (0, 0) queries, Theorem L2's n."""
+def agnostic_json(shape: ag.ClassShape, t: Targets, n: int | None) -> dict[str, Any]:
+    """The agnostic bound (Theorem L3, or T3 for trees): its comparator, the n that makes the excess
+    <= alpha, and with n the excess it proves."""
+    d: dict[str, Any] = {
+        "theorem": "T3 (docs/privacy/learner.md 8)" if shape.concept == "trees" else "L3 (docs/privacy/learner.md 9)",
+        "comparator": ag.COMPARATOR[shape.concept],
+        "n_required": ag.n_for_excess(shape, t.alpha, t.epsilon, t.beta),
+    }
+    if n is not None:
+        d["excess_at_n"] = ag.excess(shape, n, t.epsilon, t.beta)
+    return d
+
+
+def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_POINTS,
+                 depth: int = DEFAULT_DEPTH) -> MechanismCost:
+    """The generic private learner for the targets: (eps, 0) training, (0, 0) queries, the realizable
+    n (Theorem L2; trees: T2) and the agnostic one (Theorems L3, T3)."""
     if t.concept not in CLASSES:
         why = f"the private learner supports {', '.join(CLASSES)} (not {t.concept})"
         return MechanismCost("private-learner", None, math.inf, 0.0, 0.0, 0.0, True, False, why, n)
-    size = hypothesis_count(t.concept, domain_size, t.d)
+    shape = ag.ClassShape(t.concept, t.d, depth, domain_size)
+    size = hypothesis_count(t.concept, domain_size, t.d, depth)
     ln_h = math.log(size)
-    b = pl.n_required(t.epsilon, t.alpha, t.beta, ln_h)
     extra: dict[str, Any] = {
-        "theorem": "L2 (docs/privacy/learner.md section 4)",
-        "hypotheses": str(size),
+        "hypotheses": str(size) if size < 10**60 else f"{size:.4e}",
         "ln_hypotheses": ln_h,
         "domain_size": str(domain_size),
         "domain": "all finite float64" if domain_size == FLOAT64_POINTS else f"{domain_size} points",
-        "beta_em": b.beta_em, "beta_uc": b.beta_uc, "t_errors": b.t_errors,
         "note": LEARNER_NOTE,
     }
     at_eps = at_alpha = None
-    if n is not None:
-        at_eps = pl.best_epsilon(n, t.alpha, t.beta, ln_h)
-        at_alpha = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
-    return MechanismCost("private-learner", b.n_required, t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
+    if t.concept == "trees":
+        extra["depth"] = depth
+        n_real = ag.tree_n_required(shape, t.epsilon, t.alpha, t.beta)
+        extra["theorem"] = "T2 (docs/privacy/learner.md 8)"
+        if n is not None:
+            at_alpha = ag.tree_best_alpha(shape, n, t.epsilon, t.beta)
+    else:
+        b = pl.n_required(t.epsilon, t.alpha, t.beta, ln_h)
+        n_real = b.n_required or 0
+        extra.update({"theorem": "L2 (docs/privacy/learner.md section 4)", "beta_em": b.beta_em,
+                      "beta_uc": b.beta_uc, "t_errors": b.t_errors})
+        if n is not None:
+            at_eps = pl.best_epsilon(n, t.alpha, t.beta, ln_h)
+            at_alpha = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
+    extra["realizable_if"] = REALIZABLE_IF.get(t.concept, "the labels are those of a hypothesis of the class")
+    extra["agnostic"] = agnostic_json(shape, t, n)
+    return MechanismCost("private-learner", n_real, t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
                          at_eps, at_alpha, extra)
 
 
@@ -194,8 +225,10 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
         "meets_targets": c.certified,
         "steps": [
             {"chain": "training", "name": "release one hypothesis",
-             "lemma": "Theorem L1: exponential mechanism, sensitivity 1 (McSherry-Talwar 2007), exact sampler "
-                      "(docs/privacy/learner.md 2-17.3)", "epsilon": _num(eps), "delta": 0.0},
+             "lemma": ("Theorem T1: one exponential mechanism per node, parallel within a level, sequential "
+                       "across levels (docs/privacy/learner.md 8)" if t.concept == "trees" else
+                       "Theorem L1: exponential mechanism, sensitivity 1 (McSherry-Talwar 2007), exact sampler "
+                       "(docs/privacy/learner.md 2-3)"), "epsilon": _num(eps), "delta": 0.0},
             {"chain": "queries", "name": "answer every query with it",
              "lemma": "Theorem L1: an answer is a function of the released hypothesis and its own query",
              "epsilon": 0.0, "delta": 0.0},
@@ -257,29 +290,40 @@ def comparison_text(costs: tuple[MechanismCost, ...]) -> str:
 
 
 def learner_text(t: Targets, c: MechanismCost) -> str:
+    depth = c.extra.get("depth")
     lines = [f"everlast plan --mechanism private-learner: {t.concept}"
-             + (f" on R^{t.d}" if t.concept == "stumps" else "")
+             + (f" of depth {depth}" if depth else "")
+             + (f" on R^{t.d}" if t.concept in ("stumps", "trees") else "")
              + f", epsilon = {fmt(t.epsilon)}, alpha = {fmt(t.alpha)}, beta = {fmt(t.beta)}", ""]
     if c.n_required is None:
         lines.append(f"Not available: {c.reason}")
         return "\n".join(lines)
     x = c.extra
+    ag_x = x["agnostic"]
     lines += [
-        f"epsilon = {fmt(t.epsilon)} needs n = {fmt(c.n_required)} training examples "
-        f"(Theorem L2, docs/privacy/learner.md 4; |H| = {fmt(float(x['hypotheses']))}, ln|H| = "
-        f"{x['ln_hypotheses']:.2f}, domain: {x['domain']}).",
+        f"Realizable bound (Theorem {x['theorem'].split()[0]}): error <= alpha = {fmt(t.alpha)} with probability "
+        f">= {fmt(1 - t.beta)} needs n = {fmt(c.n_required)}, IF {x['realizable_if']}; real data can contradict "
+        "this condition and nothing checks it.",
+        f"Agnostic bound (Theorem {ag_x['theorem'].split()[0]}): error <= {ag_x['comparator']} + excess; the "
+        f"excess is <= {fmt(t.alpha)} from n = {fmt(ag_x['n_required'])} (holds for every distribution).",
+        f"|H| = {x['hypotheses'] if t.concept == 'trees' else fmt(float(x['hypotheses']))}, ln|H| = "
+        f"{x['ln_hypotheses']:.2f}, domain: {x['domain']}.",
         f"  training set:  epsilon = {fmt(t.epsilon)}, delta = 0 (exponential mechanism, exact sampler; "
-        "Theorem L1)",
+        + ("one per node, epsilon split over the levels; Theorem T1)" if t.concept == "trees" else "Theorem L1)"),
         "  queries:       epsilon = 0, delta = 0 (each answer depends only on the released hypothesis "
         "and its own query)",
         "  no rounds, no halting, no refusals; queries cannot change the model",
-        f"  proof split: beta_em = {fmt(x['beta_em'])}, beta_uc = {fmt(x['beta_uc'])}, "
-        f"t = {x['t_errors']:.1f} training errors",
     ]
+    if "beta_em" in x:
+        lines.append(f"  realizable proof split: beta_em = {fmt(x['beta_em'])}, beta_uc = {fmt(x['beta_uc'])}, "
+                     f"t = {x['t_errors']:.1f} training errors")
     if c.n is not None:
         e = c.epsilon_at_n if c.epsilon_at_n is not None else math.inf
-        first = (f"epsilon = {fmt(e)} at alpha = {fmt(t.alpha)}" if math.isfinite(e) else
-                 f"no epsilon proves alpha = {fmt(t.alpha)} (too little data for the union bound over H)")
-        lines.append(f"With n = {fmt(c.n)}: {first}; alpha = {fmt(c.alpha_at_n)} at epsilon = {fmt(t.epsilon)}.")
+        first = (f"epsilon = {fmt(e)} at alpha = {fmt(t.alpha)}; " if math.isfinite(e) else
+                 "" if t.concept == "trees" else
+                 f"no epsilon proves alpha = {fmt(t.alpha)} (too little data for the union bound over H); ")
+        exc = ag_x["excess_at_n"]
+        lines.append(f"With n = {fmt(c.n)}: {first}realizable alpha = {fmt(c.alpha_at_n)} at epsilon = "
+                     f"{fmt(t.epsilon)}; agnostic excess = {exc:.3g}" + (" (vacuous: >= 1)" if exc >= 1 else "") + ".")
     lines += ["", f"Note: {LEARNER_NOTE}."]
     return "\n".join(lines)

@@ -79,3 +79,21 @@ def test_cli() -> None:
                 ["--game", "training", "--mechanism", "private-learner", "--attack", "flip"],
                 ["--game", "training", "--variant", "plain-erm"]):
         assert CliRunner().invoke(main, ["audit", *bad, "--trials", "20"]).exit_code == 2
+
+
+def test_trees_stay_under_their_claim_and_the_noiseless_greedy_tree_is_caught() -> None:
+    real = run_learner_audit("real", trials=600, seed=2, concept="trees")
+    assert not real["caught"] and real["epsilon_lower_bound"] <= real["claimed_epsilon"] == 1.0
+    assert real["attacks"][0]["claimed_kind"] == "proven (Theorem T1)" and real["concept"] == "trees"
+    erm = run_learner_audit("plain-erm", trials=600, seed=2, concept="trees")
+    assert erm["caught"] and erm["attacks"][0]["observed"] == {"p_label1_world0": 0.0, "p_label1_world1": 1.0}
+
+
+def test_cli_audits_trees() -> None:
+    out = CliRunner().invoke(main, ["audit", "--game", "training", "--mechanism", "private-learner", "--concept",
+                                    "trees", "--variant", "plain-erm", "--trials", "60", "--json"])
+    assert out.exit_code == 0, out.output
+    rec = json.loads(out.output)
+    assert rec["concept"] == "trees" and rec["caught"]
+    bad = CliRunner().invoke(main, ["audit", "--game", "training", "--concept", "trees"])
+    assert bad.exit_code != 0 and "private-learner only" in bad.output

@@ -43,3 +43,24 @@ def test_bench_search_quick() -> None:
     for r in rows:
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("plain_ns", "engine_ns", "ratio"))
         assert r["sorted"] == (r["T"] >= 64 and r["batch"] >= 256)
+
+
+def test_bench_fitcost_quick() -> None:
+    rows = _run("bench.fitcost")["fitcost"]
+    assert [r["method"] for r in rows] == ["stumps", "trees"]
+    for r in rows:
+        assert math.isfinite(r["seconds"]) and r["seconds"] > 0 and r["traced_peak"] > 0
+
+
+def test_bench_accuracy_quick() -> None:
+    """One JSON object per line and (data set, method, epsilon), with the contract's keys."""
+    out = subprocess.run([sys.executable, "-m", "bench.accuracy", "--quick", "--json"], capture_output=True,
+                         text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert all(set(r) == {"dataset", "method", "epsilon", "mean", "std", "fits"} for r in rows)
+    methods = {r["method"] for r in rows}
+    assert {"everlast-stumps", "everlast-trees-3", "majority", "best-stump", "tree-3", "logreg"} <= methods
+    assert all(r["dataset"] == "bananas" and 0.0 <= r["mean"] <= 1.0 for r in rows)
+    assert all((r["epsilon"] is None) == (r["fits"] == 1 and not r["method"].startswith(("everlast", "diffpriv")))
+               for r in rows)

@@ -57,7 +57,7 @@ def runtime(root: Path, **kw: Any) -> ModelRuntime:
 
 
 @pytest.mark.parametrize(("learner", "extra", "msg"), [
-    ("epsilon = 1.0", "seed = 7\n", "takes no seed.*OS entropy.*17.2"),
+    ("epsilon = 1.0", "seed = 7\n", "takes no seed.*OS entropy.*learner.md 2"),
     ("epsilon = 1.0", 'schedule = "s.json"\n', "'schedule' and 'targets' are GenericBBL's"),
     ("epsilon = 0.0", "", "learner.epsilon"),
     ('epsilon = 1.0\ndomain = "reals"', "", 'domain must be "float64"'),
@@ -83,26 +83,37 @@ def test_a_learner_needs_its_table_and_generic_bbl_refuses_it(tmp_path: Path) ->
 
 
 def test_the_certificate_at_start(tmp_path: Path) -> None:
-    m = runtime(tmp_path, learner="epsilon = 1.0\nalpha = 0.1")
+    m = runtime(tmp_path, learner='epsilon = 1.0\nalpha = 0.1\nguarantee = "realizable"')
     g = m.guarantee
     assert (g.mechanism, g.accounting) == ("private-learner", "exponential-mechanism")
     assert (g.epsilon_training, g.epsilon_queries, g.delta, g.query_private) == (1.0, 0.0, 0.0, True)
     d = g.details
     assert d["n_required"] == N and d["alpha_proven"] <= 0.1 and d["rounds"] is False and d["halts"] is False
-    assert d["domain"] == "all finite doubles" and "17.2" in d["claim"] and m.schedule is None
+    assert d["domain"] == "all finite doubles" and "learner.md section 2" in d["claim"] and m.schedule is None
+    assert d["guarantee"] == "realizable" and 0.1 < d["agnostic_excess"] < 1.0
     js = g.to_json()
     assert js["mechanism"] == "private-learner" and js["epsilon_queries"] == 0.0 and js["delta"] == 0.0
     from everlast.daemon.app import learner_line
 
     line = learner_line(m)
     assert "training set (1, 0)-DP" in line and "queries (0, 0)-DP" in line and "no rounds, never halts" in line
+    assert "realizable" in line and "the data can contradict this" in line and "agnostic" in line
+    assert "the best threshold's error + 0.178" in line
 
 
 def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=rf"needs {N} training examples.*has 2228.*proves alpha = 0\.1"):
-        runtime(tmp_path, learner="epsilon = 1.0\nalpha = 0.1", data=write_data(tmp_path, n=N - 1))
+    realizable = 'epsilon = 1.0\nalpha = 0.1\nguarantee = "realizable"'
+    with pytest.raises(ConfigError, match=rf"has 2228.*realizable bound error <= 0\.1 \(needs n = {N} for 0\.1.*"
+                                          r"agnostic bound error <= the best threshold's error \+ 0\.178 "
+                                          r"\(needs n = 5780 for an excess of 0\.1\)"):
+        runtime(tmp_path, learner=realizable, data=write_data(tmp_path, n=N - 1))
+    # the default guarantee is agnostic: the same data and alpha are refused, the message names both bounds
+    with pytest.raises(ConfigError, match=r'under guarantee = "agnostic".*has 2229.*realizable bound.*needs n = 5780'):
+        runtime(tmp_path / "a", learner="epsilon = 1.0\nalpha = 0.1", data=write_data(tmp_path, "full", n=N))
+    ok = runtime(tmp_path / "b", learner="epsilon = 1.0\nalpha = 0.2", data=write_data(tmp_path, "full2", n=N))
+    assert ok.guarantee.details["guarantee"] == "agnostic" and ok.guarantee.details["agnostic_excess"] <= 0.2
     weak = runtime(tmp_path / "w", learner="epsilon = 1.0", data=write_data(tmp_path, "small", n=50))
-    assert any("no useful accuracy" in w for w in weak.guarantee.warnings)  # privacy holds; accuracy is not claimed
+    assert any("neither bound proves useful accuracy" in w for w in weak.guarantee.warnings)  # privacy holds
 
 
 def test_bad_training_data_stops_the_start_not_an_assignment(tmp_path: Path) -> None:
@@ -117,7 +128,7 @@ def test_a_grid_the_training_data_cover_is_refused_as_derived_from_it(tmp_path: 
     """Review G1: a grid made of the training values publishes them through the refusals."""
     x = np.random.default_rng(1).random(N)
     pts = ", ".join(repr(float(v)) for v in np.unique(x))
-    with pytest.raises(ConfigError, match=r"every one of the declared grid's 2229 points occurs.*17.1"):
+    with pytest.raises(ConfigError, match=r"every one of the declared grid's 2229 points occurs.*learner.md 1"):
         runtime(tmp_path, learner=f'epsilon = 1.0\ndomain = {{ kind = "grid", points = [{pts}] }}',
                 data=write_data(tmp_path, x=x))
     # a small grid the data cover is what an independent grid looks like: served
@@ -279,3 +290,27 @@ def test_the_documented_learner_config_starts(tmp_path: Path, doc: str) -> None:
         (tmp_path / "c.toml").write_text(re.sub(r'data = "[^"]*"', f'data = "{data}"', b))
         m = ModelRuntime.prepare(load(tmp_path / "c.toml").models[0])
         assert m.mechanism == "private-learner" and m.guarantee.epsilon_training == 1.0
+
+
+def test_trees_start_with_both_bounds_and_a_checkpoint_of_another_depth_is_refused(tmp_path: Path) -> None:
+    g = np.random.default_rng(3)
+    x = g.random((3000, 2))
+    data = tmp_path / "t.npz"
+    np.savez(data, x=x, y=((x[:, 0] >= 0.5) & (x[:, 1] >= 0.3)).astype(int))
+    m = runtime(tmp_path, data=data, extra='concept = "trees"\nd = 2\ndepth = 3\n')
+    d = m.guarantee.details
+    assert d["depth"] == 3 and "Theorem T1" in d["claim"] and "T2" in d["accuracy_theorem"]
+    assert "greedy completion" in d["agnostic_comparator"] and d["agnostic_excess"] > 0
+    from everlast.daemon.app import learner_line
+
+    line = learner_line(m)
+    assert "trees of depth 3 on R^2" in line and "only if the labels are those of one stump" in line
+    fitted = PrivateLearner.fit({"name": "trees", "d": 2, "depth": 2}, x, (x[:, 0] >= 0.5).astype(np.int8),
+                                epsilon=1.0, seed=1)
+    with pytest.raises(CheckpointError, match=r"fitted with other settings.*concept"):
+        m.check_restored(fitted)
+    with pytest.raises(ConfigError, match='concept = "trees" is served by mechanism = "private-learner" only'):
+        p = tmp_path / "bbl.toml"
+        p.write_text(f'[[models]]\nid = "m"\ndata = "{data}"\nconcept = "trees"\nd = 2\n'
+                     'targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n')
+        load(p)

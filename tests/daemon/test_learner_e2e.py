@@ -79,7 +79,7 @@ async def test_served_learner_at_the_planner_n_answers_an_iid_stream_within_alph
         "heartbeat_interval_ms = 200\n"
         f'[checkpoint]\ndir = "{tmp_path / "ck"}"\nevery_queries = 5000\n[metrics]\nport = 0\n'
         f'[[models]]\nid = "pl"\ndata = "{tmp_path / "train.npz"}"\nmechanism = "private-learner"\n'
-        "learner = { epsilon = 1.0, alpha = 0.1 }\n"
+        "learner = { epsilon = 1.0, alpha = 0.1, guarantee = \"realizable\" }\n"
         f'[[models]]\nid = "pr"\ndata = "{tmp_path / "train.npz"}"\nmechanism = "private-learner"\n'
         'learner = { epsilon = 1.0, domain = { kind = "range", lo = 0.0, hi = 1.0 } }\n'
     )

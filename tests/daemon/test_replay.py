@@ -49,6 +49,10 @@ def test_demo_runs_end_to_end_and_prints_one_json_object() -> None:
     gl = lo["guarantee"]
     assert (gl["mechanism"], gl["epsilon_training"], gl["epsilon_queries"], gl["delta"]) == ("private-learner", 1.0,
                                                                                          0.0, 0.0)
+    assert gl["agnostic_excess"] > 0 and "best threshold" in gl["agnostic_comparator"]
+    tr = out["trees"]  # depth-3 trees on R^1, the same data and stream
+    assert tr["answered"] == 20_000 and tr["statuses"] == {"ok": 20_000} and tr["accuracy"] > 0.8
+    assert tr["guarantee"]["depth"] == 3 and "Theorem T1" in tr["guarantee"]["claim"]
 
 
 @pytest.mark.asyncio

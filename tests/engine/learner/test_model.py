@@ -24,10 +24,11 @@ def _data(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fit(concept: Any = "thresholds", seed: int = 1, **kw: Any) -> PrivateLearner:
-    if concept == "stumps" or (isinstance(concept, dict) and concept.get("name") == "stumps"):
+    if concept in ("stumps", "trees") or (isinstance(concept, dict) and concept.get("name") == "stumps"):
         x = np.random.default_rng(2).uniform(-1.0, 1.0, (400, 3))
         y = (x[:, 1] < 0.1).astype(np.int8)
-        return PrivateLearner.fit({"name": "stumps", "d": 3}, x, y, epsilon=1.0, seed=seed, **kw)
+        name = concept if isinstance(concept, str) else "stumps"
+        return PrivateLearner.fit({"name": name, "d": 3}, x, y, epsilon=1.0, seed=seed, **kw)
     x, y = _data()
     if concept == "intervals":
         y = ((x >= -0.2) & (x < 0.5)).astype(np.int8)
@@ -39,7 +40,7 @@ def _queries(m: PrivateLearner, n: int = 1000, seed: int = 5) -> np.ndarray:
     return g.uniform(-1.5, 1.5, (n, m.point_dim)) if m.point_dim > 1 else g.uniform(-1.5, 1.5, n)
 
 
-@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps"])
+@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps", "trees"])
 def test_servable_contract(concept: str) -> None:
     m = _fit(concept)
     assert isinstance(m, Servable)
@@ -79,13 +80,13 @@ def test_answers_are_independent_of_batching() -> None:
     assert m.answer(q[:0]).consumed == 0
 
 
-@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps"])
+@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps", "trees"])
 def test_deterministic_given_the_seed(concept: str) -> None:
     assert _fit(concept, seed=9).hypothesis == _fit(concept, seed=9).hypothesis
     assert len({_fit(concept, seed=s).hypothesis for s in range(6)}) > 1
 
 
-@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps"])
+@pytest.mark.parametrize("concept", ["thresholds", "intervals", "stumps", "trees"])
 @pytest.mark.parametrize("domain", [None, {"kind": "range", "lo": -2.0, "hi": 2.0}])
 def test_save_restore_gives_identical_future_answers(concept: str, domain: Any) -> None:
     m = _fit(concept, domain=domain)

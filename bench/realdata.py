@@ -1,0 +1,143 @@
+"""Real data sets shipped inside packages (nothing is downloaded) and the methods ``bench.accuracy``
+compares on them.
+
+Data sets (binary labels, fixed stratified 70/30 split, ``random_state = 0``):
+  * ``bananas`` (river, 5,300 x 2), ``phishing`` (river, 1,250 x 9), ``shuttle`` (river, 49,097 x 9);
+  * ``breast-cancer`` (scikit-learn, 569 x 30).
+
+Methods: ``everlast-stumps`` and ``everlast-trees-3`` (the served learner, ``PrivateLearner.fit`` on
+all finite float64); diffprivlib's ``diffprivlib-logreg``, ``diffprivlib-nb`` (GaussianNB) and
+``diffprivlib-tree`` (DecisionTreeClassifier, its default depth 5) given *public bounds* per
+feature: the minimum and maximum over the whole data set (train and test), as a user who knows the
+features' ranges would state them (derived from the data here, which favours diffprivlib: its
+guarantee assumes bounds chosen independently of the data); LogisticRegression sees the features
+scaled to [0, 1] by those bounds and data_norm = sqrt(d). Non-private baselines (scikit-learn):
+``majority``, ``best-stump`` (a depth-1 tree), ``tree-3`` (depth 3, Gini), ``logreg``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+I8 = NDArray[np.int8]
+DATASETS = ("bananas", "phishing", "breast-cancer", "shuttle")
+PRIVATE = ("everlast-stumps", "everlast-trees-3", "diffprivlib-logreg", "diffprivlib-nb", "diffprivlib-tree")
+BASELINES = ("majority", "best-stump", "tree-3", "logreg")
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    name: str
+    x_train: F64
+    y_train: I8
+    x_test: F64
+    y_test: I8
+    lo: F64
+    """Public bounds (per feature) given to diffprivlib."""
+    hi: F64
+
+
+def _river(name: str) -> tuple[F64, I8]:
+    from river import datasets
+
+    ds = {"bananas": datasets.Bananas, "phishing": datasets.Phishing, "shuttle": datasets.Shuttle}[name]()  # type: ignore[abstract]
+    xs, ys = [], []
+    for x, y in ds:
+        xs.append([float(v) for v in x.values()])
+        ys.append(int(y))
+    return np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.int8)
+
+
+def load(name: str) -> Split:
+    """The data set's fixed stratified 70/30 split."""
+    from sklearn.model_selection import train_test_split
+
+    if name == "breast-cancer":
+        from sklearn.datasets import load_breast_cancer
+
+        b = load_breast_cancer()
+        x, y = np.asarray(b.data, dtype=np.float64), np.asarray(b.target, dtype=np.int8)
+    elif name in DATASETS:
+        x, y = _river(name)
+    else:
+        raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, stratify=y, random_state=0)
+    return Split(name, xtr, ytr, xte, yte, x.min(axis=0), x.max(axis=0))
+
+
+def have(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+Predict = Callable[[F64], Any]
+
+
+def private_fit(method: str, s: Split, epsilon: float, seed: int) -> Predict:
+    """Fit one private model; returns its predict function on test points."""
+    if method.startswith("everlast-"):
+        from everlast.engine.learner import PrivateLearner
+
+        d = s.x_train.shape[1]
+        spec = {"name": "stumps", "d": d} if method == "everlast-stumps" else {"name": "trees", "d": d, "depth": 3}
+        # a seed per fit, for a reproducible table; the daemon never takes one (docs/privacy/learner.md 2)
+        m = PrivateLearner.fit(spec, s.x_train, s.y_train, epsilon=epsilon, seed=seed)
+        return lambda x: m.answer(x).labels
+    return _diffprivlib(method, s, epsilon, seed)
+
+
+def _diffprivlib(method: str, s: Split, epsilon: float, seed: int) -> Predict:
+    from diffprivlib import models
+
+    bounds = (s.lo, s.hi)
+    span = np.where(s.hi > s.lo, s.hi - s.lo, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method == "diffprivlib-logreg":
+            scale: Callable[[F64], F64] = lambda x: np.clip((x - s.lo) / span, 0.0, 1.0)  # noqa: E731
+            lr = models.LogisticRegression(epsilon=epsilon, data_norm=math.sqrt(s.x_train.shape[1]), random_state=seed)
+            lr.fit(scale(s.x_train), s.y_train)
+            return lambda x: lr.predict(scale(x))
+        if method == "diffprivlib-nb":
+            nb = models.GaussianNB(epsilon=epsilon, bounds=bounds, random_state=seed)
+            nb.fit(s.x_train, s.y_train)
+            return nb.predict  # type: ignore[no-any-return]
+        if method == "diffprivlib-tree":
+            dt = models.DecisionTreeClassifier(epsilon=epsilon, bounds=bounds, classes=[0, 1], random_state=seed)
+            dt.fit(s.x_train, s.y_train)
+            return dt.predict  # type: ignore[no-any-return]
+    raise ValueError(f"unknown method {method!r}")
+
+
+def baseline_fit(method: str, s: Split) -> Predict:
+    """The non-private baselines (deterministic: one fit)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.tree import DecisionTreeClassifier
+
+    if method == "majority":
+        label = int(np.bincount(s.y_train).argmax())
+        return lambda x: np.full(x.shape[0], label)
+    if method in ("best-stump", "tree-3"):
+        t = DecisionTreeClassifier(max_depth=1 if method == "best-stump" else 3, random_state=0)
+        t.fit(s.x_train, s.y_train)
+        return t.predict  # type: ignore[no-any-return]
+    if method == "logreg":
+        span = np.where(s.hi > s.lo, s.hi - s.lo, 1.0)
+        lr = LogisticRegression(max_iter=2000).fit((s.x_train - s.lo) / span, s.y_train)
+        return lambda x: lr.predict((x - s.lo) / span)
+    raise ValueError(f"unknown baseline {method!r}")
+
+
+def accuracy(predict: Predict, s: Split) -> float:
+    return float((np.asarray(predict(s.x_test)).astype(np.int64) == s.y_test).mean())

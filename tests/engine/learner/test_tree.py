@@ -1,0 +1,155 @@
+"""Depth-k trees (engine.learner.tree): the law of the whole tree against brute force (the product
+of every node's exponential mechanism on the records that reach it), routing, the split of epsilon,
+checkpoints, and learning a tree-shaped concept."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+
+from everlast.engine.errors import CorruptState
+from everlast.engine.learner import PrivateLearner
+from everlast.engine.learner.exact import Bits
+from everlast.engine.learner.ordinals import FLOAT64_POINTS
+from everlast.engine.learner.stumps import SPLIT_SCALE
+from everlast.engine.learner.tree import Tree, level_epsilons, sample_tree
+from everlast.engine.serving import restore
+from tests.engine.learner.test_sampler import _chi2
+
+G = 4  # grid positions 0..3, cuts 0..4
+POS = np.array([0, 1, 1, 2, 3, 3], dtype=np.int64)[:, None]
+Y = np.array([0, 1, 0, 1, 0, 1], dtype=np.int8)
+STUMPS = [(c, s) for c in range(G + 1) for s in (1, -1)]
+
+
+def _node_law(pos: np.ndarray, y: np.ndarray, eps: float) -> dict[tuple[int, int], float]:
+    grid = np.arange(G)
+    w = {}
+    for c, s in STUMPS:
+        lab = (grid >= c) if s > 0 else (grid < c)
+        w[(c, s)] = math.exp(-eps * int((lab[pos] != y).sum()) / 2)
+    z = sum(w.values())
+    return {k: v / z for k, v in w.items()}
+
+
+def _split_law(pos: np.ndarray, y: np.ndarray, eps: float) -> dict[tuple[int, int], float]:
+    """The split score's law: Q = floor(A o z / m) summed over both sides, at eps / A; sign +1."""
+    w = {}
+    for c in range(G + 1):
+        q = 0
+        for side in (pos < c, pos >= c):
+            o, m = int(y[side].sum()), int(side.sum())
+            q += (SPLIT_SCALE * o * (m - o)) // m if m else 0
+        w[(c, 1)] = math.exp(-(eps / SPLIT_SCALE) * q / 2)
+    z = sum(w.values())
+    return {k: v / z for k, v in w.items()}
+
+
+def _tree_law(eps: tuple[float, float], split: bool = False) -> dict[tuple[int, ...], float]:
+    """P[(root, left, right)] = P_root(root) P_left(left | records < root's cut) P_right(...)."""
+    col = POS[:, 0]
+    out = {}
+    for root, pr in (_split_law if split else _node_law)(col, Y, eps[0]).items():
+        right = col >= root[0]
+        left_law = _node_law(col[~right], Y[~right], eps[1])
+        right_law = _node_law(col[right], Y[right], eps[1])
+        for (lk, pl), (rk, prr) in itertools.product(left_law.items(), right_law.items()):
+            out[(*root, *lk, *rk)] = pr * pl * prr
+    return out
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(("fast", "split"), [(True, False), (False, False), (True, True)])
+def test_whole_tree_law_against_brute_force(fast: bool, split: bool) -> None:
+    eps = (0.8, 1.7) if not split else (300.0, 1.7)  # the split score runs at eps / 256
+    probs = _tree_law(eps, split)
+    bits = Bits(np.random.default_rng(11 if fast else 12))
+    n = 12_000 if fast else 3000
+    freq: dict[tuple[int, ...], int] = {}
+    for _ in range(n):
+        t = sample_tree(POS, Y, 0, G - 1, eps, bits, fast=fast, split_score=split)
+        key = (t.cuts[0], t.signs[0], t.cuts[1], t.signs[1], t.cuts[2], t.signs[2])
+        freq[key] = freq.get(key, 0) + 1
+    assert _chi2(freq, probs, n) > 1e-6
+
+
+def test_routing_matches_a_plain_walk() -> None:
+    g = np.random.default_rng(0)
+    t = Tree(3, (0, 1, 0, 1, 1, 0, 0), tuple(int(v) for v in g.integers(-5, 5, 7)), (1, -1, 1, 1, -1, -1, 1))
+    pos = g.integers(-6, 6, (500, 2))
+    want = []
+    for p in pos:
+        i = 0
+        for _ in range(2):
+            i = 2 * i + 1 + int(p[t.coords[i]] >= t.cuts[i])
+        up = p[t.coords[i]] >= t.cuts[i]
+        want.append(int(up if t.signs[i] > 0 else not up))
+    assert t.labels(pos).tolist() == want
+
+
+@pytest.mark.parametrize(("eps", "depth", "n", "d"), [(1.0, 3, 3710, 2), (1.0, 3, 398, 30), (0.1, 5, 50, 1),
+                                                     (8.0, 1, 10, 3), (1e-9, 2, 10**6, 10), (3.3, 4, 1, 2)])
+def test_level_epsilons_spend_at_most_epsilon(eps: float, depth: int, n: int, d: int) -> None:
+    levels = level_epsilons(eps, depth, n, d, FLOAT64_POINTS)
+    assert len(levels) == depth and all(e > 0 for e in levels)
+    assert sum(map(Fraction, levels)) <= Fraction(eps) and math.isclose(sum(levels), eps, rel_tol=1e-12)
+
+
+def test_level_split_doubles_per_level_unless_the_root_is_starved() -> None:
+    big = level_epsilons(1.0, 3, 10**5, 2, FLOAT64_POINTS)
+    assert big == pytest.approx((1 / 7, 2 / 7, 4 / 7))
+    small = level_epsilons(1.0, 3, 398, 30, FLOAT64_POINTS)
+    ln_h = math.log(2 * 30 * (FLOAT64_POINTS + 1))
+    assert small[0] == pytest.approx(4 * ln_h / 398) and small[2] == pytest.approx(2 * small[1])
+
+
+def _xy(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    x = np.random.default_rng(seed).uniform(0.0, 1.0, (n, 2))
+    y = ((x[:, 0] >= 0.5) & (x[:, 1] >= 0.3)).astype(np.int8)
+    return x, y
+
+
+@pytest.mark.statistical
+def test_learns_a_depth_two_concept() -> None:
+    x, y = _xy(4000, 0)
+    xq, yq = _xy(4000, 1)
+    acc = [float((PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=2, seed=s).answer(xq).labels
+                  == yq).mean()) for s in range(10)]
+    # a stump reaches at most 0.85 here (x0 >= 0.5); the depth-2 target is exact, and the greedy rule
+    # finds it (the root's best stump is x0 >= 0.5, the right child's x1 >= 0.3)
+    assert float(np.mean(acc)) >= 0.9
+
+
+def _tree_model() -> PrivateLearner:
+    x, y = _xy(300, 2)
+    return PrivateLearner.fit("trees", x, y, epsilon=1.0, d=2, depth=3, seed=4)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda h: h.update(depth=2),
+    lambda h: h.update(coords=[0, 1, 2, 0, 0, 0, 0]),
+    lambda h: h.update(cuts=[2**63 - 1] * 7),
+    lambda h: h.update(signs=[0] * 7),
+    lambda h: h.update(concept="stumps"),
+    lambda h: h.pop("cuts"),
+    lambda h: h.update(depth=40),
+])
+def test_corrupt_tree_checkpoints_are_refused(mutate: Any) -> None:
+    m = _tree_model()
+    r, lv = m.round_part(), m.live_part()
+    mutate(r["hypothesis"])
+    with pytest.raises(CorruptState):
+        restore(r, lv, None)
+
+
+def test_a_tree_checkpoint_is_restored_not_refitted() -> None:
+    m = _tree_model()
+    r = m.round_part()
+    assert r["concept"] == {"name": "trees", "d": 2, "depth": 3} and r["hypothesis"]["depth"] == 3
+    m2 = restore(r, m.live_part(), None)
+    assert isinstance(m2, PrivateLearner) and m2.hypothesis == m.hypothesis
