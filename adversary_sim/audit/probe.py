@@ -43,6 +43,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from everlast.adversary_sim.audit.stats import clopper_pearson_upper, epsilon_from_rates
+from everlast.engine import roots
 from everlast.engine.design import NoisePlan
 
 _SPAN = 40.0
@@ -185,13 +186,11 @@ def exact_epsilon(law: EdgeLaw, delta: float) -> float:
         return max(float(np.maximum(p0 - math.exp(E) * p1, 0.0).sum()),
                    float(np.maximum(p1 - math.exp(E) * p0, 0.0).sum()))
 
-    lo, hi = 0.0, 1.0
-    while excess(hi) > delta:
-        hi *= 2.0
-    for _ in range(60):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if excess(mid) > delta else (lo, mid)
-    return hi
+    def within(E: float) -> bool:
+        return not excess(E) > delta
+
+    _, hi = roots.grow_until(within, 0.0, 1.0)  # doubling hi; the search keeps lo = 0
+    return roots.smallest_float(within, 0.0, hi, steps=60)
 
 
 def preregistered_test(law: EdgeLaw, n_eval: int, delta: float, alpha: float) -> tuple[float, int, float]:
