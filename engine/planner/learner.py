@@ -35,7 +35,7 @@ SLACK = 1e-9
 
 
 def ln_hypotheses(concept: str, domain_size: int = FLOAT64_POINTS, d: int = 1) -> float:
-    """ln |H| of the learner's class on a domain of ``domain_size`` points (section 17.1)."""
+    """ln |H| of the learner's class on a domain of ``domain_size`` points (docs/privacy/learner.md 1)."""
     return math.log(hypothesis_count(concept, domain_size, d))
 
 

@@ -2,8 +2,8 @@
 
 ``compare(targets, mechanisms, n)`` plans every requested mechanism for the same targets (and, with
 ``n``, what that many examples certify) and names the cheapest one that certifies the targets with
-proven numbers. The private learner's numbers come from ``engine.planner.learner`` (docs/PRIVACY.md
-section 17), GenericBBL's from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
+proven numbers. The private learner's numbers come from ``engine.planner.learner``
+(docs/privacy/learner.md), GenericBBL's from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
 
 Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``.
 """
@@ -195,7 +195,7 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
         "steps": [
             {"chain": "training", "name": "release one hypothesis",
              "lemma": "Theorem L1: exponential mechanism, sensitivity 1 (McSherry-Talwar 2007), exact sampler "
-                      "(docs/privacy/learner.md 2-17.3)", "epsilon": _num(eps), "delta": 0.0},
+                      "(docs/privacy/learner.md 2-3)", "epsilon": _num(eps), "delta": 0.0},
             {"chain": "queries", "name": "answer every query with it",
              "lemma": "Theorem L1: an answer is a function of the released hypothesis and its own query",
              "epsilon": 0.0, "delta": 0.0},
