@@ -13,7 +13,7 @@ data-dependent state, so each answered label contributes log P1(label) - log P0(
 P(L) = P[v + z < lo] = P[z <= lo - v - 1]. The halting time depends on the data only through the
 labels already shown (the test reads the top count and independent noise), so refusals contribute
 nothing. With the vote on a band edge (v0 = lo - 1, v1 = lo) each query is randomized response at
-level eps0 = 1/t, and the round ends at about c tops: the view of note target_charging.md section 3.3.
+level eps0 = 1/t, and the round ends at about c tops: the view of docs/notes/target_charging.md 3.3.
 :func:`edge_law` gives the exact law of that view when the round ends at the hard cap c, from which
 :func:`preregistered_test` picks the audit's test before any game is played, and
 :func:`exact_epsilon` the epsilon the view attains at a given delta (what infinitely many games

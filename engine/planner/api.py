@@ -185,7 +185,7 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
             p = p_top(r.band, r.lam, nb)
             fail = split_votes_failure(c_util, r.R, p)
             checks.append(Check("halt budget: P[more than c tops] (Chernoff, split-votes p_top)",
-                                "calibration.md section 2", "accuracy", fail <= r.beta, fail,
+                                "docs/privacy/genericbbl.md 9.2", "accuracy", fail <= r.beta, fail,
                                 r.beta, i))
         else:
             checks.extend(dr.halt_rule_checks(r, i))

@@ -1,4 +1,4 @@
-"""The tight schedule solver (calibration.md section 2): from targets to a schedule, for the engine's
+"""The tight schedule solver (docs/notes/calibration.md 2): from targets to a schedule, for the engine's
 two designs (engine.design).
 
 Privacy side (never weakened):
@@ -74,7 +74,7 @@ class TightOptions:
     lambda_log: LambdaLog = "log2"
     boundaries: int = 1
     cap_c: bool = True
-    """Cap the paper's halt budget at R_i (False only to reproduce calibration.md table (iii))."""
+    """Cap the paper's halt budget at R_i (False only to reproduce docs/notes/calibration.md table (iii))."""
     accuracy_floors: bool = True
     """Raise T_i to Claim D.2's and D.7's accuracy floors (privacy-neutral: a larger T only helps)."""
     design: Design = DEFAULT
@@ -243,7 +243,7 @@ class _PaperSolver:
     def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
                 gamma: float, c_util: int) -> _RoundT:
         o = self.P.o
-        c = count = c_util  # the halt budget (capped at R unless cap_c is off: calibration.md (iii))
+        c = count = c_util  # the halt budget (capped at R unless cap_c is off: docs/notes/calibration.md (iii))
         if exact:
             ch = _choose_instances(count, E, Delta)
             if ch is None:
