@@ -60,6 +60,7 @@ import click
 
 from everlast.adversary_sim.iid import Task, make_task
 from everlast.cli.common import emit_json, progress
+from everlast.engine import roots
 from everlast.engine.concepts import Thresholds
 from everlast.engine.design import PAPER
 from everlast.engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, learning, plan
@@ -258,21 +259,6 @@ def eps0_at(horizon: float, s: Settings) -> tuple[float, bool]:
     return gdp_mu(s.epsilon, s.delta) / math.sqrt(horizon), False
 
 
-def _smallest(ok: Callable[[int], bool], lo: int) -> int:
-    if ok(lo):
-        return lo
-    hi = 2 * lo
-    while not ok(hi):
-        lo, hi = hi, 2 * hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def dagan_feldman_n_for_eps0(eps0: float, alpha: float) -> int:
     """Smallest n meeting Dagan-Feldman's per-query target eps0, with the idealized inclusion
     probability eta = 1 - (1 - 1/n)^n0 (the peer's 52-bit index sampler floors it near n = 2^52;
@@ -283,7 +269,7 @@ def dagan_feldman_n_for_eps0(eps0: float, alpha: float) -> int:
         eta = -math.expm1(n0 * math.log1p(-1.0 / n))
         return dagan_feldman.per_query_epsilon(design.df_gamma(n, n0, alpha), eta, rho) <= eps0
 
-    return _smallest(ok, max(design.df_min_n(alpha), n0 + 1))
+    return roots.smallest_int_from(ok, max(design.df_min_n(alpha), n0 + 1))
 
 
 def extended_n(name: str, horizon: float, s: Settings) -> tuple[float, bool]:
@@ -327,13 +313,7 @@ def crossover(name: str, n_everlast: int, s: Settings) -> dict[str, Any]:
     n_hi, _ = extended_n(name, 10**hi, s)
     if n_hi <= n_everlast:
         return {"q_star": None, "how": "extrapolated", "note": f"no crossover below Q = {CROSSOVER_MAX:.0e}"}
-    while hi - lo > 1e-4:
-        mid = 0.5 * (lo + hi)
-        if extended_n(name, 10**mid, s)[0] > n_everlast:
-            hi = mid
-        else:
-            lo = mid
-    q_star = 10**hi
+    q_star = 10 ** roots.smallest_float(lambda x: extended_n(name, 10**x, s)[0] > n_everlast, lo, hi, abs_tol=1e-4)
     exact = q_star <= EXACT_MAX_HORIZON
     n_at, _ = extended_n(name, q_star, s)
     return {"q_star": q_star, "how": "exact" if exact else "extrapolated", "peer_n_at_q_star": n_at}
@@ -466,12 +446,8 @@ def learner_crossover_log2(n_everlast: int, s: Settings) -> float:
     lo, hi = math.log(2.0), 2.0 * math.log(2.0)
     if not fits(lo):
         return 0.0
-    while fits(hi):
-        lo, hi = hi, hi * 2.0
-    for _ in range(40):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo / math.log(2.0) - 1.0
+    lo, hi = roots.grow_until(fits, lo, hi, want=False)
+    return roots.largest_float(fits, lo, hi, steps=40, geometric=True) / math.log(2.0) - 1.0
 
 
 def domain_effect(s: Settings, everlast: dict[str, dict[str, Any]], task: Task,

@@ -12,7 +12,8 @@ import msgpack
 import numpy as np
 
 from everlast.engine.errors import CorruptState
-from everlast.engine.serving import Servable, restore
+from everlast.engine.restore import restore
+from everlast.engine.serving import Servable
 
 _ND = "__nd__"
 

@@ -27,15 +27,13 @@ import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from everlast.engine.errors import CorruptState, InvalidSchedule
 from everlast.engine.noise import NoiseStream, exact_scale, sample
-
-if TYPE_CHECKING:
-    from everlast.engine.schedule import RoundSpec
+from everlast.engine.round_spec import RoundSpec, integral
 
 I64 = np.int64
 
@@ -149,17 +147,6 @@ _HELP = ("target-charged (halting 'noisy', restarts 'none'; the default)",
          "paper (halting 'paper', restarts 'per-top'; not query-private)")
 DEFAULT = Design(Halting.NOISY, Restarts.NONE)
 PAPER = Design(Halting.PAPER, Restarts.PER_TOP)
-
-
-def integral(x: float | int, what: str) -> int:
-    """An integer-valued schedule field as an int (JSON may carry 12.0); refuses 12.5."""
-    if isinstance(x, bool):
-        raise InvalidSchedule(f"{what} must be an integer")
-    if isinstance(x, int):
-        return x
-    if not (isinstance(x, float) and math.isfinite(x) and x == math.floor(x)):
-        raise InvalidSchedule(f"{what} must be an integer")
-    return int(x)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ The daemon never reads a mechanism's internals. It asks:
   * ``transition()``: the CPU-heavy step between rounds (never due for a mechanism without rounds);
   * the checkpoint split: ``round_part()`` (large, fixed until the next transition),
     ``live_part()`` (small, changes with every query) and the append-only reservoir
-    (``reservoir_filled``, ``reservoir_points``); ``restore`` inverts them.
+    (``reservoir_filled``, ``reservoir_points``); ``engine.restore.restore`` inverts them.
 
 Every part is a plain dict of values and numpy arrays tagged with its ``format``; ``restore``
 dispatches on that tag. The parts hold secrets (data, RNG state): store them like keys.
@@ -22,7 +22,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from everlast.engine.errors import CorruptState
 from everlast.engine.phases import Phase
 
 
@@ -133,19 +132,3 @@ class DomainScreen(Protocol):
 
     def outside_domain(self, x: Any) -> NDArray[np.bool_]:
         """Per query, True if it lies outside the domain; raises ``InvalidInput`` for malformed input."""
-
-
-def restore(round_part: dict[str, Any], live_part: dict[str, Any], reservoir: NDArray[np.float64] | None) -> Servable:
-    """Rebuild a served mechanism from its checkpoint parts. Raises ``CorruptState``."""
-    fmt = round_part.get("format") if isinstance(round_part, dict) else None
-    if not isinstance(fmt, str):
-        raise CorruptState("checkpoint part carries no format tag")
-    if fmt.startswith("everlast-engine/"):
-        from everlast.engine.predictor import Predictor
-
-        return Predictor.from_parts(round_part, live_part, reservoir)
-    if fmt.startswith("everlast-learner/"):
-        from everlast.engine.learner.model import PrivateLearner
-
-        return PrivateLearner.from_parts(round_part, live_part, reservoir)
-    raise CorruptState(f"checkpoint was written by an unknown mechanism or version ({fmt[:40]!r})")

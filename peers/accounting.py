@@ -25,12 +25,13 @@ on its own, so the smallest holds.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
 from scipy import stats
+
+from everlast.engine import roots
 
 Mechanism = Literal["generic", "laplace"]
 """``generic``: any eps0-DP mechanism (basic, advanced, optimal). ``laplace``: the Laplace mechanism
@@ -85,14 +86,7 @@ def optimal_epsilon(k: int, eps0: float, delta: float) -> float:
         return hi
     if optimal_delta(k, eps0, 0.0) <= delta:
         return 0.0
-    lo = 0.0
-    while hi - lo > 1e-12 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if optimal_delta(k, eps0, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return roots.smallest_float(lambda e: optimal_delta(k, eps0, e) <= delta, 0.0, hi, abs_tol=1e-12, rel_tol=1e-12)
 
 
 @lru_cache(maxsize=64)
@@ -166,21 +160,6 @@ def compose(k: int, eps0: float, delta: float, mechanism: Mechanism = "generic",
     )
 
 
-def _largest(ok: Callable[[int], bool], start: int) -> int:
-    """Largest k >= start - 1 with ok(k), for ok monotone (true then false), given ok(start - 1)."""
-    lo = start - 1  # ok(lo) holds
-    hi = max(start, 1)
-    while ok(hi):
-        lo, hi = hi, 2 * hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def max_queries(eps0: float, epsilon: float, delta: float, mechanism: Mechanism = "generic",
                 pld_max_k: int = PLD_MAX_K) -> tuple[int, str]:
     """The largest k such that k-fold composition of eps0-DP mechanisms is (epsilon, delta)-DP by
@@ -196,8 +175,8 @@ def max_queries(eps0: float, epsilon: float, delta: float, mechanism: Mechanism 
         k_basic -= 1
     found: list[tuple[int, str]] = [(k_basic, "basic")]
     if delta > 0.0:
-        found.append((_largest(lambda k: advanced_epsilon(k, eps0, delta) <= epsilon, 1), "advanced"))
-        found.append((_largest(lambda k: optimal_delta(k, eps0, epsilon) <= delta, 1), "optimal"))
+        found.append((roots.largest_int_from(lambda k: advanced_epsilon(k, eps0, delta) <= epsilon, 1), "advanced"))
+        found.append((roots.largest_int_from(lambda k: optimal_delta(k, eps0, epsilon) <= delta, 1), "optimal"))
     k_best, name = max(found)
     if mechanism == "laplace" and delta > 0.0 and k_best < pld_max_k:
         def ok(k: int) -> bool:
@@ -208,13 +187,7 @@ def max_queries(eps0: float, epsilon: float, delta: float, mechanism: Mechanism 
             lo, hi = k_best + 1, min(pld_max_k + 1, max(k_best + 2, math.ceil(1.25 * (k_best + 1))))
             while hi <= pld_max_k and ok(hi):
                 lo, hi = hi, min(pld_max_k + 1, 2 * hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if ok(mid):
-                    lo = mid
-                else:
-                    hi = mid
-            k_best, name = lo, "pld"
+            k_best, name = roots.largest_int(ok, lo, hi), "pld"
     return k_best, name
 
 
@@ -233,13 +206,5 @@ def max_eps0(k: int, epsilon: float, delta: float) -> float:
         return advanced_epsilon(k, e0, delta) <= epsilon or optimal_delta(k, e0, epsilon) <= delta
 
     lo = epsilon / k  # basic holds
-    hi = 2.0 * lo
-    while ok(hi):
-        lo, hi = hi, 2.0 * hi
-    while hi - lo > 1e-10 * lo:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    lo, hi = roots.grow_until(ok, lo, 2.0 * lo, want=False)
+    return roots.largest_float(ok, lo, hi, rel_tol=1e-10)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from everlast.engine import roots
 from everlast.peers import accounting, dagan_feldman, design, sparse_vector
 
 METHODS = ("nonprivate", "dwork_feldman", "sparse_vector", "private_learner", "dagan_feldman")
@@ -50,21 +51,8 @@ class Requirement:
 
 
 def _smallest(ok: Callable[[int], bool], lo: int) -> int:
-    """Smallest n >= lo with ok(n), for ok monotone (false then true)."""
-    if ok(lo):
-        return lo
-    hi = max(2 * lo, lo + 1)
-    while not ok(hi):
-        lo, hi = hi, 2 * hi
-        if hi > 1 << 80:
-            raise ArithmeticError("no feasible n below 2^80")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    """Smallest n >= lo with ok(n), for ok monotone (false then true); ArithmeticError past 2^80."""
+    return roots.smallest_int_from(ok, lo, limit=1 << 80)
 
 
 def nonprivate_n(alpha: float) -> int:
@@ -88,16 +76,11 @@ def sparse_vector_t(horizon: int, lam: int, c: int, epsilon: float, delta: float
     if level >= 0.5:
         s = 0.0
     else:
-        lo, hi = 0.0, 1.0
-        while sparse_vector.laplace_difference_sf(hi, p.b1, p.b2) > level:
-            hi *= 2.0
-        while hi - lo > 1e-9 * hi:
-            mid = 0.5 * (lo + hi)
-            if sparse_vector.laplace_difference_sf(mid, p.b1, p.b2) <= level:
-                hi = mid
-            else:
-                lo = mid
-        s = hi
+        def below(x: float) -> bool:
+            return sparse_vector.laplace_difference_sf(x, p.b1, p.b2) <= level
+
+        _, hi = roots.grow_until(below, 0.0, 1.0)  # doubling hi; the search keeps lo = 0
+        s = roots.smallest_float(below, 0.0, hi, rel_tol=1e-9)
     t1 = design.noisy_majority_t(p.eps_answer, alpha)
     t2 = math.ceil(4.0 * (1.0 + p.w + s))
     return max(t1, t2)

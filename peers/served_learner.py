@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from everlast.engine import roots
 from everlast.engine.concepts import ConceptClass
 from everlast.engine.learner import Domain
 from everlast.engine.learner import PrivateLearner as EngineLearner
@@ -44,13 +45,10 @@ def expected_error_bound(n: int, epsilon: float, grid: Grid | None = None) -> fl
     """The smallest expected error Theorem L2 proves at n (``n_required`` inverted by bisection;
     the condition is monotone in alpha). 1.0 when it proves none below 1."""
     ln_h = pl.ln_hypotheses("thresholds", domain_size(grid))
-    lo, hi = 0.0, 1.0 - 1e-9
+    hi = 1.0 - 1e-9
     if not pl.expected_error_holds(n, epsilon, hi, ln_h):
         return 1.0
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if pl.expected_error_holds(n, epsilon, mid, ln_h) else (mid, hi)
-    return hi
+    return roots.smallest_float(lambda a: pl.expected_error_holds(n, epsilon, a, ln_h), 0.0, hi, steps=50)
 
 
 class ServedLearner(PeerState):

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from everlast.engine import roots
 from everlast.engine.concepts import ConceptClass
 from everlast.engine.rng import laplace
 from everlast.peers import accounting, design
@@ -99,13 +100,7 @@ def svt_threshold(delta_b: float, b1: float, b2: float, c: int) -> float:
     lo = 0.0
     if svt_bad_event(lo, b1, b2, c) <= delta_b:
         return lo
-    while hi - lo > 1e-9 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if svt_bad_event(mid, b1, b2, c) <= delta_b:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return roots.smallest_float(lambda w: svt_bad_event(w, b1, b2, c) <= delta_b, lo, hi, abs_tol=1e-9, rel_tol=1e-9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,17 +171,7 @@ def design_for_n(T: int, lam: int, epsilon: float, delta: float, alpha: float) -
         p = calibrate(c, epsilon, delta)
         return p.eps_answer >= need_eps and unstable_rate_bound(lam, T, p) <= alpha
 
-    c_lo = 1
-    if feasible(1):
-        c_hi = 2
-        while feasible(c_hi):
-            c_lo, c_hi = c_hi, 2 * c_hi
-        while c_hi - c_lo > 1:
-            mid = (c_lo + c_hi) // 2
-            if feasible(mid):
-                c_lo = mid
-            else:
-                c_hi = mid
+    c_lo = roots.largest_int_from(feasible, 2) if feasible(1) else 1
     p = calibrate(c_lo, epsilon, delta)
     u = unstable_rate_bound(lam, T, p)
     return p, max(1, math.floor(c_lo / (2.0 * u)))

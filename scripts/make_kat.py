@@ -1,4 +1,4 @@
-"""Regenerate the engine's known-answer vectors, ``tests/data/kat-<design>.json`` (issue 12, item 4).
+"""Regenerate the engine's known-answer vectors, ``tests/data/kat-<design>.json``.
 
 Run by hand, from the repository root, and only on purpose::
 

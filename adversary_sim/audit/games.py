@@ -21,7 +21,7 @@ Training-set game (Flag = 1):
     boundary flipped, so the count is lo - 1 or lo: every vote sits on the band's lower edge. B
     probes one point for the whole round and scores the view with its exact likelihood ratio
     (``adversary_sim.audit.probe``). Against target-charged each query is then randomized response at
-    level eps0 and the round ends at about c tops (note target_charging.md section 3.3); the
+    level eps0 and the round ends at about c tops (docs/notes/target_charging.md 3.3); the
     configuration (``edge_round``) halts at the hard cap c, the worst case of Lemma TC. Catches
     ``no-noise``, ``no-halt-limit`` and ``charged-c``.
   * ``relabel``: S-hat's labeled points sit at 0 (label 0) and 1 (label 1) with a gap; the canary
@@ -35,7 +35,7 @@ Query game (Flag = 0):
     (relabeled 1); the other R - 1 queries are fixed so that S_2 (= all of D-hat, relabeled) holds
     k0 or k0 + 1 ones. B then probes round 2 as in ``flip``. This tests the later-round part of the
     query chain (Claim E.6's steps 1-6), not the in-round channels.
-  * ``halting``: issue 8 / query_privacy.md section 1: x^0 = 0 (far from the boundary, answered L)
+  * ``halting``: the halting channel (docs/notes/query_privacy.md 1): x^0 = 0 (far from the boundary, answered L)
     or x^1 = 1/2 (split vote, a top). Paper: then c - 1 queries at 1/2 and one at 0; in world 1 the
     c-th top fails the round and the last query is refused. Target-charged (noisy halting): B sends
     split-vote queries up to the hard cap and scores the halting time; the held-out threshold is the
@@ -143,7 +143,7 @@ def edge_round() -> RoundSpec:
 def halting_round(design: Design = PAPER) -> RoundSpec:
     """The halting attack's round (lambda = 10: the vote varies with x; R = 100 000 >> c).
     paper: c = 2. target-charged: noisy halting with eps_h = 1, c0 = 10 and hard cap
-    c = c0 + 1 + ceil((8/eps_h) ln(1/1e-9)) = 177 (query_privacy.md section 3.2)."""
+    c = c0 + 1 + ceil((8/eps_h) ln(1/1e-9)) = 177 (docs/notes/query_privacy.md 3.2)."""
     return AUDIT_ROUNDS[design].halting()
 
 
@@ -164,7 +164,7 @@ HALT_C0 = 10
 
 
 def restart_round(design: Design = PAPER) -> RoundSpec:
-    """The restart attack's round (query_privacy.md section 4, audit B): c = 2000, alpha = 0.05,
+    """The restart attack's round (docs/notes/query_privacy.md 4, audit B): c = 2000, alpha = 0.05,
     eps' = 1/(3 sqrt(c ln(2/delta))), delta' = delta/(2c) (delta = 1e-6), T = 1.2 T_min of Lemma C.3's
     gap, so the band is W = alpha eps' T = 227.9 threshold-noise units wide. R = 10^8 (more than any
     game uses). target-charged: the same round with eps0 = eps', noisy halting eps_h = 0.1, c0 = 1000
@@ -454,7 +454,7 @@ class HaltingAttack(Attack):
     name = "halting"
     game = "query"
     tag = 22
-    summary = ("issue 8 / query_privacy.md section 1: hidden x0 = 0 (L) or x1 = 1/2 (top), then c-1 "
+    summary = ("the halting channel (docs/notes/query_privacy.md 1): hidden x0 = 0 (L) or x1 = 1/2 (top), then c-1 "
                "queries at 1/2 and one at 0; world 1 has spent c tops, so the last query is refused")
     catches = ("paper's halting at c", "deterministic-halting")
     scope = "in-round"
@@ -471,7 +471,7 @@ class HaltingAttack(Attack):
         if AUDIT_ROUNDS[self.design].halting_sweep:
             spec = self.scenario().schedule.rounds[0]
             d["summary"] = (
-                "issue 8 / query_privacy.md sections 1 and 3.2, against noisy halting: hidden x0 = 0 (L) "
+                "the halting channel (docs/notes/query_privacy.md 1 and 3.2), against noisy halting: hidden x0 = 0 (L) "
                 "or x1 = 1/2 (top), then split-vote queries at 1/2 up to the hard cap; the view is the "
                 "halting time, i.e. for every k whether the query after k follow-up tops is refused. "
                 "Score: -(follow-ups answered); the held-out protocol picks the best k (the sweep); "
@@ -523,8 +523,8 @@ class RestartAttack(Attack):
     name = "restart"
     game = "query"
     tag = 23
-    summary = ("issue 8 / query_privacy.md section 2, 'wait-and-test': probe at lo - z b; when the run of "
-               "0-labels reaches m send hidden x0 (L) or x1 (top: restarts mu under per-top restarts); "
+    summary = ("the restart channel (docs/notes/query_privacy.md 2), 'wait-and-test': probe at lo - z b; when the "
+               "run of 0-labels reaches m send hidden x0 (L) or x1 (top: restarts mu under per-top restarts); "
                "guess world 0 iff the next run N2 >= theta. Played on engine.between_thresholds with "
                "engine.design.RoundNoise")
     catches = ("paper's per-top restarts",)

@@ -13,7 +13,7 @@ data-dependent state, so each answered label contributes log P1(label) - log P0(
 P(L) = P[v + z < lo] = P[z <= lo - v - 1]. The halting time depends on the data only through the
 labels already shown (the test reads the top count and independent noise), so refusals contribute
 nothing. With the vote on a band edge (v0 = lo - 1, v1 = lo) each query is randomized response at
-level eps0 = 1/t, and the round ends at about c tops: the view of note target_charging.md section 3.3.
+level eps0 = 1/t, and the round ends at about c tops: the view of docs/notes/target_charging.md 3.3.
 :func:`edge_law` gives the exact law of that view when the round ends at the hard cap c, from which
 :func:`preregistered_test` picks the audit's test before any game is played, and
 :func:`exact_epsilon` the epsilon the view attains at a given delta (what infinitely many games
@@ -43,6 +43,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from everlast.adversary_sim.audit.stats import clopper_pearson_upper, epsilon_from_rates
+from everlast.engine import roots
 from everlast.engine.design import NoisePlan
 
 _SPAN = 40.0
@@ -185,13 +186,11 @@ def exact_epsilon(law: EdgeLaw, delta: float) -> float:
         return max(float(np.maximum(p0 - math.exp(E) * p1, 0.0).sum()),
                    float(np.maximum(p1 - math.exp(E) * p0, 0.0).sum()))
 
-    lo, hi = 0.0, 1.0
-    while excess(hi) > delta:
-        hi *= 2.0
-    for _ in range(60):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if excess(mid) > delta else (lo, mid)
-    return hi
+    def within(E: float) -> bool:
+        return not excess(E) > delta
+
+    _, hi = roots.grow_until(within, 0.0, 1.0)  # doubling hi; the search keeps lo = 0
+    return roots.smallest_float(within, 0.0, hi, steps=60)
 
 
 def preregistered_test(law: EdgeLaw, n_eval: int, delta: float, alpha: float) -> tuple[float, int, float]:

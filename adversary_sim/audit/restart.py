@@ -1,4 +1,4 @@
-"""The restart attack (issue 8, query_privacy.md section 2): the "wait-and-test" adversary against a
+"""The restart attack (docs/notes/query_privacy.md 2): the "wait-and-test" adversary against a
 round's threshold-noise restarts, played on the engine's round mechanism.
 
 Why the mechanism and not the predictor: the channel lives entirely inside one round, and the
@@ -44,7 +44,7 @@ MAX_CHUNK = 8192
 
 @dataclass(frozen=True, slots=True)
 class WaitAndTest:
-    """The adversary's parameters (query_privacy.md section 4, audit B)."""
+    """The adversary's parameters (docs/notes/query_privacy.md 4, audit B)."""
 
     m: int = 18
     """Run of 0-labels to wait for before the differing query."""

@@ -98,7 +98,7 @@ def resolve_attacks(game: str, names: Sequence[str] | None, design: Design = DEF
     out: list[Attack] = []
     for n in asked:
         if n in PLANNED_ATTACKS.get(game, ()):
-            raise NotImplementedError(f"attack {n!r} is planned (issue 8) but not implemented yet")
+            raise NotImplementedError(f"attack {n!r} is planned but not implemented yet")
         if n not in known:
             raise ValueError(f"unknown attack {n!r} for the {game} game; known: {', '.join(known)}")
         att: Attack = (RestartAttack(design, queries, adversary) if n == "restart"
@@ -301,7 +301,8 @@ def run_audit(
     warnings = []
     if game == "query" and top["claimed_kind"] == "conditional":
         warnings.append("QUERY PRIVACY NOT PROVEN for this configuration: claimed_epsilon is the "
-                        "conditional chain (Claim E.6's in-round step is false for the paper's design; issue 8)")
+                        "conditional chain (Claim E.6's in-round step is false for the paper's design; "
+                        "docs/privacy/genericbbl.md 4)")
     if v.charged_c:
         warnings.append("claimed_epsilon is a BROKEN claim (charged-c: only c steps charged), not the "
                         "planner's: the audit tests whether the games violate it")

@@ -23,7 +23,7 @@ above the claim for a broken variant shows that the games can see the safeguard 
   product design: it shows what the noisy test buys (the halting attack catches it).
 * ``charged-c`` (target-charged only, the flip attack): the mechanism as shipped, and the claim
   computed as if only the c tops were charged: the K-fold composition of eps0-DP steps with K = c
-  instead of Lemma TC's K (note target_charging.md section 3.3: "pay eps0 per TOP" is not achievable).
+  instead of Lemma TC's K (docs/notes/target_charging.md 3.3: "pay eps0 per TOP" is not achievable).
 """
 
 from __future__ import annotations

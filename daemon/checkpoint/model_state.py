@@ -23,7 +23,8 @@ from everlast.daemon.checkpoint.blobs import BlobStore
 from everlast.daemon.errors import CheckpointError, CorruptCheckpoint
 from everlast.engine import codec
 from everlast.engine.errors import CorruptState
-from everlast.engine.serving import Servable, restore
+from everlast.engine.restore import restore
+from everlast.engine.serving import Servable
 
 
 @dataclass

@@ -17,8 +17,8 @@ error bound shows that every real number consistent with it decides the same way
 * ``sample_range`` (intervals): a two-stage rejection sampler, Lemma X6's construction with
   LabelBoost's own counts (its docstring has the proof).
 
-The number of bits drawn depends on the data (as in the learner: a timing channel, docs/PRIVACY.md
-17.3); the stream after the draw is still fresh (the bits used form a stopping time).
+The number of bits drawn depends on the data (as in the learner: a timing channel,
+docs/privacy/learner.md 3); the stream after the draw is still fresh (the bits used form a stopping time).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from everlast.engine import roots
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner.accountants import PUBLISHED, TIGHT, Accountant, AccountingName, accountant
@@ -184,7 +185,7 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
             p = p_top(r.band, r.lam, nb)
             fail = split_votes_failure(c_util, r.R, p)
             checks.append(Check("halt budget: P[more than c tops] (Chernoff, split-votes p_top)",
-                                "calibration.md section 2", "accuracy", fail <= r.beta, fail,
+                                "docs/privacy/genericbbl.md 9.2", "accuracy", fail <= r.beta, fail,
                                 r.beta, i))
         else:
             checks.extend(dr.halt_rule_checks(r, i))
@@ -391,15 +392,17 @@ def best_epsilon(n: int, targets: Targets, lo: float = 1e-2, hi: float | None = 
     if bottom is not None and bottom.n_required <= n:
         return Achievable(n=n, epsilon=_eps(bottom), target=lo, plan=bottom,
                           reason=f"searched down to epsilon = {lo:g} only")
-    best, a, b = top, math.log(lo), math.log(hi)
-    while b - a > rel_tol:
-        mid = 0.5 * (a + b)
-        p = _try_plan(targets.with_epsilon(math.exp(mid)))
-        if p is not None and p.n_required <= n:
-            best, b = p, mid
-        else:
-            a = mid
-    return Achievable(n=n, epsilon=_eps(best), target=math.exp(b), plan=best)
+    fitting = {math.log(hi): top}
+
+    def fits(log_eps: float) -> bool:
+        p = _try_plan(targets.with_epsilon(math.exp(log_eps)))
+        if p is None or p.n_required > n:
+            return False
+        fitting[log_eps] = p
+        return True
+
+    b = roots.smallest_float(fits, math.log(lo), math.log(hi), abs_tol=rel_tol)
+    return Achievable(n=n, epsilon=_eps(fitting[b]), target=math.exp(b), plan=fitting[b])
 
 
 def _eps(p: Plan) -> float:

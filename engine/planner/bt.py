@@ -13,8 +13,8 @@ is 2 gamma_i and the condition ("P1") reads
     2 gamma_i >= 12 / (eps'_i T_i) * (ln(10/eps'_i) + ln(1/delta'_i) + 1).
 
 **Logarithms are natural.** The lemma writes "log"; its log terms come from Laplace tail bounds
-P[|Lap(b)| > t] = e^{-t/b}, so the natural log is the consistent reading (``calibration.md`` and
-``bt_tight.md`` read it the same way). ``log_base=2`` is accepted for a reader who disagrees; it
+P[|Lap(b)| > t] = e^{-t/b}, so the natural log is the consistent reading (docs/notes/calibration.md reads it the
+same way). ``log_base=2`` is accepted for a reader who disagrees; it
 makes every T about 1.44x larger.
 
 Lemma C.4 (accuracy only) is here too, since it is a condition on the same T_i.

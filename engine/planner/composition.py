@@ -52,6 +52,8 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import betainc, expit, log_ndtr, ndtr
 
+from everlast.engine import roots
+
 EXACT_MAX_C = 10**14
 TERM_MARGINS = ((10**3, 1e-12), (10**5, 4e-12), (10**6, 1e-11), (10**8, 1e-10), (10**10, 1e-9),
                 (EXACT_MAX_C, 5e-8))
@@ -219,16 +221,7 @@ def kov_max_eps0(c: int, E: float, budget: float, cap: float = EPS_CAP) -> float
         if lo <= cand and h(cand) <= 0.0:
             return cand
     # Fall back to bisection keeping the invariant h(lo) <= 0.
-    hi = x
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if h(mid) <= 0.0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= hi * 1e-12:
-            break
-    return lo
+    return roots.largest_float(lambda e: h(e) <= 0.0, lo, x, steps=200, rel_tol=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,9 +20,11 @@ Pure functions; |H| is exact (``engine.learner.hypothesis_count``), its log a fl
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
+from everlast.engine import roots
 from everlast.engine.learner.hypothesis import CLASSES, hypothesis_count
 from everlast.engine.learner.ordinals import FLOAT64_POINTS
 
@@ -33,7 +35,7 @@ SLACK = 1e-9
 
 
 def ln_hypotheses(concept: str, domain_size: int = FLOAT64_POINTS, d: int = 1) -> float:
-    """ln |H| of the learner's class on a domain of ``domain_size`` points (section 17.1)."""
+    """ln |H| of the learner's class on a domain of ``domain_size`` points (docs/privacy/learner.md 1)."""
     return math.log(hypothesis_count(concept, domain_size, d))
 
 
@@ -81,18 +83,15 @@ class LearnerBound:
 
 
 def _min_n(epsilon: float, alpha: float, beta: float, ln_h: float, beta_em: float) -> int:
+    def ok(n: int) -> bool:
+        return holds(n, epsilon, alpha, beta, ln_h, beta_em)
+
     t = em_errors(epsilon, ln_h, beta_em)
     lo = max(1, math.floor(t / alpha))
     hi = max(lo, 2)
-    while not holds(hi, epsilon, alpha, beta, ln_h, beta_em):
-        hi *= 2
-    while lo < hi:  # holds() is monotone in n: d/dn [n KL(t/n || alpha)] = ln((1 - t/n)/(1 - alpha)) >= 0
-        mid = (lo + hi) // 2
-        if holds(mid, epsilon, alpha, beta, ln_h, beta_em):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    _, hi = roots.grow_until(ok, lo, hi)  # doubling hi; the search keeps lo
+    # holds() is monotone in n: d/dn [n KL(t/n || alpha)] = ln((1 - t/n)/(1 - alpha)) >= 0
+    return roots.smallest_int(ok, lo - 1, hi)
 
 
 def n_required(epsilon: float, alpha: float, beta: float, ln_h: float) -> LearnerBound:
@@ -145,14 +144,7 @@ def best_alpha(n: int, epsilon: float, beta: float, ln_h: float) -> float:
 
     if not ok(1.0 - 1e-12):
         return 1.0
-    lo, hi = 0.0, 1.0 - 1e-12
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return roots.smallest_float(ok, 0.0, 1.0 - 1e-12, steps=60)
 
 
 def best_epsilon(n: int, alpha: float, beta: float, ln_h: float) -> float:
@@ -165,16 +157,9 @@ def best_epsilon(n: int, alpha: float, beta: float, ln_h: float) -> float:
         b_em, b_uc = f * beta, beta - f * beta
         if not _uc_holds(n, alpha, 1e-300, ln_h, b_uc):
             continue
-        lo, hi = 0.0, n * alpha  # largest t with the UC condition (KL decreasing in t on [0, n alpha])
-        if _uc_holds(n, alpha, hi, ln_h, b_uc):
-            lo = hi
-        else:
-            for _ in range(100):
-                mid = 0.5 * (lo + hi)
-                if _uc_holds(n, alpha, mid, ln_h, b_uc):
-                    lo = mid
-                else:
-                    hi = mid
+        uc = functools.partial(_uc_holds, n, alpha, ln_h=ln_h, beta_uc=b_uc)
+        hi = n * alpha  # largest t with the UC condition (KL decreasing in t on [0, n alpha])
+        lo = hi if uc(hi) else roots.largest_float(uc, 0.0, hi, steps=100)
         if lo > 0.0:
             best = min(best, 2.0 * (ln_h - math.log(b_em)) / lo)
     return best * (1.0 + 1e-12)

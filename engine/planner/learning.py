@@ -4,7 +4,7 @@ they only decide how often a round fails or how accurate its answers are.
 * lambda_i, chunk size: Theorem A.2 (VC bound, Blumer-Ehrenfeucht-Haussler-Warmuth 1989):
   lambda = (8 VC log(13/alpha) + 4 log(2/beta)) / alpha. The paper does not give the base; Blumer
   et al. state it with log base 2, which is the default here (``lambda_log="log2"``, as
-  ``calibration.md``); ``"ln"`` is accepted.
+  docs/notes/calibration.md); ``"ln"`` is accepted.
 * |S-hat_i|: LabelBoost's utility, Lemma C.2 / Claim D.8: |D-hat| <= (beta/e) VC exp(alpha |S-hat| /
   (2 VC)) - |S-hat|, and |S-hat_i| >= lambda_{i+1} so that Claim E.1's generalisation step applies.
 * the halt budget c_i (Claims D.2-D.5): "paper" = 64 alpha_i R_i (capped at R_i, since a round has
@@ -59,7 +59,7 @@ def halt_budget(policy: HaltBudget, R: int, alpha: float, gamma: float, lam: int
                 boundaries: int = 1, cap: bool = True) -> int:
     """c_i for a round of R queries: "paper" = min(R, ceil(64 alpha R)) (Claim D.5, capped),
     "split-votes" = min(R, ceil(k R p_top)). ``cap=False`` leaves the paper's 64 alpha R uncapped
-    (only to reproduce calibration.md table (iii); a round never has more than R tops)."""
+    (only to reproduce docs/notes/calibration.md table (iii); a round never has more than R tops)."""
     share = 64.0 * alpha if policy == "paper" else k * p_top(gamma, lam, boundaries)
     c = math.ceil(share * R)
     return max(1, min(R, c) if cap else c)

@@ -2,8 +2,8 @@
 
 ``compare(targets, mechanisms, n)`` plans every requested mechanism for the same targets (and, with
 ``n``, what that many examples certify) and names the cheapest one that certifies the targets with
-proven numbers. The private learner's numbers come from ``engine.planner.learner`` (docs/PRIVACY.md
-section 17), GenericBBL's from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
+proven numbers. The private learner's numbers come from ``engine.planner.learner``
+(docs/privacy/learner.md), GenericBBL's from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
 
 Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``.
 """

@@ -15,7 +15,7 @@ For round i (alpha_i = alpha/2^i, beta_i = beta/2^i, step 1 and 3(g)):
               ln^2((64 VC log(26/alpha) + 32 log(4/beta))/(eps alpha^2 beta delta)) (3 + e^{eps+4}).
 
 Log conventions: the logs inside lambda_i follow ``lambda_log`` (default log2, Blumer et al.; as in
-calibration.md); every other log is natural. With those conventions table (i) of calibration.md
+docs/notes/calibration.md); every other log is natural. With those conventions its table (i)
 is reproduced (T_1 = 4.26e18, lambda_1 = 1789, n = 1.15e24 at eps = 1, alpha = 0.1).
 
 The integer schedule handed to the certifier rounds lambda, T, R and c up and the subsample sizes

@@ -510,7 +510,7 @@ ROW_TARGETS: tuple[tuple[str, Accountant, dict[str, Any]], ...] = (
 
 
 PAPER_EPSILON_NOTE = ("Theorem 5.1 assumes epsilon < 1: the paper's formulas are evaluated as written (as "
-                      "calibration.md table (i) does).")
+                      "docs/notes/calibration.md table (i) does).")
 D6_NOTE = ("Claim D.6 fails (lambda_2 T_2 / |D-hat_1| > 1): the paper's schedule cannot form S_2; its n is "
            "reported only.")
 
@@ -583,7 +583,7 @@ def designs_block() -> str:
 
 
 CALIBRATION_I = (
-    # calibration.md table (i), the paper's formulas as written (tau = 1.1e10, VC 1, delta = 1e-6,
+    # docs/notes/calibration.md table (i), the paper's formulas as written (tau = 1.1e10, VC 1, delta = 1e-6,
     # beta = 0.05), as printed there: epsilon, alpha, T_1, lambda_1, |S_1|, R_1, c_1, n, gap, D.6
     ("1", ".05", "2.06e19", "3899", "8.02e22", "2.05e27", "3.28e27", "1.21e25", ".88", ".07"),
     ("1", ".1", "4.26e18", "1789", "7.62e21", "1.95e26", "6.25e26", "1.15e24", ".91", ".07"),
@@ -603,7 +603,7 @@ def printed_agrees(printed: str, value: float) -> bool:
 
 
 CALIBRATION = (
-    # calibration.md tables (iii) and (iv): the paper's design, Lemma C.3 per BetweenThresholds
+    # docs/notes/calibration.md tables (iii) and (iv): the paper's design, Lemma C.3 per BetweenThresholds
     # instance (continuous noise), KOV, BBG: (table, epsilon, alpha, halts, cap_c, accuracy_floors,
     # n, T_1, R_1, c_1, r_D)
     ("(iii)", 1.0, 0.1, "paper", False, True, 7.62e18, 4.26e15, 2.35e21, 7.52e21, 0.033),
@@ -619,12 +619,12 @@ def _rel(a: float, b: float) -> str:
 
 def calibration_crosscheck() -> str:
     """(1) The paper's formulas as written (``paper_schedule``, the planner's ``--accounting
-    paper``) against calibration.md table (i): like with like, every column. (2) The tight
+    paper``) against docs/notes/calibration.md table (i): like with like, every column. (2) The tight
     planner's paper design against tables (iii)/(iv) under the same options: these tables used
     Lemma C.3 (continuous noise) per instance, the planner uses discrete Theorem B, so the numbers
     differ by design; the block says by how much and what sets T_1 now."""
     rows = ["The paper's formulas as written (`everlast plan --accounting paper`, "
-            "`engine.planner.paper`) against calibration.md table (i) (tau = 1.1e10, VC 1, delta = 1e-6, "
+            "`engine.planner.paper`) against docs/notes/calibration.md table (i) (tau = 1.1e10, VC 1, delta = 1e-6, "
             "beta = 0.05); each cell is calib. / planner:",
             "",
             "| epsilon | alpha | T_1 | lambda_1 | \\|S_1\\| | R_1 | c_1 | n | gap | D.6 | "
@@ -640,7 +640,7 @@ def calibration_crosscheck() -> str:
                            for t, o in zip(theirs, ours, strict=True))
         rows.append(f"| {row[0]} | {row[1]} | {cells} | {'yes' if ok else 'NO'} |")
     rows += ["",
-             "The tight planner's paper design against calibration.md tables (iii) and (iv) under the "
+             "The tight planner's paper design against docs/notes/calibration.md tables (iii) and (iv) under the "
              "same options ((iii): the paper's halts, c_i not capped at R_i; (iv): split-votes halts, "
              "no accuracy floors). These tables bound each BetweenThresholds instance by Lemma C.3 "
              "(continuous noise: eps' per instance, gap 2 gamma T >= (12/eps')(ln(10/eps') + "
@@ -659,7 +659,7 @@ def calibration_crosscheck() -> str:
                     f"{fmt(n / sol.n_required, 3)} | {fmt(T1)} / {fmt(sol.specs[0].T)} | "
                     f"{sol.rounds[0].binding} |")
     rows += ["",
-             "Under split-votes halts n is about quadratic in the band a round needs (calibration.md "
+             "Under split-votes halts n is about quadratic in the band a round needs (docs/notes/calibration.md "
              "section 2: T_i ~ (6 L_i/(gamma_i mu))^2), hence the larger ratio; under the paper's halts "
              "Claim D.7's accuracy floor, not privacy, now sets T_1 (last column), which caps the gain."]
     return "\n".join(rows)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import mpmath
 
+from everlast.engine import roots
 from everlast.engine.planner import composition as comp
 from everlast.engine.planner.above_threshold import up
 
@@ -63,20 +64,18 @@ def binom_lower_tail(K: int, q: float, a: int) -> float:
 
 
 def charged_steps(c: int, q: float, target: float) -> int:
-    """Smallest K with binom_lower_tail(K, q, c - 1) <= target (K >= c)."""
+    """Smallest K > K0 = max(c, ceil((c - 1)/q)) with binom_lower_tail(K, q, c - 1) <= target. K0
+    itself is not tried: where the bound already holds there (small c with q near 1 only), the
+    answer is K0 + 1, and a larger K only over-charges."""
     if not 0.0 < target < 1.0 or q <= 0.0:
         raise ValueError("need a tail target in (0, 1) and q > 0")
+
+    def meets(K: int) -> bool:
+        return binom_lower_tail(K, q, c - 1) <= target
+
     lo = max(c, math.ceil((c - 1) / q))
-    hi = max(lo + 1, 2 * lo)
-    while binom_lower_tail(hi, q, c - 1) > target:
-        hi *= 2
-    while hi - lo > 1:  # invariant: the bound at hi meets the target
-        mid = (lo + hi) // 2
-        if binom_lower_tail(mid, q, c - 1) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    _, hi = roots.grow_until(meets, lo, max(lo + 1, 2 * lo))  # doubling hi; the search keeps lo
+    return roots.smallest_int(meets, lo, hi)  # invariant: the bound at hi meets the target
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The tight schedule solver (calibration.md section 2): from targets to a schedule, for the engine's
+"""The tight schedule solver (docs/notes/calibration.md 2): from targets to a schedule, for the engine's
 two designs (engine.design).
 
 Privacy side (never weakened):
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from scipy.optimize import minimize_scalar
 
+from everlast.engine import roots
 from everlast.engine.design import DEFAULT, Design
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import amplification as amp
@@ -73,7 +74,7 @@ class TightOptions:
     lambda_log: LambdaLog = "log2"
     boundaries: int = 1
     cap_c: bool = True
-    """Cap the paper's halt budget at R_i (False only to reproduce calibration.md table (iii))."""
+    """Cap the paper's halt budget at R_i (False only to reproduce docs/notes/calibration.md table (iii))."""
     accuracy_floors: bool = True
     """Raise T_i to Claim D.2's and D.7's accuracy floors (privacy-neutral: a larger T only helps)."""
     design: Design = DEFAULT
@@ -242,7 +243,7 @@ class _PaperSolver:
     def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
                 gamma: float, c_util: int) -> _RoundT:
         o = self.P.o
-        c = count = c_util  # the halt budget (capped at R unless cap_c is off: calibration.md (iii))
+        c = count = c_util  # the halt budget (capped at R unless cap_c is off: docs/notes/calibration.md (iii))
         if exact:
             ch = _choose_instances(count, E, Delta)
             if ch is None:
@@ -273,8 +274,8 @@ SOLVERS: dict[str, type[_TargetChargedSolver] | type[_PaperSolver]] = {
 
 def _fixed_point(f: Callable[[int], _RoundT]) -> _RoundT:
     """Smallest-ish integer T with f(T).T <= T for a monotone f growing like sqrt(T): a secant
-    search in log T, then bisection keeping the invariant f(hi).T <= hi (so the returned round
-    meets its own constraints)."""
+    search in log T, then bisection (``roots.smallest_int``, to 1e-7 relative) keeping the invariant
+    f(hi).T <= hi (so the returned round meets its own constraints)."""
     x0, x1 = math.log(1e4), math.log(1e8)
     g0 = math.log(f(math.ceil(math.exp(x0))).T) - x0
     g1 = math.log(f(math.ceil(math.exp(x1))).T) - x1
@@ -300,14 +301,13 @@ def _fixed_point(f: Callable[[int], _RoundT]) -> _RoundT:
         if lo < rl.T:
             break
         hi, r = lo, rl
-    while hi - lo > max(1, int(hi * 1e-7)):
-        mid = (lo + hi) // 2
-        rm = f(mid)
-        if mid >= rm.T:
-            hi, r = mid, rm
-        else:
-            lo = mid
-    return r
+    seen = {hi: r}
+
+    def meets(T: int) -> bool:
+        seen[T] = f(T)
+        return T >= seen[T].T
+
+    return seen[roots.smallest_int(meets, lo, hi, rel_tol=1e-7)]
 
 
 def solve(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim: int = 1,

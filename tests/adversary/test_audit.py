@@ -5,7 +5,7 @@ The tie tests make every audit mechanism the engine's: the vectorized round (``f
 for both designs, and the restart game's chunked, replayed feeding gives what one call of the engine's
 round gives.
 
-The verdict tests are the point of the audit (issues 5, 13): with fixed seeds, the real engine never
+The verdict tests are the point of the audit: with fixed seeds, the real engine never
 shows a lower bound above the planner's claim, and each deliberately broken variant shows one above
 it. Margins: the broken variants are separated perfectly or nearly so, so their bound is (close to)
 the most the trial count allows, chosen to clear the claim by a wide margin; for ``charged-c`` the
@@ -476,7 +476,7 @@ def test_broken_variants_are_caught(game: str, v: str, attack: str, design: Desi
 
 @pytest.mark.statistical
 def test_halting_attack_catches_the_papers_halting() -> None:
-    """Issue 8: against the paper's halting at c < R the last query is refused exactly in world 1, so
+    """The halting channel: against the paper's halting at c < R the last query is refused exactly in world 1, so
     the bound is the most the games allow (5.4 with 1200 per world), far above the conditional claim."""
     out = _audit("query", "real", "halting", 2400, PAPER)
     assert out["claimed_kind"] == "conditional" and out["claimed_epsilon_proven"] == math.inf
@@ -488,7 +488,8 @@ def test_halting_attack_fails_against_target_charged() -> None:
     """Noisy halting (eps_h = 1, c0 = 10, hard cap 177): the follow-up tops swept up to the hard cap
     (score: the halting time; the held-out third picks the best k) stay far below Theorem Q's in-round
     claim eps_h. The halt is visible -- world 1 halts about one query earlier -- but the halting time's
-    tail ratios are at most ~e^0.42 (query_privacy.md), and the Clopper-Pearson limits only lower that."""
+    tail ratios stay within AboveThreshold's e^{eps_h} (Theorem Q, docs/privacy/genericbbl.md 5), and the
+    Clopper-Pearson limits only lower what the games show."""
     out = _audit("query", "real", "halting", 2400)
     a = _attack(out)
     assert out["claimed_kind"] == "proven (in-round step Q0, Theorem Q)"

@@ -109,7 +109,7 @@ def test_everlast_numbers_are_honest(result: dict[str, Any]) -> None:
     n_paper = m["everlast"]["n_required"][0]
     assert n_split < n_paper
     plan = result["everlast_plans"]["everlast_split_votes"]
-    # the planner's default design is the cheapest one whose query privacy is proven (issue 8)
+    # the planner's default design is the cheapest one whose query privacy is proven (docs/privacy/genericbbl.md 4-5)
     assert plan["epsilon_training"] <= 1.0 * (1 + 1e-9) and plan["query_privacy_proven"] is True
     assert plan["epsilon_queries"] is not None and plan["epsilon_queries"] <= 1.0 * (1 + 1e-9)
     # the small-schedule runs report their own (weak or missing) certificate, never the target

@@ -1,4 +1,4 @@
-"""The embedded broker's life is the daemon's (issue 16, item 2): kill -9 of a real daemon leaves no
+"""The embedded broker's life is the daemon's : kill -9 of a real daemon leaves no
 broker behind and the restart gets the port; a broker left by a dead owner is found and stopped; a
 second owner and a foreign program on the port are refused with what to do."""
 

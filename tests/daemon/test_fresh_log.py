@@ -1,4 +1,4 @@
-"""Restart on a fresh log (issue 16, item 1): the daemon restarts against a broker that lost its
+"""Restart on a fresh log: the daemon restarts against a broker that lost its
 data, so its checkpoint's offset lies beyond the new log's end. It must notice at assignment (from
 the first fetch response, before any record arrives past the old offset) and answer every new
 query: ``ok`` when its checkpoint was a clean hand-over, ``refused`` (suspended, with the reason)

@@ -23,7 +23,7 @@ from everlast.daemon.model import ModelRuntime
 from everlast.daemon.partition import PartitionProcessor, Served
 from everlast.engine.learner import PrivateLearner
 from everlast.engine.learner.domain import Domain, coverage_log_bound, grid_covered_by
-from everlast.engine.serving import restore
+from everlast.engine.restore import restore
 from tests.daemon.fakes import feed, labels_of, queries
 from tests.daemon.kafka_helpers import write_model_files
 

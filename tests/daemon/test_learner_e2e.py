@@ -1,4 +1,4 @@
-"""Issue 14's target end to end through the real broker: at the planner's n (`everlast plan
+"""The private learner's sample-size target end to end through the real broker: at the planner's n (`everlast plan
 --mechanism private-learner --epsilon 1 --alpha 0.1`), a served private learner answers an i.i.d.
 stream with error <= 0.1. Also: every query gets one label, queries outside a declared domain get
 `invalid` records one by one, the answers are those of the checkpointed hypothesis, a restart
@@ -35,7 +35,7 @@ def planner_n() -> int:
                                     "--json"])
     assert res.exit_code == 0, res.output
     n = json.loads(res.output)["n_required"]
-    assert isinstance(n, int) and n <= 5_000  # issue 14's target for thresholds
+    assert isinstance(n, int) and n <= 5_000  # the learner's target for thresholds
     return n
 
 

@@ -1,4 +1,4 @@
-"""A call that fails changes nothing (issue 12, item 3).
+"""A call that fails changes nothing.
 
 A ``MemoryError`` is forced (monkeypatch) at each stage of ``answer`` and ``transition``; every
 draw-consuming stage is swept call by call (the k-th ``NoiseStream.take``, the k-th block sampled,

@@ -1,4 +1,4 @@
-"""Known-answer vectors (issue 12, item 4): tests/data/kat-<design>.json, made by scripts/make_kat.py.
+"""Known-answer vectors: tests/data/kat-<design>.json, made by scripts/make_kat.py.
 
 Every replay test compares the code with itself; these compare it with answers recorded once. A
 failure means the engine now answers the recorded (seed, schedule, queries) differently, so a

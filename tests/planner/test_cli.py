@@ -33,7 +33,7 @@ def _one_json(*args: str) -> dict[str, Any]:
 
 
 def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -> None:
-    d = _one_json("--no-designs")  # epsilon 1, delta 1e-6, alpha 0.1: issue 13's first target
+    d = _one_json("--no-designs")  # epsilon 1, delta 1e-6, alpha 0.1: the target-charged design's first target
     assert set(d) >= CONTRACT | ISSUE_8
     assert d["halts"] == "split-votes" and d["accounting"] == "tight"
     assert d["design"] == {"name": "target-charged", "halting": "noisy", "restarts": "none",

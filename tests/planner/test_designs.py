@@ -1,7 +1,7 @@
 """The two designs (engine.design) in the planner: designs() plans both, the default
 (target-charged) is query-private and the cheapest; planned schedules pass the engine's validation
 for their design and re-certify from the schedule alone; retired designs are refused with the
-reason; and the targets of issue 13."""
+reason; and the target-charged design's data-cost targets (n <= 2e12 at epsilon 1, 1.5e9 at 8)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_paper_accounting_plans_the_papers_design_only() -> None:
         plan(Targets(epsilon=0.5, accounting="paper", halting="noisy", restarts="none"))
 
 
-# ---------------------------------------------------------------------------- issue 13's targets
+# ------------------------------------------------------------- the target-charged design's data-cost targets
 
 
 def test_issue_13_epsilon_1() -> None:

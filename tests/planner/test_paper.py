@@ -1,6 +1,6 @@
-"""The paper's own schedule (section 5) and chain, checked by hand and against calibration.md (i).
+"""The paper's own schedule (section 5) and chain, checked by hand and against docs/notes/calibration.md (i).
 
-calibration.md computes (i) with natural logs except inside lambda_i (log2): the planner's
+docs/notes/calibration.md computes (i) with natural logs except inside lambda_i (log2): the planner's
 default ``lambda_log="log2"`` reproduces it; ``"ln"`` is the other reading.
 """
 
@@ -18,7 +18,7 @@ from everlast.engine.planner.paper import TAU, paper_n_formula, paper_schedule
 
 DELTA = 1e-6
 
-# calibration.md table (i): eps, alpha, T_1, lambda_1, |S_1|, R_1, c_1, n, gap, D.6
+# docs/notes/calibration.md table (i): eps, alpha, T_1, lambda_1, |S_1|, R_1, c_1, n, gap, D.6
 TABLE_I = [
     (1, 0.05, 2.06e19, 3899, 8.02e22, 2.05e27, 3.28e27, 1.21e25, 0.88, 0.07),
     (1, 0.1, 4.26e18, 1789, 7.62e21, 1.95e26, 6.25e26, 1.15e24, 0.91, 0.07),

@@ -59,7 +59,7 @@ def test_paper_design_plans_never_print_a_delta_above_the_target(t: Targets) -> 
     c = p.certificate
     _printed_deltas_within(t.delta, c)
     assert c.privacy_checks_hold or not c.runnable
-    assert not c.query_private and math.isinf(c.epsilon_queries)  # issue 8: never claimed
+    assert not c.query_private and math.isinf(c.epsilon_queries)  # docs/privacy/genericbbl.md 4: never claimed
     if p.schedule is not None:
         again = Schedule.from_dict(p.schedule.to_dict())
         assert again == p.schedule

@@ -13,7 +13,8 @@ from everlast.engine.errors import CorruptState, InvalidInput, InvalidState
 from everlast.engine.learner import FORMAT, Domain, PrivateLearner
 from everlast.engine.learner.ordinals import ordinal
 from everlast.engine.phases import Phase
-from everlast.engine.serving import Servable, restore
+from everlast.engine.restore import restore
+from everlast.engine.serving import Servable
 
 MAX = float(np.finfo(np.float64).max)
 
