@@ -100,6 +100,7 @@ class RoundRecord:
             "tops_used": self.tops_used,
             "tops_allowed": self.tops_allowed,
             "error_answers": (self.wrong / self.scored) if self.scored else None,
+            "error": (self.wrong / self.scored) if self.scored else None,
             "error_fresh": self.error_fresh,
             "error_original": self.error_original,
             "answered": answered,

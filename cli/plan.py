@@ -28,6 +28,7 @@ from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
 from everlast.engine.planner import mechanisms as mech
 from everlast.engine.planner import plan as make_plan
+from everlast.engine.planner.api import ablation
 from everlast.engine.planner.report import infeasible_json, plan_json, plan_text
 
 HALTING = ("noisy", "paper")
@@ -81,7 +82,18 @@ def _design_fields(design: str | None, halting: str | None, restarts: str | None
 @click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
               default=1e-6, show_default=True, help="Target delta.")
 @click.option("--alpha", type=click.FloatRange(0.0, 0.5, min_open=True, max_open=True),
-              default=0.1, show_default=True, help="Accuracy target (alpha_i = alpha / 2^i).")
+              default=0.1, show_default=True,
+              help="Accuracy target: the error every answer is proven to meet (target-charged, Theorem A); "
+                   "the paper's alpha (alpha_i = alpha / 2^i, Theorem 5.1) for the paper's design.")
+@click.option("--accuracy", "reading", type=click.Choice(["per-query", "every-answer"]), default="per-query",
+              show_default=True,
+              help="How alpha is read (docs/privacy/genericbbl.md 6.3): per-query = each answer's hypothesis "
+                   "with its own noise (the standard notion of private prediction); every-answer = "
+                   "Definition 3.1 literally, a union bound over each round (more data).")
+@click.option("--ablation/--no-ablation", "with_ablation", default=True, show_default=True,
+              help="Also plan with each data-cost lever switched off in turn (what each lemma buys).")
+@click.option("--engine-memory", "engine_memory", type=Count(), default=None,
+              help="Memory of one engine, in GiB, for the per-round capacity table [default: 16].")
 @click.option("--beta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
               default=0.05, show_default=True, help="Failure probability target.")
 @click.option("--accounting", type=click.Choice(["tight", "paper"]), default="tight",
@@ -132,7 +144,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
              accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
              lambda_log: str, design: str | None, halting: str | None, restarts: str | None,
              eps_h: float | None, eps_r: float | None, lemma_s: bool, with_designs: bool,
-             n: int | None, mechanism: str, domain_size: int | None, as_json: bool) -> None:
+             n: int | None, mechanism: str, domain_size: int | None, as_json: bool, reading: str,
+             with_ablation: bool, engine_memory: int | None) -> None:
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
     if concept == "finite" and vc_dim is None and mechanism != "private-learner":
         raise click.UsageError("--concept finite needs --vc-dim")
@@ -146,8 +159,9 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, concept=concept, d=dim,
         vc_dim=vc_dim, accounting=accounting,  # type: ignore[arg-type]
         halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
-        halting=halting, restarts=restarts, eps_h=eps_h,
+        halting=halting, restarts=restarts, eps_h=eps_h, accuracy=reading,  # type: ignore[arg-type]
     )
+    memory = (engine_memory if engine_memory is not None else 16) * 2**30
     size = domain_size if domain_size is not None else mech.FLOAT64_POINTS
     if mechanism == "private-learner":
         cost = mech.learner_cost(targets, n, size, depth)
@@ -179,15 +193,16 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
                 click.echo("\nMechanisms (same targets):\n" + mech.comparison_text(others))
         return
     costs = designs(targets) if with_designs else None
+    levers = ablation(targets) if with_ablation else None
     compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable)
                 if mechanism == "all" else None)
     if as_json:
-        out = plan_json(p, achievable, costs)
+        out = plan_json(p, achievable, costs, levers, memory)
         if compared is not None:
             out.update({"mechanism": "all", **mech.comparison_json(compared)})
         emit_json(out)
     else:
-        click.echo(plan_text(p, achievable, costs))
+        click.echo(plan_text(p, achievable, costs, levers, memory))
         if compared is not None:
             click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
                        + mech.comparison_text(compared))

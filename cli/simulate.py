@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,14 @@ import numpy as np
 from everlast.adversary_sim.iid import DISTRIBUTIONS, make_task
 from everlast.adversary_sim.inprocess import run_iid
 from everlast.cli.common import emit_json, progress
+from everlast.cli.params import Count
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design
 from everlast.engine.errors import EngineError
 from everlast.engine.planner import Certificate, PlanInfeasible, Targets, best_epsilon, certify, plan
+from everlast.engine.planner.accuracy import schedule_accuracy
 from everlast.engine.planner.fill import accuracy_eps0, hand_round
+from everlast.engine.planner.learning import vc_dimension
 from everlast.engine.planner.report import certificate_json
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import RoundSpec, Schedule
@@ -124,18 +128,23 @@ def concept_for(name: str, d: int) -> ConceptClass:
 @click.option(
     "--n",
     "n",
-    type=click.IntRange(min=1),
-    default=1_000_000,
-    show_default=True,
-    help="Size of the labeled training set.",
+    type=Count(),
+    default=None,
+    help="Size of the labeled training set [1,000,000; with --epsilon: the n the plan requires].",
 )
 @click.option(
     "--queries",
     type=click.IntRange(min=0),
-    default=5_000_000,
-    show_default=True,
-    help="Number of i.i.d. queries to answer.",
+    default=None,
+    help="Number of i.i.d. queries to answer [5,000,000; with --rounds: what those rounds take].",
 )
+@click.option(
+    "--rounds", "full_rounds", type=click.IntRange(min=0), default=None,
+    help="Answer every query of this many rounds (with their transitions), then --after queries of "
+         "the next round: e.g. --epsilon 8 --rounds 1 runs round 1 of the planned schedule for real.",
+)
+@click.option("--after", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+              help="With --rounds: queries answered in the round after the last full one.")
 @click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
 @click.option("--seed", type=int, default=None, help="Seed (default: OS entropy). The data seed is seed or 0.")
 @click.option(
@@ -182,8 +191,10 @@ def concept_for(name: str, d: int) -> ConceptClass:
 def simulate(
     concept: str,
     dim: int,
-    n: int,
-    queries: int,
+    n: int | None,
+    queries: int | None,
+    full_rounds: int | None,
+    after: int,
     distribution: str,
     seed: int | None,
     schedule_path: Path | None,
@@ -197,15 +208,26 @@ def simulate(
 ) -> None:
     """Run the predictor in-process on synthetic data labeled by a hidden concept, and print the
     privacy its schedule certifies for this n (docs/PRIVACY.md)."""
+    started = time.perf_counter()
     if epsilon is not None:
-        schedule = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
+        schedule, n = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
+        full = plan(Targets(epsilon=epsilon, delta=delta, alpha=flags.get("alpha") or 0.1, concept=concept,
+                            d=dim, accounting=accounting))  # type: ignore[arg-type]
     else:
+        n = n if n is not None else 1_000_000
         try:
             design = Design.parse(halting, restarts)
         except EngineError as exc:
             raise click.UsageError(str(exc)) from None
         schedule = build_schedule(schedule_path, flags, design, delta, concept, dim)
-    cert = certify(schedule, n, accounting=accounting, delta=delta)
+    if full_rounds is not None:
+        specs = [schedule.spec(i) for i in range(1, full_rounds + 1)]
+        if any(r is None for r in specs):
+            raise click.UsageError(f"the schedule runs fewer than {full_rounds} rounds on one engine")
+        queries = sum(r.R for r in specs if r is not None) + after
+    queries = queries if queries is not None else 5_000_000
+    # a planned schedule is certified whole, even when one engine runs only a prefix of it
+    cert = full.certificate if epsilon is not None else certify(schedule, n, accounting=accounting, delta=delta)
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0)
     data_seed = seed if seed is not None else 0
@@ -214,6 +236,7 @@ def simulate(
         p = Predictor.create(cls, schedule, x, y, seed=seed)
     except EngineError as exc:
         raise click.ClickException(str(exc)) from None
+    del x, y  # the predictor keeps S_1 only
     with progress(queries, "simulate") as bar:
         report = run_iid(p, task, queries, seed=data_seed, progress=bar.update)
     cj = certificate_json(cert)
@@ -235,7 +258,11 @@ def simulate(
         "queries": report.queries,
         "schedule": schedule.to_dict(),
         "certificate": cj,
+        "seconds": time.perf_counter() - started,
     }
+    accs = schedule_accuracy(schedule.rounds, schedule.design, cls_vc(concept, dim), "per-query")
+    if accs and any(a.bound < 1.0 for a in accs):
+        out["accuracy_proven"] = [{"round": a.round, "bound": a.bound} for a in accs]
     if as_json:
         emit_json(out)
         return
@@ -290,16 +317,22 @@ def plain_guarantee(cert: Certificate) -> str:
     )
 
 
+def cls_vc(concept: str, d: int) -> int:
+    return vc_dimension(concept, d)
+
+
 def planned_schedule(
-    concept: str, d: int, n: int, epsilon: float, delta: float, alpha: float, accounting: str
-) -> Schedule:
-    """The planner's schedule for the targets, if this n supports it and it can run in-process."""
+    concept: str, d: int, n: int | None, epsilon: float, delta: float, alpha: float, accounting: str
+) -> tuple[Schedule, int]:
+    """The planner's schedule for the targets and its n_required, if the given n (default: that
+    n_required) supports it and it can run in-process."""
     targets = Targets(epsilon=epsilon, delta=delta, alpha=alpha, concept=concept, d=d, accounting=accounting)  # type: ignore[arg-type]
     try:
         p = plan(targets)
     except PlanInfeasible as exc:
         raise click.ClickException(f"no schedule meets the targets: {exc}") from None
-    if p.schedule is None or p.n_required > n:
+    n = p.n_required if n is None else n
+    if p.n_required > n:
         best = best_epsilon(n, targets)
         better = (
             f"n = {n:,} supports epsilon = {best.epsilon:.3g} at most"
@@ -310,9 +343,25 @@ def planned_schedule(
             f"epsilon = {epsilon} at alpha = {alpha} needs n = {p.n_required:.3g} labeled examples; {better}. "
             "Run with an explicit schedule (the default) to see the guarantee a small run certifies."
         )
-    if p.schedule.initial_size > MAX_INPROCESS_POINTS:
+    schedule = p.schedule or one_engine_prefix(p.rounds, p.certificate.design)
+    if schedule is None:
+        raise click.ClickException(f"no round of the planned schedule runs on one engine: {p.not_runnable_reason}")
+    if schedule.initial_size > MAX_INPROCESS_POINTS:
         raise click.ClickException(
-            f"the planned schedule needs |S_1| = {p.schedule.initial_size:.3g} points in memory; "
+            f"the planned schedule needs |S_1| = {schedule.initial_size:.3g} points in memory; "
             "too large to simulate in-process"
         )
-    return p.schedule
+    return schedule, n
+
+
+def one_engine_prefix(rounds: tuple[RoundSpec, ...], design_name: str) -> Schedule | None:
+    """The longest prefix of a planned schedule one engine runs (the later rounds' D-hat is beyond
+    what one engine orders), ending after its last round. Running a prefix and refusing afterwards
+    is a truncation of the certified mechanism: the whole schedule's certificate covers it."""
+    design = Design.named(design_name)
+    for k in range(len(rounds), 0, -1):
+        try:
+            return Schedule(rounds[:k], repeat_last=False, design=design)
+        except EngineError:
+            continue
+    return None

@@ -18,6 +18,7 @@ Pure functions; all logarithms natural.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -94,8 +95,10 @@ def scales(eps: float) -> tuple[Fraction, Fraction]:
     return Fraction(QUERY_SCALE / eps), Fraction(THRESHOLD_SCALE / eps)
 
 
+@functools.lru_cache(maxsize=4096)
 def at_margin(eps: float, p: float) -> int:
-    """Smallest integer g >= 0 with P[xi - rho >= g] <= p at the scales of ``scales(eps)``."""
+    """Smallest integer g >= 0 with P[xi - rho >= g] <= p at the scales of ``scales(eps)`` (cached:
+    the planner asks for the same margins many times)."""
     if not 0.0 < p < 1.0:
         raise ValueError("a probability bound lies in (0, 1)")
     tq, tr = scales(eps)

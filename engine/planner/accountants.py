@@ -51,6 +51,11 @@ LABELBOOST_EPS = 3.0
 """Lemma C.1's additive epsilon (Beimel-Nissim-Stemmer 2021): (eps_A + 3, 4 e delta_A)."""
 LABELBOOST_DELTA_FACTOR = math.nextafter(4.0 * math.e, math.inf)
 """4e rounded up (Lemma C.1's delta factor)."""
+LB_LABELED_EPS = math.nextafter(math.log(4.0 * math.e), math.inf)
+"""Lemma LB (b): ln(4e) rounded up, a labeled-part neighbour (docs/privacy/genericbbl.md 3)."""
+LB_UNLABELED_EPS = math.nextafter(math.log(4.0), math.inf)
+"""Lemma LB (a): ln 4 rounded up, an unlabeled-part neighbour, with the delta unchanged."""
+LabelBoostLemma = Literal["direct", "lemma-c1"]
 DELTA_CAP = 0.5
 """The largest Delta a round is ever certified at (a larger one says nothing useful)."""
 ENGINE = "the engine's mechanism (integer counts, exact discrete Laplace noise)"
@@ -186,8 +191,20 @@ class Accountant(abc.ABC):
     @abc.abstractmethod
     def _round(self, ev: RoundAnswers) -> Receipt: ...
 
+    labelboost_lemma: LabelBoostLemma = "lemma-c1"
+    """Which bound LabelBoost is charged by: Lemma C.1 as published, or the direct Lemma LB."""
+
+    def labelboost_eps(self, neighbour: Neighbour) -> float:
+        """What LabelBoost adds to the epsilon of the mechanism after it."""
+        if self.labelboost_lemma == "lemma-c1":
+            return LABELBOOST_EPS
+        return LB_LABELED_EPS if neighbour == "labeled" else LB_UNLABELED_EPS
+
     def labelboost(self, ev: LabelBoostStep) -> Receipt:
-        """Lemma C.1: (eps_A + 3, 4e delta_A)."""
+        """Lemma C.1: (eps_A + 3, 4e delta_A); or Lemma LB: (ln(4e), 0) for a labeled-part neighbour
+        (A drops the labeled part) and (eps_A + ln 4, delta_A) for an unlabeled-part neighbour."""
+        if self.labelboost_lemma == "direct":
+            return self._labelboost_direct(ev)
         if ev.neighbour == "labeled":
             step = Step.make(ev.chain, f"LabelBoost, labeled-part neighbour, round {ev.round}",
                              "Lemma C.1 with A = 'output S_{i+1}' ((0,0)-DP: it drops the labeled part)",
@@ -198,10 +215,22 @@ class Accountant(abc.ABC):
                          "Lemma C.1 with A = (S_{i+1} from D-hat', then Phi_{i+1})", eps, delta, {}, ev.round)
         return Receipt(eps, delta, (step,))
 
+    def _labelboost_direct(self, ev: LabelBoostStep) -> Receipt:
+        if ev.neighbour == "labeled":
+            step = Step.make(ev.chain, f"LabelBoost, labeled-part neighbour, round {ev.round}",
+                             "Lemma LB (b): A = 'output S_{i+1}' drops the labeled part: (ln(4e), 0) "
+                             "(docs/privacy/genericbbl.md 3)", LB_LABELED_EPS, 0.0, {}, ev.round)
+            return Receipt(LB_LABELED_EPS, 0.0, (step,))
+        eps = up_sum(ev.eps_A, LB_UNLABELED_EPS) if math.isfinite(ev.eps_A) else math.inf
+        step = Step.make(ev.chain, f"LabelBoost, unlabeled-part neighbour, round {ev.round}",
+                         "Lemma LB (a): A = (S_{i+1} from D-hat', then Phi_{i+1}): (eps_A + ln 4, delta_A) "
+                         "(docs/privacy/genericbbl.md 3)", eps, ev.delta_A, {}, ev.round)
+        return Receipt(eps, ev.delta_A, (step,))
+
     @property
     def labelboost_delta_factor(self) -> float:
         """What LabelBoost multiplies the delta of the mechanism after it by (unlabeled part)."""
-        return LABELBOOST_DELTA_FACTOR
+        return 1.0 if self.labelboost_lemma == "direct" else LABELBOOST_DELTA_FACTOR
 
     @abc.abstractmethod
     def subsample(self, ev: Subsample) -> Receipt:
@@ -214,7 +243,12 @@ class Accountant(abc.ABC):
 
 
 class TightAccountant(Accountant):
-    """The engine's mechanism: every number is for the integers and exact noise the engine runs."""
+    """The engine's mechanism: every number is for the integers and exact noise the engine runs.
+    LabelBoost by Lemma LB (``TIGHT``), or by Lemma C.1 (``TIGHT_LEMMA_C1``, the ablation that shows
+    what Lemma LB buys)."""
+
+    def __init__(self, labelboost_lemma: LabelBoostLemma = "direct") -> None:
+        self.labelboost_lemma = labelboost_lemma
 
     name: ClassVar[AccountingName] = "tight"
     describes: ClassVar[str] = ENGINE
@@ -303,6 +337,7 @@ class PublishedAccountant(Accountant):
 
 
 TIGHT = TightAccountant()
+TIGHT_LEMMA_C1 = TightAccountant("lemma-c1")
 PUBLISHED = PublishedAccountant()
 ACCOUNTANTS: dict[str, Accountant] = {a.name: a for a in (TIGHT, PUBLISHED)}
 

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from everlast.engine import roots
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
-from everlast.engine.planner.accountants import PUBLISHED, TIGHT, Accountant, AccountingName, accountant
+from everlast.engine.planner.accountants import (
+    PUBLISHED,
+    TIGHT,
+    Accountant,
+    AccountingName,
+    LabelBoostLemma,
+    accountant,
+)
+from everlast.engine.planner.accuracy import Reading
 from everlast.engine.planner.chain import Certificate, certify
 from everlast.engine.planner.design_rules import rules
 from everlast.engine.planner.learning import (
@@ -30,11 +38,11 @@ from everlast.engine.planner.learning import (
     LambdaLog,
     boundaries,
     halt_budget,
-    p_top,
     split_votes_failure,
     vc_dimension,
 )
 from everlast.engine.planner.paper import PaperSchedule, paper_schedule
+from everlast.engine.planner.round_solvers import Band
 from everlast.engine.planner.steps import Check, Step
 from everlast.engine.planner.tight import RoundPlan, TightOptions, solve
 from everlast.engine.schedule import RoundSpec, Schedule
@@ -82,6 +90,13 @@ class Targets:
     """Restart policy; None: see ``halting``."""
     eps_h: float | None = None
     """eps_h of the noisy halting test (None: ``DEFAULT_EPS_H``)."""
+    accuracy: Reading = "per-query"
+    """The reading of alpha (target-charged; docs/privacy/genericbbl.md 6.3): every answer's error
+    with its own noise inside the hypothesis, or Definition 3.1 literally (``every-answer``)."""
+    band: Band = "planned"
+    """The band's half-width: chosen per round by the planner, or the paper's gamma_i = alpha_i."""
+    labelboost: LabelBoostLemma = "direct"
+    """How LabelBoost is charged: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
 
     @property
     def accountant(self) -> Accountant:
@@ -173,25 +188,31 @@ def _why(cert: Certificate, engine_reason: str) -> str:
 
 
 def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Check], list[str]]:
+    """The accuracy-only checks of a plan: the halt budget under honest traffic and, where the
+    design has it, Theorem A's bound on every answer's error against ``t.alpha``."""
     checks: list[Check] = []
     warnings: list[str] = []
     nb = boundaries(t.concept)
     dr = rules(t.design)
     for i, r in enumerate(rounds, start=1):
-        c_util, early = dr.early_halt_checks(r, i, lambda r=r: halt_budget(  # type: ignore[misc]
+        c_util = dr.halt_budget_of(r, lambda r=r: halt_budget(  # type: ignore[misc]
             t.halts, r.R, r.alpha, r.band, r.lam, t.k, nb, t.cap_c))
-        checks.extend(early)
+        checks.extend(dr.early_halt_checks(r, i, c_util))
         if t.halts == "split-votes":
-            p = p_top(r.band, r.lam, nb)
+            p = dr.top_rate_of(r, nb)
             fail = split_votes_failure(c_util, r.R, p)
             checks.append(Check("halt budget: P[more than c tops] (Chernoff, split-votes p_top)",
                                 "docs/privacy/genericbbl.md 9.2", "accuracy", fail <= r.beta, fail,
                                 r.beta, i))
         else:
             checks.extend(dr.halt_rule_checks(r, i))
+    for acc in dr.answer_accuracy(rounds, t.vc, t.accuracy):
+        checks.append(Check(f"Theorem A: every answer errs w.p. <= alpha ({acc.reading} reading)",
+                            "docs/privacy/genericbbl.md 6.3", "accuracy", acc.bound <= t.alpha * (1.0 + 1e-9),
+                            acc.bound, t.alpha, acc.round, acc.note))
     if t.halts == "split-votes":
-        warnings.append(f"split-votes halt budget: p_top = {nb} x ln(1/(1 - 2 gamma))/lambda for {t.concept} "
-                        "holds for continuous data with no mass piled up at a decision boundary, labels "
+        warnings.append(f"split-votes halt budget: the top rate of {t.concept} (with the round's own noise) holds "
+                        "for continuous data with no mass piled up at a decision boundary, labels "
                         "from a concept of the class (docs/halt_budget.md); atoms, ties, mass at a boundary "
                         "and label noise raise it -- accuracy only: raise k (the doc says how to watch "
                         "the burn rate)"
@@ -260,13 +281,19 @@ def _plan_published(t: Targets, vc: int) -> Plan:
                 checks=tuple(acc), warnings=tuple(warnings + w))
 
 
+def tight_options(t: Targets) -> TightOptions:
+    """The tight solver's options for ``t``."""
+    return TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
+                        boundaries=boundaries(t.concept), cap_c=t.cap_c, design=t.design,
+                        eps_h=t.eps_h if t.eps_h is not None else DEFAULT_EPS_H, reading=t.accuracy,
+                        band=t.band, labelboost=t.labelboost)
+
+
 def _plan_tight(t: Targets, vc: int) -> Plan:
     """The tight solver's schedule (``engine.planner.tight``), certified for the engine's mechanism."""
     design = t.design
     warnings: list[str] = []
-    opts = TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
-                        boundaries=boundaries(t.concept), cap_c=t.cap_c, design=design,
-                        eps_h=t.eps_h if t.eps_h is not None else DEFAULT_EPS_H)
+    opts = tight_options(t)
     listed = t.rounds
     while True:
         try:
@@ -283,7 +310,7 @@ def _plan_tight(t: Targets, vc: int) -> Plan:
     if listed < t.rounds:
         warnings.append(f"{listed} rounds listed instead of {t.rounds}: a later round would exceed what the "
                         "engine counts exactly (2^62 queries)")
-    cert = certify(sched if sched is not None else rounds, sol.n_required, TIGHT, t.delta, design=design)
+    cert = certify(sched if sched is not None else rounds, sol.n_required, opts.accountant, t.delta, design=design)
     acc, w = _accuracy_checks(t, rounds)
     warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} with alpha fixed at "
                     f"{rounds[-1].alpha:.3g}: privacy is unaffected; Claim E.1's accuracy argument "
@@ -409,3 +436,48 @@ def _eps(p: Plan) -> float:
     """What a plan certifies: max(training, queries) for a query-private design; otherwise the
     conditional numbers (the chain without an invalid in-round step)."""
     return p.certificate.epsilon_claimed
+
+
+@dataclass(frozen=True, slots=True)
+class LeverCost:
+    """n_required with one of the data-cost levers of docs/privacy/genericbbl.md 9 switched off."""
+
+    key: str
+    """The JSON key (``ablation``)."""
+    name: str
+    lemma: str
+    off: tuple[tuple[str, str], ...]
+    """The Targets fields that switch it off."""
+    n_required: int | None
+    reason: str = ""
+
+
+LEVERS: tuple[tuple[str, str, str, dict[str, str]], ...] = (
+    ("per_query_accuracy", "per-query error tolerance",
+     "Theorem A, per-query reading (off: every answer, a union bound over the round)", {"accuracy": "every-answer"}),
+    ("labelboost_direct", "LabelBoost's own bound",
+     "Lemma LB: ln 4 and ln(4e) (off: Lemma C.1's 3 and 4e)", {"labelboost": "lemma-c1"}),
+    ("band_width", "band width chosen per round",
+     "Theorem A covers any band (off: the paper's gamma_i = alpha_i)", {"band": "alpha"}),
+)
+"""(JSON key, name, the lemma that makes it sound, the Targets fields that switch it off)."""
+
+
+def ablation(targets: Targets, include_all_off: bool = True) -> tuple[LeverCost, ...]:
+    """n_required of the default design with each lever switched off in turn (and, unless told
+    otherwise, all of them at once): what each lemma buys. Empty for other designs or accountings."""
+    if not targets.is_default_design:
+        return ()
+    cases = [(key, name, lemma, off) for key, name, lemma, off in LEVERS]
+    if include_all_off:
+        every = {k: v for *_, off in LEVERS for k, v in off.items()}
+        cases.append(("all_off", "all three", "every lever off", every))
+    out = []
+    for key, name, lemma, off in cases:
+        try:
+            n: int | None = plan(dataclasses.replace(targets, **off)).n_required  # type: ignore[arg-type]
+            why = ""
+        except PlanInfeasible as exc:
+            n, why = None, str(exc)
+        out.append(LeverCost(key, name, lemma, tuple(off.items()), n, why))
+    return tuple(out)

@@ -50,7 +50,6 @@ from everlast.engine.planner.accountants import (
     within,
 )
 from everlast.engine.planner.design_rules import rules
-from everlast.engine.planner.learning import d2_floor
 from everlast.engine.planner.steps import Chain, Check, Receipt, Step
 from everlast.engine.schedule import RoundSpec, Schedule
 
@@ -203,9 +202,7 @@ def _runnable_checks(ctx: _Context) -> tuple[str, list[Check], list[str]]:
             if not ok and not reason:
                 reason = (f"round {i}: D-hat_{i} has {r.m_D} points but S_{i + 1} needs "
                           f"{nxt.labeled_size} (Claim D.6): the algorithm is undefined")
-        checks.append(dsg.accuracy_check(r, i))
-        checks.append(Check("D.2: T >= 96 ln(1/alpha)", "Claim D.2", "accuracy",
-                            d2_floor(r.alpha) <= r.T, d2_floor(r.alpha), r.T, i))
+        checks.extend(dsg.accuracy_checks(r, i))
     warnings = ["not runnable: " + reason] if reason else []
     if ctx.acct.describes == ENGINE:
         checks.extend(_scale_checks(ctx.rounds, ctx.design))

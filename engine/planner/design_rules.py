@@ -28,7 +28,10 @@ from everlast.engine.planner import composition as comp
 from everlast.engine.planner import target_charging as tc
 from everlast.engine.planner import theorem_b as tb
 from everlast.engine.planner.above_threshold import up
+from everlast.engine.planner.accuracy import Reading, RoundAccuracy, schedule_accuracy
+from everlast.engine.planner.learning import d2_floor, p_top
 from everlast.engine.planner.steps import Chain, Check, Receipt, Step
+from everlast.engine.planner.top_rate import top_rate_exact
 from everlast.engine.schedule import RoundSpec
 
 LEMMA_Q = ("Theorem Q (in-round step: AboveThreshold, Dwork-Roth Thm 3.23, discrete form, on the round's "
@@ -73,17 +76,29 @@ class DesignRules(abc.ABC):
         """Step Q0: what a query costs in the other answers of its own round."""
 
     @abc.abstractmethod
-    def accuracy_check(self, spec: RoundSpec, rnd: int) -> Check:
-        """The round's accuracy floor on T (accuracy only)."""
+    def accuracy_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
+        """The round's accuracy floors on T that need nothing but the round (accuracy only)."""
 
     def warnings(self, rounds: Sequence[RoundSpec], repeat_last: bool) -> list[str]:
         """Plain sentences about channels this design leaves open (none by default)."""
         return []
 
-    def early_halt_checks(self, spec: RoundSpec, rnd: int, budget: Callable[[], int]) -> tuple[int, list[Check]]:
-        """(the tops honest traffic may spend before the round is at risk, the checks that the
-        halting rule does not fire before them). ``budget()`` is the planner's halt budget."""
-        return spec.c, []
+    def halt_budget_of(self, spec: RoundSpec, policy_budget: Callable[[], int]) -> int:
+        """The tops honest traffic may spend before the round is at risk (``policy_budget()``: the
+        halt budget of the planner's policy, for designs that halt at c)."""
+        return spec.c
+
+    def early_halt_checks(self, spec: RoundSpec, rnd: int, c_util: int) -> list[Check]:
+        """Checks that the halting rule does not fire before ``c_util`` tops (accuracy only)."""
+        return []
+
+    def top_rate_of(self, spec: RoundSpec, boundaries: int) -> float:
+        """The share of honest queries that are tops (docs/halt_budget.md): the split-votes rule."""
+        return p_top(spec.band, spec.lam, boundaries)
+
+    def answer_accuracy(self, rounds: Sequence[RoundSpec], vc: int, reading: Reading) -> tuple[RoundAccuracy, ...]:
+        """Theorem A's bound per round, where the design has one (docs/privacy/genericbbl.md 6.3)."""
+        return ()
 
     def halt_rule_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
         """Accuracy checks of the paper's own halt rule (c = 64 alpha R), when it is used."""
@@ -131,22 +146,39 @@ class TargetCharged(DesignRules):
         d_h = max(cap, cap_floor)
         return InRound(eps_h, at.cap_charge(eps_h, d_h), True, eps_h, d_h, LEMMA_Q)
 
-    def early_halt_checks(self, spec: RoundSpec, rnd: int, budget: Callable[[], int]) -> tuple[int, list[Check]]:
+    def halt_budget_of(self, spec: RoundSpec, policy_budget: Callable[[], int]) -> int:
+        """c0 less the margin by which the noisy test fires early only w.p. <= 1e-3 beta_i (the
+        planner's construction, ``round_solvers``: that probability rounded down to a power of 2)."""
+        if spec.halt_eps is None or spec.halt_threshold is None:
+            return spec.c
+        early = 2.0 ** math.floor(math.log2(BETA_H_SHARE * spec.beta / spec.R))
+        return spec.halt_threshold - at.at_margin(spec.halt_eps, early)
+
+    def early_halt_checks(self, spec: RoundSpec, rnd: int, c_util: int) -> list[Check]:
         """Lemma T(iii): the noisy test fires before the halt budget is spent w.p. <= 1e-3 beta_i."""
         if spec.halt_eps is None or spec.halt_threshold is None:
-            return spec.c, []
-        c_util = budget()
+            return []
         tq, tr = at.scales(spec.halt_eps)
         early = min(1.0, spec.R * at.at_tail(spec.halt_threshold - c_util, tq, tr))
-        return c_util, [Check("noisy halting fires early (tops <= the halt budget): "
-                              "<= R P[xi - rho >= c0 - budget]", "Lemma T (iii)", "accuracy",
-                              early <= BETA_H_SHARE * spec.beta * (1.0 + 1e-9), early,
-                              BETA_H_SHARE * spec.beta, rnd)]
+        return [Check("noisy halting fires early (tops <= the halt budget): "
+                      "<= R P[xi - rho >= c0 - budget]", "Lemma T (iii)", "accuracy",
+                      early <= BETA_H_SHARE * spec.beta * (1.0 + 1e-9), early, BETA_H_SHARE * spec.beta, rnd)]
 
-    def accuracy_check(self, spec: RoundSpec, rnd: int) -> Check:
-        acc = tct_accuracy_t(spec.band, spec.eps_bt, spec.R, spec.beta)
-        return Check("accuracy: T >= (ln(2R/beta)/eps0 + 2)/gamma (every |z_j| < gamma T - 1)",
-                     "docs/privacy/genericbbl.md 6.3", "accuracy", acc <= spec.T, acc, spec.T, rnd)
+    def top_rate_of(self, spec: RoundSpec, boundaries: int) -> float:
+        """The split-votes model with the round's own noise (``top_rate``, docs/halt_budget.md 4)."""
+        try:
+            plan = noise_plan(self.design, spec)
+        except InvalidSchedule:
+            return 1.0
+        return top_rate_exact(plan.T, plan.lo, plan.hi, plan.query, spec.lam, boundaries)
+
+    def answer_accuracy(self, rounds: Sequence[RoundSpec], vc: int, reading: Reading) -> tuple[RoundAccuracy, ...]:
+        return schedule_accuracy(rounds, self.design, vc, reading)
+
+    def accuracy_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
+        """None: Theorem A (docs/privacy/genericbbl.md 6.3) bounds the answers' error from the whole
+        schedule and the concept class (``engine.planner.accuracy``), not by a floor on T."""
+        return []
 
 
 class PaperDesign(DesignRules):
@@ -197,10 +229,13 @@ class PaperDesign(DesignRules):
                 Check("D.4/D.5: exp(-eps' T/48) < alpha", "Claims D.4, D.5", "accuracy",
                       x < spec.alpha, x, spec.alpha, rnd)]
 
-    def accuracy_check(self, spec: RoundSpec, rnd: int) -> Check:
+    def accuracy_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
+        """Claims D.7 (Lemma C.4's floor) and D.2, the paper's accuracy floors."""
         acc = bt.accuracy_t(spec.alpha, spec.eps_bt, spec.R, spec.beta) if spec.eps_bt > 0 else math.inf
-        return Check("D.7: T >= 8/(alpha eps')(ln(R+1)+ln(1/beta))", "Claim D.7 / Lemma C.4",
-                     "accuracy", acc <= spec.T, acc, spec.T, rnd)
+        return [Check("D.7: T >= 8/(alpha eps')(ln(R+1)+ln(1/beta))", "Claim D.7 / Lemma C.4",
+                      "accuracy", acc <= spec.T, acc, spec.T, rnd),
+                Check("D.2: T >= 96 ln(1/alpha)", "Claim D.2", "accuracy",
+                      d2_floor(spec.alpha) <= spec.T, d2_floor(spec.alpha), spec.T, rnd)]
 
     def q0_reason(self, rnd: int, note: str) -> str:
         return f"Claim E.6's in-round step does not hold for this design (the halting-channel audit): {note}"
@@ -235,15 +270,6 @@ def halting_test(design: Design, spec: RoundSpec) -> tuple[float, float]:
     eps_h = at.at_epsilon(plan.halt_threshold, plan.halt_query)
     cap = 0.0 if spec.c > spec.R else at.at_tail(plan.c - plan.c0, plan.halt_query, plan.halt_threshold)
     return eps_h, cap
-
-
-def tct_accuracy_t(gamma: float, eps0: float, R: int, beta: float) -> float:
-    """The target-charged round's accuracy floor (accuracy only): every one of the R per-query
-    noises satisfies |z| < gamma T - 1 except w.p. beta when T >= (ln(2R/beta)/eps0 + 2)/gamma
-    (P[|z| >= k] <= 2 e^{-eps0 k}; then L => v < T/2, R => v > T/2)."""
-    if eps0 <= 0.0 or gamma <= 0.0:
-        return math.inf
-    return (math.log(2.0 * R / beta) / eps0 + 2.0) / gamma
 
 
 def _span(rounds: list[int], last: int, rep: bool) -> str:

@@ -12,13 +12,18 @@ this module adds the noisy halting test so that the round runs the default desig
 * delta_cap = :data:`CAP_SHARE` x delta / (1 + e^{eps_h}) keeps Theorem Q's delta_in at 1e-3 of the
   target delta, as the planner does (section 5.4).
 
-:func:`accuracy_eps0` gives the per-query level a hand-written round needs for its answers to be
-right (every noise below gamma T - 1 except w.p. beta): the smallest eps0, i.e. the cheapest in
-privacy, that is still accurate.
+:func:`sample_eps0` gives the per-query level of a sample round: the smallest eps0 (the cheapest in
+privacy) at which a query that every classifier agrees on is answered against them with
+probability at most alpha/16. A sample round's lambda is far below what Theorem A needs (its
+accuracy is measured, not proven: docs/privacy/genericbbl.md 9.1); this rule keeps the answers'
+own flips a small share of alpha, as Theorem A's per-query reading does for planned rounds.
+:func:`accuracy_eps0` is the earlier floor (every noise below gamma T - 1 except w.p. beta), kept
+for the paper's design.
 
-:func:`hand_round` puts the two together for the sample schedules (simulate, demo, the compose
-sample, the adversary simulator): eps0 at the accuracy floor, c sized from the per-concept top rate
-(docs/halt_budget.md) so that the round's own i.i.d. stream does not halt it, and the test filled.
+:func:`hand_round` puts them together for the sample schedules (simulate, demo, the compose sample,
+the adversary simulator): eps0 by :func:`sample_eps0`, c sized from the top rate with the round's
+own noise (``top_rate``, docs/halt_budget.md 4) so that its own i.i.d. stream does not halt it, and
+the test filled.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from everlast.engine.design import DEFAULT, Design
+from everlast.engine.design import DEFAULT, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import above_threshold as at
-from everlast.engine.planner.learning import top_rate
+from everlast.engine.planner.learning import boundaries, top_rate
+from everlast.engine.planner.top_rate import top_rate_exact
 from everlast.engine.schedule import RoundSpec
 
 EPS_H_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -52,6 +58,19 @@ def fill_tests(spec: RoundSpec, design: Design = DEFAULT, delta: float = 1e-6) -
     raise InvalidSchedule(
         f"c = {spec.c} is too small for noisy halting: even eps_h = {EPS_H_GRID[-1]:g} needs a hard-cap "
         f"margin of {g} tops (raise c to at least {math.ceil(g / HALT_SHARE)})")
+
+
+FLIP_SHARE = 1.0 / 16.0
+"""Sample rounds: the most a query all classifiers agree on is answered against them, as a share of alpha."""
+
+
+def sample_eps0(T: int, gamma: float, alpha: float) -> float:
+    """The smallest eps0 with P[Z >= lo] = p^lo/(1 + p) <= alpha/16 (Z ~ DLap(1/eps0), p = e^{-eps0},
+    lo = ceil(T (1/2 - gamma))): ln(16/alpha)/lo suffices, as 1/(1 + p) <= 1."""
+    lo = math.ceil(T * (0.5 - gamma))
+    if lo < 1:
+        raise InvalidSchedule(f"the band leaves no count below it at T = {T} (gamma = {gamma:.3g})")
+    return math.log(1.0 / (FLIP_SHARE * alpha)) / lo
 
 
 def accuracy_eps0(gamma: float, T: int, R: int, beta: float) -> float:
@@ -82,19 +101,26 @@ def hand_round(*, T: int, lam: int, R: int, alpha: float, m_S: int, m_D: int, co
                delta: float = 1e-6, eps0: float | None = None, c: int | None = None) -> RoundSpec:
     """A hand-written round of the default design (target-charged) for a sample schedule.
 
-    * eps0 (``eps_bt``): the accuracy floor :func:`accuracy_eps0` (rounded up to 3 digits) unless
-      given: any smaller would make wrong answers likely, any larger costs privacy for nothing.
+    * eps0 (``eps_bt``): :func:`sample_eps0` (rounded up to 3 digits) unless given: any smaller
+      would flip the answers too often, any larger costs privacy for nothing.
     * c: unless given, the smallest hard cap whose halting test (filled by :func:`fill_tests`) fires
       before ``budget = ceil(k R p_top)`` tops with probability <= EARLY_SHARE beta (union bound over
-      the R queries, Lemma T(iii)); p_top = ``learning.top_rate(concept, gamma, lam, d)``, the
-      per-concept rule of docs/halt_budget.md. Honest i.i.d. traffic on data the rule covers then
-      exceeds the budget with probability ``learning.split_votes_failure``.
+      the R queries, Lemma T(iii)); p_top is the top rate with the round's own noise
+      (``top_rate.top_rate_exact``), and never below the noiseless per-concept rule
+      ``learning.top_rate`` (which also counts the spurious stumps of docs/halt_budget.md 3). Honest
+      i.i.d. traffic on data the rule covers then exceeds the budget with probability
+      ``learning.split_votes_failure``.
     """
     band = alpha if gamma is None else gamma
     if eps0 is None:
-        eps0 = _round_up(accuracy_eps0(band, T, R, beta))
+        eps0 = _round_up(sample_eps0(T, band, alpha))
     if c is None:
-        c = sample_cap(R, top_rate(concept, band, lam, d), k, beta, delta)
+        probe = noise_plan(DEFAULT, RoundSpec(T=T, lam=lam, R=R, c=1, eps_bt=eps0, delta_bt=None, alpha=alpha,
+                                              m_S=m_S, m_D=m_D, gamma=gamma, beta=beta, halt_eps=1.0,
+                                              halt_threshold=1))
+        rate = max(top_rate_exact(T, probe.lo, probe.hi, probe.query, lam, boundaries(concept)),
+                   top_rate(concept, band, lam, d))
+        c = sample_cap(R, rate, k, beta, delta)
     spec = RoundSpec(T=T, lam=lam, R=R, c=c, eps_bt=eps0, delta_bt=None, alpha=alpha, m_S=m_S, m_D=m_D,
                      gamma=gamma, beta=beta)
     return fill_tests(spec, DEFAULT, delta)

@@ -29,12 +29,14 @@ from everlast.engine.planner.accountants import ENGINE, PUBLISHED, TIGHT, Accoun
 from everlast.engine.planner.api import (
     Achievable,
     DesignCost,
+    LeverCost,
     Plan,
     PlanInfeasible,
     Targets,
     cheapest_sound,
     plan,
 )
+from everlast.engine.planner.capacity import ENGINE_MEMORY, one_engine_rounds, schedule_capacity
 from everlast.engine.planner.chain import Certificate, exact_rate
 from everlast.engine.planner.design_rules import rules
 from everlast.engine.planner.paper import paper_schedule
@@ -169,9 +171,50 @@ def _targets_design(t: Targets) -> Design | None:
         return None
 
 
+def capacity_json(p: Plan, engine_memory: int = ENGINE_MEMORY) -> dict[str, Any]:
+    """Per round: its D-hat points, queries and engine memory, and how many rounds one engine runs."""
+    cap = schedule_capacity(p.rounds, p.targets.concept, p.targets.d, engine_memory, p.repeat_last)
+    return {"capacity": [{"round": c.round, "d_hat_points": c.d_hat_points, "queries": c.queries,
+                          "engine_memory_bytes": c.memory_bytes, "one_engine": c.one_engine,
+                          **({"reason": c.reason} if c.reason else {})} for c in cap],
+            "one_engine_rounds": one_engine_rounds(cap), "engine_memory_bytes": engine_memory}
+
+
+def accuracy_json(p: Plan) -> dict[str, Any] | None:
+    """Theorem A's bound per round (the target-charged design), or None."""
+    accs = rules(Design.named(p.certificate.design)).answer_accuracy(p.rounds, p.targets.vc, p.targets.accuracy)
+    if not accs:
+        return None
+    return {"reading": p.targets.accuracy, "alpha": p.targets.alpha,
+            "bound": max(a.bound for a in accs), "failure": math.fsum(a.failure for a in accs),
+            "rounds": [{"round": a.round, "bound": a.bound, "labels": a.labels, "flips": a.flips,
+                        "ensemble": a.ensemble, "ebar": a.ebar, "mu": a.mu, "k": a.k,
+                        **({"note": a.note} if a.note else {})} for a in accs],
+            "note": ACCURACY_NOTE[p.targets.accuracy]}
+
+
+ACCURACY_NOTE = {
+    "per-query": ("each answer's hypothesis, randomized by the answer's own noise, errs under the query "
+                  "distribution w.p. <= bound (Theorem A, docs/privacy/genericbbl.md 6.3; the labels' chain is "
+                  "the paper's Claim E.1); listed rounds only"),
+    "every-answer": ("every answer's hypothesis, its noise fixed (Definition 3.1 literally), errs w.p. <= bound "
+                     "(Theorem A with a union bound over each round; the labels' chain is the paper's Claim E.1); "
+                     "listed rounds only"),
+}
+
+
+def ablation_json(levers: tuple[LeverCost, ...]) -> dict[str, Any]:
+    return {"ablation": {x.key: x.n_required for x in levers},
+            "ablation_detail": [{"key": x.key, "lever": x.name, "lemma": x.lemma, "off": dict(x.off),
+                                 "n_required": x.n_required, **({"reason": x.reason} if x.reason else {})}
+                                for x in levers]}
+
+
 def plan_json(p: Plan, achievable: Achievable | None = None,
-              costs: tuple[DesignCost, ...] | None = None) -> dict[str, Any]:
-    """The ``everlast plan --json`` object (``costs``: :func:`engine.planner.api.designs`)."""
+              costs: tuple[DesignCost, ...] | None = None, levers: tuple[LeverCost, ...] | None = None,
+              engine_memory: int = ENGINE_MEMORY) -> dict[str, Any]:
+    """The ``everlast plan --json`` object (``costs``: :func:`engine.planner.api.designs`;
+    ``levers``: :func:`engine.planner.api.ablation`)."""
     t = p.targets
     c = p.certificate
     d: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "n_required": p.n_required}
@@ -197,6 +240,12 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
     d["warnings"] = list(dict.fromkeys([*p.warnings, *d["warnings"]]))
     d["checks"] = [*d["checks"], *(check_json(x) for x in p.checks)]
     d["schedule"] = schedule_json(p)
+    d.update(capacity_json(p, engine_memory))
+    acc = accuracy_json(p)
+    if acc is not None:
+        d["accuracy"] = acc
+    if levers:
+        d.update(ablation_json(levers))
     d["repeat_last"] = p.repeat_last
     d["rounds_listed"] = len(p.rounds)
     if p.schedule is None:
@@ -352,8 +401,47 @@ def designs_table(costs: tuple[DesignCost, ...]) -> str:
     return "\n".join(rows)
 
 
+def capacity_text(p: Plan, engine_memory: int = ENGINE_MEMORY) -> str:
+    """Which rounds one engine serves, and what the others need."""
+    cap = schedule_capacity(p.rounds, p.targets.concept, p.targets.d, engine_memory, p.repeat_last)
+    k = one_engine_rounds(cap)
+    rows = ["| round | D-hat points | queries | engine memory | one engine |", "|---|---|---|---|---|"]
+    for c in cap:
+        rows.append(f"| {c.round} | {fmt(c.d_hat_points)} | {fmt(c.queries)} | {c.memory_bytes / 2**30:.3g} GiB | "
+                    f"{'yes' if c.one_engine else 'no: ' + c.reason} |")
+    head = (f"One engine ({engine_memory / 2**30:.3g} GiB) serves rounds 1-{k}" if k >= 2 else
+            f"One engine ({engine_memory / 2**30:.3g} GiB) serves round 1" if k == 1 else
+            f"One engine ({engine_memory / 2**30:.3g} GiB) cannot serve round 1")
+    if k < len(cap):
+        nxt = cap[k]
+        head += (f"; round {k + 1} needs {fmt(nxt.d_hat_points)} D-hat points and {nxt.memory_bytes / 2**30:.3g} GiB "
+                 f"({nxt.reason}): from there a round needs more than one machine holds")
+    return head + ".\n" + "\n".join(rows)
+
+
+def ablation_text(p: Plan, levers: tuple[LeverCost, ...]) -> str:
+    rows = ["| lever switched off | the lemma it rests on | n_required | x this plan |", "|---|---|---|---|",
+            f"| none (this plan) | | {fmt(p.n_required)} | 1 |"]
+    for x in levers:
+        n = fmt(x.n_required) if x.n_required is not None else f"infeasible ({x.reason[:60]})"
+        ratio = f"{x.n_required / p.n_required:.3g}" if x.n_required is not None else "-"
+        rows.append(f"| {x.name} | {x.lemma} | {n} | {ratio} |")
+    return "\n".join(rows)
+
+
+def accuracy_text(p: Plan) -> str:
+    acc = accuracy_json(p)
+    if acc is None:
+        return ""
+    worst = max(acc["rounds"], key=lambda r: r["bound"])
+    return (f"  accuracy:      every answer errs w.p. <= {fmt(acc['bound'])} (alpha = {fmt(acc['alpha'])}; "
+            f"{acc['reading']} reading, Theorem A; worst round {worst['round']}), except w.p. <= "
+            f"{fmt(acc['failure'])} (plus the relabelling chain's, Claim E.1)")
+
+
 def plan_text(p: Plan, achievable: Achievable | None = None,
-              costs: tuple[DesignCost, ...] | None = None) -> str:
+              costs: tuple[DesignCost, ...] | None = None, levers: tuple[LeverCost, ...] | None = None,
+              engine_memory: int = ENGINE_MEMORY) -> str:
     t, c = p.targets, p.certificate
     lines = [
         f"everlast plan: {t.concept} (VC {t.vc}), epsilon = {fmt(t.epsilon)}, delta = {fmt(t.delta)}, "
@@ -365,6 +453,7 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
         f"  training set:  epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "
         f"delta = {fmt(c.delta_training)}",
         *_queries_lines(c),
+        *([accuracy_text(p)] if accuracy_text(p) else []),
     ]
     if p.paper is not None:
         lines.append("  (the paper's own schedule, section 5; the numbers above are what the paper's "
@@ -373,6 +462,7 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
     if p.schedule is None:
         lines.append(f"  NOT RUNNABLE: {p.not_runnable_reason}")
     lines += ["", "Schedule (last round repeats):", schedule_table(p), "",
+              "What one engine needs per round (docs/privacy/genericbbl.md 8):", capacity_text(p, engine_memory), "",
               "Privacy chain (training set; queries at the worst round):", steps_table(c)]
     failed = [x for x in (*c.checks, *p.checks) if not x.holds]
     if failed:
@@ -384,6 +474,9 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
     warns = list(dict.fromkeys([*p.warnings, *c.warnings]))
     if warns:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in warns]
+    if levers:
+        lines += ["", "What each lever buys (n_required with it switched off; docs/privacy/genericbbl.md 9):",
+                  ablation_text(p, levers)]
     if costs is not None:
         best = cheapest_sound(costs)
         lines += ["", "Designs (same targets, tight accounting; docs/privacy/genericbbl.md section 9):",
@@ -539,9 +632,10 @@ def designs_block() -> str:
     halt budgets, and the paper's own accounting as published (docs/privacy/genericbbl.md section 9)."""
     grid = [(h, e) for h in ("split-votes", "paper") for e in (1.0, 8.0)]
     lines = [
-        "Thresholds (VC 1), alpha = 0.1, delta = 1e-6, beta = 0.05; Claims D.2/D.7 accuracy floors "
-        "applied. n_required for each halt budget (split-votes, k = 2: c_i ~ 2 R_i p_top; the paper's: "
-        "c_i = min(R_i, 64 alpha_i R_i)) and epsilon:",
+        "Thresholds (VC 1), alpha = 0.1, delta = 1e-6, beta = 0.05. The target-charged design's alpha is "
+        "Theorem A's (every answer errs w.p. <= alpha, section 6.3); the paper's design keeps the paper's "
+        "alpha and Claims D.2/D.7's floors. n_required for each halt budget (split-votes, k = 2: c_i ~ 2 R_i "
+        "p_top; the paper's: c_i = min(R_i, 64 alpha_i R_i)) and epsilon:",
         "",
         "| design | accounting: the numbers describe | query privacy | in-round step Q0 (epsilon = 1) | "
         "split-votes, epsilon = 1 | split-votes, epsilon = 8 | paper halts, epsilon = 1 | "
@@ -653,7 +747,8 @@ def calibration_crosscheck() -> str:
              "T_1 calib. / planner | T_1 set by (planner) |",
              "|---|---|---|---|---|---|---|---|"]
     for tab, e, a, halts, cap, floors, n, T1, _R1, _c1, _rD in CALIBRATION:
-        sol = solve(e, 1e-6, a, 0.05, 1, TightOptions(halts=halts, cap_c=cap,  # type: ignore[arg-type]
+        # calibration.md charged LabelBoost by Lemma C.1: the same here, for a like-for-like comparison
+        sol = solve(e, 1e-6, a, 0.05, 1, TightOptions(halts=halts, cap_c=cap, labelboost="lemma-c1",  # type: ignore[arg-type]
                                                          accuracy_floors=floors, design=PAPER))
         rows.append(f"| {tab} | {fmt(e)} | {fmt(a)} | {fmt(n)} | {fmt(sol.n_required)} | "
                     f"{fmt(n / sol.n_required, 3)} | {fmt(T1)} / {fmt(sol.specs[0].T)} | "

@@ -23,9 +23,8 @@ import math
 from collections.abc import Callable
 
 from everlast.engine.errors import InvalidSchedule
-from everlast.engine.planner.api import Achievable, Plan, PlanInfeasible, Targets, plan
-from everlast.engine.planner.learning import boundaries
-from everlast.engine.planner.tight import TightOptions, estimate_n
+from everlast.engine.planner.api import Achievable, Plan, PlanInfeasible, Targets, plan, tight_options
+from everlast.engine.planner.tight import estimate_n
 
 LO = 1e-2
 """The smallest target epsilon searched (as ``api.best_epsilon``)."""
@@ -53,12 +52,10 @@ def _estimator(targets: Targets, n: int) -> Callable[[float], float] | None:
         return None
     t = targets
     try:
-        design = t.design
+        t.design  # noqa: B018  (validates: a retired design is refused by plan() with the reason)
     except InvalidSchedule:  # a retired design: plan() refuses it with the reason
         return None
-    opts = TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
-                        boundaries=boundaries(t.concept), cap_c=t.cap_c, design=design,
-                        eps_h=t.eps_h if t.eps_h is not None else 0.01)
+    opts = tight_options(t)
     vc = t.vc
 
     def g(x: float) -> float:

@@ -41,29 +41,14 @@ from scipy.optimize import minimize_scalar
 
 from everlast.engine import roots
 from everlast.engine.design import DEFAULT, Design
-from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import amplification as amp
-from everlast.engine.planner import composition as comp
-from everlast.engine.planner import target_charging as tc
-from everlast.engine.planner import theorem_b as tb
-from everlast.engine.planner.accountants import DELTA_CAP, LABELBOOST_DELTA_FACTOR, LABELBOOST_EPS
-from everlast.engine.planner.bt import accuracy_t
-from everlast.engine.planner.design_rules import BETA_H_SHARE, tct_accuracy_t
-from everlast.engine.planner.learning import (
-    HaltBudget,
-    LambdaLog,
-    chunk_size,
-    d2_floor,
-    halt_budget,
-    labelboost_size,
-)
+from everlast.engine.planner.accountants import DELTA_CAP, TIGHT, TIGHT_LEMMA_C1, LabelBoostLemma, TightAccountant
+from everlast.engine.planner.accuracy import Reading
+from everlast.engine.planner.learning import HaltBudget, LambdaLog, labelboost_size
+from everlast.engine.planner.round_solvers import SOLVERS, Band, Infeasible, RoundSize
 from everlast.engine.schedule import RoundSpec
 
 RATE_SHAVE = 1.0 - 1e-9
-IN_ROUND_DELTA_SHARE = 1e-3
-"""Share of the query chain's delta given to the in-round step (Lemma Cap's charge for the caps)."""
-TAIL_TARGET_SHARE = 1e-3
-"""Search only: the share of Delta the fast estimate gives to Lemma TC's tail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +67,19 @@ class TightOptions:
     c = c0 + g_high; docs/privacy/genericbbl.md 5) or paper (c = the halt budget)."""
     eps_h: float = 0.01
     """eps_h of the noisy halting test (charged to every query, Theorem Q)."""
+    reading: Reading = "per-query"
+    """Theorem A's reading of an answer's accuracy (docs/privacy/genericbbl.md 6.3): per query (its
+    own noise inside the hypothesis) or every answer (a union bound over the round)."""
+    band: Band = "planned"
+    """The band's half-width: chosen per round by the planner, or the paper's gamma_i = alpha_i."""
+    accuracy_share: float = 0.7
+    """theta: alpha_i = theta alpha/2^i sets lambda_i; the rest of alpha pays each round's answers."""
+    labelboost: LabelBoostLemma = "direct"
+    """LabelBoost's privacy: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
+
+    @property
+    def accountant(self) -> TightAccountant:
+        return TIGHT if self.labelboost == "direct" else TIGHT_LEMMA_C1
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +110,6 @@ class TightSchedule:
     rounds: tuple[RoundPlan, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _RoundT:
-    T: int
-    R: int
-    c: int
-    eps0: float
-    delta0: float
-    theta: float
-    t_priv: int
-    t_acc: int
-    c0: int | None = None
-
-
 class _Problem:
     def __init__(self, epsilon: float, delta: float, alpha: float, beta: float, vc_dim: int,
                  opts: TightOptions) -> None:
@@ -133,12 +118,11 @@ class _Problem:
         self.eps, self.delta, self.vc, self.o = epsilon, delta, vc_dim, opts
         K = opts.rounds
         self.K = K
-        self.a = [alpha / 2**i for i in range(1, K + 1)]
-        self.b = [beta / 2**i for i in range(1, K + 1)]
-        self.lam = [chunk_size(a, b, vc_dim, opts.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
+        self.acct = opts.accountant
+        self.solver = SOLVERS[opts.design.name](self, alpha, beta, vc_dim)  # type: ignore[arg-type]
+        self.a, self.b, self.lam = self.solver.a, self.solver.b, self.solver.lam
         # the query chain pays the in-round step first (Theorem Q): eps_D = eps - eps_in and
         # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap)
-        self.solver = SOLVERS[opts.design.name](self)
         self.eps_in, self.delta_in, self.delta_cap = self.solver.in_round_budget(delta)
         self.eps_query = epsilon - self.eps_in
         if self.eps_query <= 0.0:
@@ -149,11 +133,7 @@ class _Problem:
     # -- one round
     def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool) -> _RoundT:
         """Size round i for R queries and budget (E, Delta) under the design (its solver)."""
-        a, b, lam = self.a[i - 1], self.b[i - 1], self.lam[i - 1]
-        gamma = a
-        o = self.o
-        c_util = halt_budget(o.halts, R, a, gamma, lam, o.k, o.boundaries, o.cap_c)
-        return self.solver.round_t(i, R, E, Delta, exact, a, b, gamma, c_util)
+        return self.solver.round_t(i, R, E, Delta, exact)
 
     def r_for(self, next_size: int, rD: float) -> int:
         return max(1, math.ceil(next_size / (rD * RATE_SHAVE)))
@@ -175,101 +155,17 @@ class _Problem:
 
     def rates(self, E1: float, E2: float, res: float) -> tuple[float, float, float, float]:
         r1 = amp.bbg_rate(self.eps, E1 + res)
-        rD = amp.bbg_rate(self.eps_query, LABELBOOST_EPS + E2 + res)
+        rD = amp.bbg_rate(self.eps_query, self.acct.labelboost_eps("unlabeled") + E2 + res)
         Delta1 = min(DELTA_CAP, self.delta / r1)
-        Delta2 = min(DELTA_CAP, self.delta_query / (LABELBOOST_DELTA_FACTOR * rD))
+        Delta2 = min(DELTA_CAP, self.delta_query / (self.acct.labelboost_delta_factor * rD))
         return r1, rD, Delta1, Delta2
 
 
-class _Infeasible(Exception):
-    pass
+_Infeasible = Infeasible
+_RoundT = RoundSize
 
 
-class _TargetChargedSolver:
-    """Rounds of the target-charged design: the largest per-query level eps0 whose round meets its
-    budget (Lemmas Q and TC), T from the accuracy floor (docs/privacy/genericbbl.md 6.3), the
-    halting test's threshold and hard cap from section 5.4."""
 
-    def __init__(self, P: _Problem) -> None:
-        self.P = P
-
-    def in_round_budget(self, delta: float) -> tuple[float, float, float]:
-        """(eps_in, delta_in, delta_cap): the halting test's epsilon at the exact scales the engine
-        runs, the share of delta given to its hard cap (Lemma Cap), and the cap probability."""
-        o = self.P.o
-        tq, tr = at.scales(o.eps_h)
-        eps_in = at.at_epsilon(tr, tq)
-        delta_in = IN_ROUND_DELTA_SHARE * delta
-        return eps_in, delta_in, delta_in / at.cap_charge(eps_in, 1.0)
-
-    def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
-                gamma: float, c_util: int) -> _RoundT:
-        P, o = self.P, self.P.o
-        g_low = at.at_margin(o.eps_h, BETA_H_SHARE * b / R)  # premature halts (accuracy)
-        c0 = c_util + g_low
-        c = c0 + at.at_margin(o.eps_h, P.delta_cap)  # hard cap (Lemma T)
-
-        def t_acc(e0: float) -> int:
-            return max(d2_floor(a), math.ceil(tct_accuracy_t(gamma, e0, R, b))) if o.accuracy_floors else 1
-
-        if exact:
-            eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * gamma * t_acc(e0)) - 1))
-            eps0 *= 1.0 - 1e-9
-        else:
-            eps0 = _approx_tct_eps0(E, Delta, c, R)
-        if not eps0 > 0.0:
-            raise _Infeasible(f"round {i}: no per-query level meets the round budget")
-        t = t_acc(eps0)
-        return _RoundT(t, R, c, eps0, math.nan, math.nan, 1, t, c0)
-
-    def spec_fields(self, rt: _RoundT) -> dict[str, float | int | None]:
-        return {"delta_bt": None, "halt_eps": self.P.o.eps_h, "halt_threshold": rt.c0}
-
-    def binding(self, rt: _RoundT) -> str:
-        return "accuracy (every |z_j| < gamma T - 1)"
-
-
-class _PaperSolver:
-    """Rounds of the paper's design: the instances' (eps_inst, delta_mu) meet the round budget by
-    KOV over min(c, R) instances, (eps', band slack) minimise Theorem B's T, raised to Claim D.7's
-    accuracy floor. No in-round step is valid, so none is budgeted (its queries are not private)."""
-
-    def __init__(self, P: _Problem) -> None:
-        self.P = P
-
-    def in_round_budget(self, delta: float) -> tuple[float, float, float]:
-        return 0.0, 0.0, 0.0
-
-    def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool, a: float, b: float,
-                gamma: float, c_util: int) -> _RoundT:
-        o = self.P.o
-        c = count = c_util  # the halt budget (capped at R unless cap_c is off: docs/notes/calibration.md (iii))
-        if exact:
-            ch = _choose_instances(count, E, Delta)
-            if ch is None:
-                raise _Infeasible(f"round {i}: no instance parameters meet the composition budget")
-            eps_inst, delta_mu, theta = ch
-            eps0, _, t_priv = tb.plan_instance(eps_inst, delta_mu, gamma)
-        else:
-            eps_inst, delta_mu = _approx_instances(count, E, Delta)
-            eps0 = tb.eps_bt_for(eps_inst, 3.0)
-            theta = math.nan
-            t_priv = math.ceil((4.0 * math.log(1.0 / (2.0 * delta_mu)) + 18.0 + eps0) / (2.0 * gamma * eps0))
-        t_acc = 1
-        if o.accuracy_floors:
-            t_acc = max(d2_floor(a), math.ceil(accuracy_t(a, eps0, R, b)))
-        return _RoundT(max(t_priv, t_acc), R, c, eps0, delta_mu, theta, t_priv, t_acc, None)
-
-    def spec_fields(self, rt: _RoundT) -> dict[str, float | int | None]:
-        return {"delta_bt": rt.delta0, "halt_eps": None, "halt_threshold": rt.c0}
-
-    def binding(self, rt: _RoundT) -> str:
-        return "privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)"
-
-
-SOLVERS: dict[str, type[_TargetChargedSolver] | type[_PaperSolver]] = {
-    "target-charged": _TargetChargedSolver, "paper": _PaperSolver}
-"""The round solver of each design (by ``Design.name``)."""
 
 
 def _fixed_point(f: Callable[[int], _RoundT]) -> _RoundT:
@@ -344,8 +240,8 @@ def estimate_n(epsilon: float, delta: float, alpha: float, beta: float = 0.05, v
     res = min(1e-4, epsilon / 100.0)
     try:
         P = _Problem(epsilon, delta, alpha, beta, vc_dim, o)
-        E2 = _argmin(lambda e: _obj2(P, e, res), max(1e-4, P.eps_query - LABELBOOST_EPS - res),
-                     max(1e-4, P.eps_query - LABELBOOST_EPS - res) + 8.0)
+        E2 = _argmin(lambda e: _obj2(P, e, res), max(1e-4, P.eps_query - P.acct.labelboost_eps("unlabeled") - res),
+                     max(1e-4, P.eps_query - P.acct.labelboost_eps("unlabeled") - res) + 8.0)
         _, rD, _, D2 = P.rates(epsilon, E2, res)
         tail = P.tail(E2, rD, D2, exact=False)
         R1 = P.r_for(P.lam[1] * tail[0].T, rD)
@@ -383,7 +279,7 @@ def _obj1(P: _Problem, E1: float, E2: float, R1: int, res: float) -> float:
 def _solve_with_reserve(P: _Problem, res: float) -> TightSchedule:
     eps = P.eps
     # ---- E2: minimise R_1 = lambda_2 T_2 / r_D (n is increasing in R_1 for fixed E1)
-    lo2 = max(1e-4, P.eps_query - LABELBOOST_EPS - res)  # below this r_D = 1: more budget is free
+    lo2 = max(1e-4, P.eps_query - P.acct.labelboost_eps("unlabeled") - res)  # below this r_D = 1: more budget is free
 
     def obj2(E2: float) -> float:
         return _obj2(P, E2, res)
@@ -416,10 +312,10 @@ def _solve_with_reserve(P: _Problem, res: float) -> TightSchedule:
             a_n, b_n, lam_n = P.a[i - 1], P.b[i - 1], P.lam[i - 1]
         S_size = P.lam[i - 1] * rt.T
         m_S = min(S_size, max(labelboost_size(m_D, a_n, b_n, P.vc), lam_n))
-        eps_ls, _ = amp.bbg(min(1.0, math.nextafter(m_S / S_size, math.inf)), LABELBOOST_EPS, 0.0)
+        eps_ls, _ = amp.bbg(min(1.0, math.nextafter(m_S / S_size, math.inf)), P.acct.labelboost_eps("labeled"), 0.0)
         specs.append(RoundSpec(
             T=rt.T, lam=P.lam[i - 1], R=rt.R, c=rt.c, eps_bt=rt.eps0, alpha=P.a[i - 1], m_S=m_S, m_D=m_D,
-            gamma=None, beta=P.b[i - 1], **P.solver.spec_fields(rt),  # type: ignore[arg-type]
+            beta=P.b[i - 1], **P.solver.spec_fields(rt),  # type: ignore[arg-type]
         ))
         binding = P.solver.binding(rt)
         plans.append(RoundPlan(
@@ -444,39 +340,3 @@ def _argmin(f: Callable[[float], float], lo: float, hi: float) -> float:
     if not math.isfinite(fx):
         raise _Infeasible("no budget split meets the targets")
     return best
-
-
-def _approx_tct_eps0(E: float, Delta: float, c: int, R: int) -> float:
-    """Search-only estimate of the largest eps0 (Gaussian-DP composition over K ~ c/q charged
-    steps with a normal tail margin); never used to certify."""
-    q = 0.5
-    target = TAIL_TARGET_SHARE * Delta
-    z = math.sqrt(2.0 * math.log(1.0 / target))
-    K = min(R, math.ceil((c + z * math.sqrt(c) + z * z) / q))
-    return comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta) / math.sqrt(K)
-
-
-def _approx_instances(count: int, E: float, Delta: float) -> tuple[float, float]:
-    """Search-only estimate of (eps_inst, delta_mu) for count instances (Gaussian-DP)."""
-    theta = 0.1
-    delta_mu = theta * Delta / count
-    return comp.gdp_mu(E, (1.0 - theta) * Delta) / math.sqrt(count), delta_mu
-
-
-def _choose_instances(count: int, E: float, Delta: float) -> tuple[float, float, float] | None:
-    """(eps_inst, delta_mu, theta) minimising Theorem B's T over the delta split theta, where
-    eps_inst is the largest level whose count-fold KOV composition meets (E, Delta)."""
-    best: tuple[float, float, float, float] | None = None
-    for theta in (0.5, 0.3, 0.1, 0.03, 0.01, 1e-3):
-        delta_mu = -math.expm1(math.log1p(-theta * Delta) / count)
-        budget = Delta * (1.0 - theta) / (1.0 - theta * Delta)
-        if delta_mu <= 0.0 or budget <= 0.0:
-            continue
-        eps_inst = comp.kov_max_eps0(count, E, budget, cap=tc.EPS0_CAP)
-        if eps_inst <= 0.0:
-            continue
-        e = tb.eps_bt_for(eps_inst, 3.0)
-        t_norm = (4.0 * math.log(1.0 / (2.0 * delta_mu)) + 18.0 + e) / e
-        if best is None or t_norm < best[0]:
-            best = (t_norm, eps_inst, delta_mu, theta)
-    return None if best is None else best[1:]

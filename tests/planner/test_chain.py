@@ -43,7 +43,7 @@ def test_target_charged_training_chain_by_hand() -> None:
     Delta1 = delta / r1
     rt = tc.round_epsilon(1 / float(t), m, TCT.c, TCT.R, Delta1)
     assert 2 * TCT.c < rt.K < 2.2 * TCT.c  # about 2c charged steps (q ~ 1/2)
-    phi = rt.E + _bbg(TCT.m_S / TCT.labeled_size, 3.0)  # LabelBoost on S-hat: (3, 0), subsampled
+    phi = rt.E + _bbg(TCT.m_S / TCT.labeled_size, math.log(4 * math.e))  # Lemma LB (b): (ln 4e, 0), subsampled
     assert c.epsilon_training == pytest.approx(_bbg(r1, phi), rel=1e-9)
     assert c.delta_training <= delta and c.delta_training == pytest.approx(delta, rel=1e-9)
     assert 1.0 < c.epsilon_training < 10.0

@@ -75,7 +75,7 @@ def test_all_mechanisms_side_by_side() -> None:
     names = [m["mechanism"] for m in d["mechanisms"]]
     assert names == ["generic-bbl", "private-learner"]
     bbl, pl = d["mechanisms"]
-    assert bbl["n_required"] == d["n_required"] > 10**12
+    assert bbl["n_required"] == d["n_required"] > 10**6  # more than the n given: GenericBBL does not fit
     assert pl["n_required"] < 5000 and pl["epsilon_queries"] == 0.0
     assert d["cheapest_mechanism"] == "private-learner" and d["best_mechanism_at_n"] == "private-learner"
     text = _run("--mechanism", "all", "--no-designs").output

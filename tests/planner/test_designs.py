@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-from everlast.engine.design import MAX_D_HAT, RETIRED, Design
+from everlast.engine.design import DEFAULT, MAX_D_HAT, RETIRED, Design
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import PlanInfeasible, Targets, best_epsilon, certify, cheapest_sound, designs, plan
 from everlast.engine.planner import above_threshold as at
-from everlast.engine.planner.design_rules import tct_accuracy_t
-from everlast.engine.planner.tight import BETA_H_SHARE
+from everlast.engine.planner.accuracy import schedule_accuracy
+from everlast.engine.planner.design_rules import BETA_H_SHARE
 from everlast.engine.schedule import RoundSpec, Schedule
 
 EIGHT = Targets(epsilon=8.0, halts="split-votes")
@@ -63,10 +63,13 @@ def test_target_charged_rounds_have_their_halting_test_and_accuracy_floor() -> N
         assert r.halt_threshold < r.c  # the test fires below the hard cap...
         tq, tr = at.scales(r.halt_eps)
         assert at.at_tail(r.c - r.halt_threshold, tq, tr) <= 1e-9  # ...and the cap almost never binds
-        # T is the accuracy floor: every answer's noise below gamma T - 1 (no privacy floor: no gap)
-        assert tct_accuracy_t(r.band, r.eps_bt, r.R, r.beta) <= r.T
     early = [x for x in p.checks if x.name.startswith("noisy halting fires early")]
     assert early and all(x.holds and x.bound <= BETA_H_SHARE * 0.05 for x in early)
+    # T is sized by Theorem A: every listed round's bound on an answer's error meets alpha
+    acc = [x for x in p.checks if x.name.startswith("Theorem A")]
+    assert len(acc) == len(p.rounds) and all(x.holds for x in acc)
+    bounds = schedule_accuracy(p.rounds, DEFAULT, 1)
+    assert max(a.bound for a in bounds) <= EIGHT.alpha * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("fields", "retired"), [({"halting": "never"}, "never"),

@@ -1,0 +1,94 @@
+"""How often honest traffic lands in a target-charged round's band when the per-query noise is as
+wide as the band (accuracy only: it sizes the halt budget; docs/halt_budget.md 4).
+
+The split-votes rule (``learning.p_top``) counts the queries whose vote share lies in the band. A
+target-charged round sized by Theorem A has noise of scale t ~ T/30 on the count, several times
+the band's width, so a query is a top when its count *plus its noise* lands in the band. Under the
+rule's model (docs/halt_budget.md 2: continuous data with a density at each of the b boundaries,
+realizable labels, midpoint ERM on lambda points), a query at quantile distance u from a boundary
+has vote share S = (1 - 2u)^lambda/2 on one side (1 - S on the other; the thresholds are symmetric,
+T - hi = lo, so both sides give the same top probability), u having density b near the boundary.
+With y = lambda u:
+
+    p_top = E_z[P(T S + z in [lo, hi])]
+          = g0 + (b/lambda) integral_0^{lambda/b} (P_z([lo, hi] - T S(y)) - g0) dy,
+    S(y) = (1 - y/lambda)^lambda/2,   g0 = P[z in [lo, hi]]  (a query every classifier agrees on).
+
+g0 is the queries far from every boundary (almost all of them) turned into tops by their noise
+alone; the integral is the split-votes share, smeared by the noise. Without noise the integral is
+-ln(1 - 2 gamma) (the rule); with it, the far queries' g0 can exceed the rule several times when
+eps0 T is below ~30, which is why the planner chooses eps0 T and the band together.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+_Y_MAX = 60.0
+"""Beyond y = 60 the share S(y) < e^-60/2: the query counts as far (its term is g0)."""
+_GRID = 6000
+
+
+@functools.lru_cache(maxsize=1)
+def _ygrid() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Quadrature nodes on [0, 60], dense near 0 where S(y) moves fastest (quadratic spacing), and
+    trapezoid weights."""
+    s = np.linspace(0.0, 1.0, _GRID)
+    y = _Y_MAX * s * s
+    w = np.empty_like(y)
+    w[1:-1] = (y[2:] - y[:-2]) / 2.0
+    w[0], w[-1] = (y[1] - y[0]) / 2.0, (y[-1] - y[-2]) / 2.0
+    return y, w
+
+
+def _share(y: NDArray[np.float64], lam: int) -> NDArray[np.float64]:
+    return np.asarray(0.5 * np.exp(lam * np.log1p(-np.minimum(y / lam, 1.0 - 1e-15))), dtype=np.float64)
+
+
+def top_rate(gamma: float, sigma: float, lam: int, boundaries: int = 1) -> float:
+    """The planner's estimate: band [1/2 - gamma, 1/2 + gamma] in shares, per-query noise a
+    (continuous) Laplace of scale ``sigma`` in shares (sigma = 1/(eps0 T))."""
+    y, w = _ygrid()
+    keep = y <= lam / boundaries
+    s = _share(y[keep], lam)
+
+    def window(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> NDArray[np.float64]:
+        return np.asarray(_laplace_cdf(b, sigma) - _laplace_cdf(a, sigma), dtype=np.float64)
+
+    g0 = float(window(0.5 - gamma, 0.5 + gamma))
+    inside = window(0.5 - gamma - s, 0.5 + gamma - s)
+    return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, w[keep])))
+
+
+def _laplace_cdf(x: NDArray[np.float64] | float, sigma: float) -> NDArray[np.float64]:
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0.0) / sigma), 1.0 - 0.5 * np.exp(-np.maximum(x, 0.0) / sigma))
+
+
+def top_rate_exact(T: int, lo: int, hi: int, t: Fraction, lam: int, boundaries: int = 1) -> float:
+    """The same for a round the engine runs: integer counts, thresholds lo, hi and DLap(t) noise on
+    the count (``engine.design.noise_plan``); the count of a query at share S is T S rounded down
+    on the lower side (the side counted; its mirror gives the same by symmetry)."""
+    y, w = _ygrid()
+    keep = y <= lam / boundaries
+    v = np.floor(T * _share(y[keep], lam))
+    p = math.exp(-1.0 / float(t))
+
+    def window(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(_dlap_cdf(b, p) - _dlap_cdf(a - 1, p), dtype=np.float64)
+
+    g0 = float(window(np.asarray([lo], float), np.asarray([hi], float))[0])
+    inside = window(lo - v, hi - v)
+    return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, w[keep])))
+
+
+def _dlap_cdf(k: NDArray[np.float64], p: float) -> NDArray[np.float64]:
+    """P[Z <= k] for Z ~ DLap with p = e^{-1/t} (Lemma DL(ii)), vectorized over integer k."""
+    k = np.asarray(k, dtype=np.float64)
+    return np.where(k >= 0, 1.0 - np.power(p, np.maximum(k, 0.0) + 1.0) / (1.0 + p),
+                    np.power(p, -np.minimum(k, 0.0)) / (1.0 + p))
