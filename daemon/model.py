@@ -111,12 +111,14 @@ class ModelRuntime:
         return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
 
     async def activate(
-        self, store: BlobStore, start_offset: int, partitions: int | None = None
+        self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None
     ) -> tuple[Served, ModelCheckpointer, bool]:
         """Restore from the checkpoint store, or create the model (GenericBBL: its predictor; the
         learner: its one fit, on OS entropy). The first checkpoint is written by the partition's
         ``PartitionCheckpoint`` before it answers anything, so a crash never re-draws the initial
-        randomness of anything published. Returns (served, checkpointer, restored)."""
+        randomness of anything published. ``journal``: the id of this daemon's journal (a
+        checkpoint written beside it says which of its rows it covers). Returns (served,
+        checkpointer, restored)."""
         ck = ModelCheckpointer(store, self.id)
         restored = await ck.load()
         if restored is not None:
@@ -137,6 +139,8 @@ class ModelRuntime:
                 last_fp=meta.get("last_fp"),
                 verified=bool(meta.get("handover", False)),
                 suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
+                journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
+                else None,
             )
             return served, ck, True
         x, y = load_training(self.cfg.data)
