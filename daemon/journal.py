@@ -111,7 +111,7 @@ def encode(records: Sequence[Any]) -> bytes:
     vl, vb = _lengths_and_bytes(list(map(_VALUE, records)))
     headers = {i: [list(h) for h in hs] for i, hs in enumerate(map(_HEADERS, records)) if hs}
     out = msgpack.packb({"o": offsets.tobytes(), "t": ts.tobytes(), "k": key_col, "vl": vl, "vb": vb,
-                         "h": headers}, use_bin_type=True, strict_map_key=False)
+                         "h": headers}, use_bin_type=True)
     assert isinstance(out, bytes)
     return out
 
