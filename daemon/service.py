@@ -213,13 +213,17 @@ class Service:
             self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
             self._broker(True)
             monitor = asyncio.create_task(self._monitor(stop))
+            drain = asyncio.create_task(self._drain_deadline(stop))
             try:
                 await self._loop(stop)
             except Stopped:
                 pass
             finally:
                 monitor.cancel()
-                await self._shutdown()
+                try:
+                    await self._shutdown()
+                finally:
+                    drain.cancel()
             if self.failed is not None:
                 raise self.failed
 
@@ -246,20 +250,22 @@ class Service:
                 self._update_lag()
                 await self._maybe_checkpoint()
 
+    async def _drain_deadline(self, stop: asyncio.Event) -> None:
+        """``drain_timeout_s`` after the stop request: stop waiting for acknowledgements (``halt``)."""
+        await stop.wait()
+        await asyncio.sleep(self.cfg.drain_timeout_s)
+        self.halt.set()
+
     async def _shutdown(self) -> None:
         """Drain, then hand over: the batch in flight finishes (its answers are acknowledged by the
-        broker, waited for at most ``drain_timeout_s``), transitions finish (bounded), and every
-        partition gets its hand-over checkpoint. ``clean`` and ``uncovered`` say whether those
-        checkpoints cover every published answer."""
-        timer = asyncio.get_running_loop().call_later(self.cfg.drain_timeout_s, self.halt.set)
-        try:
-            pending = [t for t in self.transitions.values() if not t.done()]
-            if pending:
-                await asyncio.wait(pending, timeout=self.cfg.shutdown_timeout_s)
-            async with self.lock:  # the batch in flight has been answered and acknowledged (or halted)
-                self.uncovered = await self._hand_over(sorted(self.procs))
-        finally:
-            timer.cancel()
+        broker, waited for at most ``drain_timeout_s`` from the stop request), transitions finish
+        (bounded), and every partition gets its hand-over checkpoint. ``clean`` and ``uncovered``
+        say whether those checkpoints cover every published answer."""
+        pending = [t for t in self.transitions.values() if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=self.cfg.shutdown_timeout_s)
+        async with self.lock:  # the batch in flight has been answered and acknowledged (or halted)
+            self.uncovered = await self._hand_over(sorted(self.procs))
         self.clean = not self.uncovered
 
     def _fail(self, exc: BaseException) -> None:
@@ -430,7 +436,9 @@ class Service:
                     try:
                         await self._commit(part, handover=True, stop=give_up)
                     except Exception as exc:
-                        uncovered.append(f"partition {part}: the hand-over checkpoint failed ({type(exc).__name__})")
+                        if proc.models:  # (a partition without models has nothing to cover)
+                            uncovered.append(f"partition {part}: the hand-over checkpoint failed "
+                                             f"({type(exc).__name__})")
                         log.error("partition %d: checkpoint at hand-over failed (%s); the next owner replays "
                                   "from the previous one", part, type(exc).__name__)
                 proc.revoke()
@@ -613,7 +621,7 @@ class Service:
         tp = self._tp(part)
 
         async def commit_offset(offset: int) -> None:  # informational: never wait long for it
-            if self.broker_ok:
+            if self.broker_ok and not self.halt.is_set():
                 await asyncio.wait_for(self.consumer.commit({tp: offset}), 5.0)
 
         jr = self.journal
