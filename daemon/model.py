@@ -137,6 +137,7 @@ class ModelRuntime:
                 p,
                 next(iter(restored.offsets.values()), start_offset),
                 last_fp=meta.get("last_fp"),
+                log_end=int(meta.get("log_end", 0)),
                 verified=bool(meta.get("handover", False)),
                 suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
                 journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal

@@ -13,7 +13,8 @@ Decisions, in the order ``feed`` takes them:
    like fetched records, so the models come back exactly where their published answers left
    them, and their labels are re-published byte for byte.
 1. **A replaced log** (the broker lost data): the high watermark is below the next offset to
-   process, or the record at a checkpoint's last processed offset has another fingerprint. Every
+   process or below the log's end a checkpoint saw (``log_end``: a log only grows), or the record
+   at a checkpoint's last processed offset has another fingerprint. Every
    model is rebased to offset 0 and the partition re-read from there. Only a model whose state
    may lag answers already published is suspended: restored from a periodic checkpoint without
    its journal (lost, or written by another replica), and whose answers change its state
@@ -135,6 +136,9 @@ class Served:
     """False while restored from a periodic checkpoint and neither its journal nor the log has been
     seen to reach back to it: answers may have been published beyond it that only the log can
     replay."""
+    log_end: int = 0
+    """The log's end (a lower bound of its high watermark) when its checkpoint was written: a log
+    that ends before it is another log, even when the checkpoint's offset is 0."""
     journal_seq: int | None = None
     """The last journal row its checkpoint covers, if the checkpoint was written beside this
     daemon's journal (``None``: the journal cannot vouch for it)."""
@@ -238,6 +242,8 @@ class PartitionProcessor:
         self.last_fp: str | None = lows[0].last_fp if lows else None
         # offsets whose record must match a checkpoint's fingerprint, until seen
         self._expect: dict[int, str] = {m.offset - 1: m.last_fp for m in models if m.last_fp and m.offset > 0}
+        self.log_end = max([m.log_end for m in models], default=0)
+        """The furthest end this partition's log has been seen to reach (checkpoints save it)."""
         self.log_checked = False
         """A fetch response has shown the log (its high watermark) since assignment."""
         self.parked: list[Batch] = []
@@ -364,9 +370,16 @@ class PartitionProcessor:
 
     # -- 1. a replaced log -----------------------------------------------------------------------
 
+    def saw_log_end(self, end: int) -> None:
+        """The broker says the log reaches at least ``end`` (at assignment, before any checkpoint)."""
+        if self.status is not Status.REVOKED and end >= max(self.next_offset, self.log_end):
+            self.log_end = end
+
     def _replaced(self, batch: Batch | None, highwater: int | None) -> bool:
-        if highwater is not None and highwater < self.next_offset:
-            return True
+        if highwater is not None:
+            if highwater < max(self.next_offset, self.log_end):
+                return True
+            self.log_end = highwater
         if batch is None or not len(batch) or not self._expect:
             return False
         first = batch.offset(0)
@@ -397,6 +410,7 @@ class PartitionProcessor:
                 step.events.append(self._suspend(m, LOG_LOST_REASON, 0, False))
             m.offset, m.last_fp, m.verified = 0, None, True
         self.next_offset, self.last_fp, self._expect = 0, None, {}
+        self.log_end = highwater or 0
 
     def _deleted(self, step: Step, log_start: int) -> None:
         """The log begins after the next offset: the broker deleted records this partition has not

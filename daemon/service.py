@@ -346,20 +346,29 @@ class Service:
                     meta={m: self.models[m].meta(self.n_partitions) for m in cks},
                 )
                 self.procs[part], self.ckpts[part] = proc, ck_part
+                await self._log_bounds(part)
                 await self._replay_journal(part)
                 if served:
                     # before answering anything new: a created model's first checkpoint (a crash must never
                     # re-draw its randomness), a restored one's state after its journal, and it gives up its
                     # one-time hand-over claim
                     await self._commit(part)
-                with contextlib.suppress(KafkaError, TimeoutError):  # the log's first offset (retention)
-                    first = await asyncio.wait_for(self.consumer.beginning_offsets([self._tp(part)]), 10)
-                    self._log_start[part] = int(first[self._tp(part)])
                 self.consumer.seek(self._tp(part), proc.start_position)
                 for s in served:
                     self._publish(s)
             self._models_active()
             self.ready_flag = True
+
+    async def _log_bounds(self, part: int) -> None:
+        """Where the partition's log begins (records deleted by retention?) and how far it reaches
+        (a lower bound, saved with the checkpoints: a log found ending before it is another log)."""
+        tp = self._tp(part)
+        with contextlib.suppress(KafkaError, TimeoutError):
+            first = await asyncio.wait_for(self.consumer.beginning_offsets([tp]), 10)
+            self._log_start[part] = int(first[tp])
+        with contextlib.suppress(KafkaError, TimeoutError):
+            end = await asyncio.wait_for(self.consumer.end_offsets([tp]), 10)
+            self.procs[part].saw_log_end(int(end[tp]))
 
     async def _replay_journal(self, part: int) -> None:
         """Replay the journal's rows of a partition just assigned through its restored models (the

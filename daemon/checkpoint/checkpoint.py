@@ -59,6 +59,7 @@ class PartitionCheckpoint:
         self.since = 0
         self.dirty = False
         self.last = clock()
+        self._log_end = 0
 
     def store_offset(self, offset: int, answered: int = 0) -> None:
         """Every label record before ``offset`` is acknowledged; ``answered`` queries reached an engine."""
@@ -108,6 +109,7 @@ class PartitionCheckpoint:
         why = self.blocked(proc)  # 1
         if why is not None:
             raise CommitOrderError(f"partition {self.partition}: cannot checkpoint: {why}")
+        self._log_end = proc.log_end
         models = list(proc.models.values())
         for m in models:  # 2 and 3
             ck = self.checkpointers[m.id]
@@ -128,7 +130,8 @@ class PartitionCheckpoint:
         self.last = self.clock()
 
     def _meta(self, m: Served, handover: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {**self.meta.get(m.id, {}), "handover": handover, "last_fp": m.last_fp}
+        out: dict[str, Any] = {**self.meta.get(m.id, {}), "handover": handover, "last_fp": m.last_fp,
+                               "log_end": self._log_end}
         if m.suspension is not None:
             out.update(m.suspension.to_meta())
         return out

@@ -92,7 +92,7 @@ def test_a_log_replaced_below_the_next_offset_is_detected_from_the_high_watermar
     assert [e.kind for e in step.events] == ["log_replaced", "suspended"]
     assert p.models["lag"].suspension is not None and p.models["good"].suspension is None
     recs = queries("good", [0.9, 0.1], 0) + queries("lag", [0.9], 2)
-    labs = sorted(labels_of(feed(p, recs)), key=lambda d: d["id"])
+    labs = sorted(labels_of(feed(p, recs, hw=10)), key=lambda d: d["id"])
     assert [(d["id"], d["status"]) for d in labs] == [(0, "ok"), (1, "ok"), (2, "refused")]
     assert labs[2]["reason"] == LOG_LOST_REASON and lagging.calls == []
 
