@@ -54,6 +54,23 @@ class IIDStream:
 
 
 @dataclass
+class LabelledStream:
+    """The points of a labelled file, in order, with their labels as the truth (``--truth FILE``)."""
+
+    x: NDArray[np.float64]
+    y: NDArray[np.int8]
+    adaptive: bool = False
+    _at: int = 0
+
+    def next_batch(self, n: int) -> tuple[NDArray[np.float64], NDArray[np.int8] | None]:
+        lo, self._at = self._at, min(self._at + n, int(self.x.shape[0]))
+        return self.x[lo : self._at], self.y[lo : self._at]
+
+    def observe(self, labels: NDArray[np.int8]) -> None:
+        pass
+
+
+@dataclass
 class ReplayReport:
     sent: int = 0
     answered: int = 0

@@ -119,10 +119,12 @@ def demo(queries: int, n: int, learner_n: int | None, seed: int, as_json: bool) 
             finally:
                 stop.set()
                 await served
+            against = (f"the demo's hidden threshold (1[x >= {task.target['t']:.4g}]), which labelled both "
+                       "models' training sets: their real accuracy")
             out: dict[str, Any] = {**reps[0].to_json(), "guarantee": svc.models["demo"].guarantee.to_json(),
-                                   "n_train": n}
+                                   "n_train": n, "accuracy_against": against}
             out["learner"] = {**reps[1].to_json(), "guarantee": svc.models[LEARNER].guarantee.to_json(),
-                              "n_train": n_learner, "model": LEARNER}
+                              "n_train": n_learner, "model": LEARNER, "accuracy_against": against}
             return out
 
         out = asyncio.run(main())
