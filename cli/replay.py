@@ -31,7 +31,12 @@ from everlast.engine.concepts import from_spec
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The recorded stream to replay (JSONL or msgpack; with --stream recorded).")
 @click.option("--queries", type=click.IntRange(min=1), default=10_000, show_default=True)
-@click.option("--rate", type=float, default=None, help="Target queries per second (default: as fast as possible).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Offered queries per second, paced in ticks of 10 ms: latency is then measured at this rate "
+                   "[default: as fast as possible: latency then measures the queue the burst builds].")
+@click.option("--format", "fmt", type=click.Choice(["json", "msgpack"]), default="json", show_default=True,
+              help="Query format (the labels come back in it): JSON keeps the labels topic readable by kcat and "
+                   "other JSON consumers; msgpack is the daemon's fastest path.")
 @click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
@@ -47,7 +52,7 @@ from everlast.engine.concepts import from_spec
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, model: str, concept: str, dim: int,
                distribution: str, stream_name: str, input_path: Path | None, queries: int, rate: float | None,
-               batch: int, seed: int, timeout_s: float, record_path: Path | None, truth: str | None,
+               fmt: str, batch: int, seed: int, timeout_s: float, record_path: Path | None, truth: str | None,
                as_json: bool) -> None:
     """Produce queries, match the label records by id, report throughput, latency, statuses, accuracy.
     Adaptive streams run closed-loop: each batch waits for its answers. The prober (--stream prober)
@@ -71,10 +76,11 @@ def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, mo
     with progress(queries, "replay") as bar:
         rep = asyncio.run(replay(bootstrap_servers, queries_topic, labels_topic, model, stream,
                                  queries, rate=rate, batch=batch, timeout_s=timeout_s,
-                                 record=record_path is not None, progress=bar.update))
+                                 record=record_path is not None, progress=bar.update, fmt=fmt))
     if record_path is not None:
         write_record(record_path, rep)
     out = {**rep.to_json(), "model": model, "stream": stream_name, "distribution": distribution, "concept": concept,
+           "offered_rate_qps": rate, "format": fmt,
            "accuracy_against": against, "accuracy_is_the_models": truth is not None or stream_name == "recorded"}
     extra = getattr(stream, "report", None)
     if callable(extra):
@@ -167,8 +173,20 @@ def print_summary(out: dict[str, object]) -> None:
     assert isinstance(lat, dict)
     acc = out["accuracy"]
     qps = out["throughput_qps"]
+    rate = out.get("offered_rate_qps")
     click.echo(f"sent {out['sent']:,}, answered {out['answered']:,}, missing {out['missing']:,}")
     click.echo(f"statuses: {out['statuses']}; answers by round: {out['rounds']}")
     click.echo("accuracy: " + ("-" if acc is None else f"{acc:.4f}") + f" against {out.get('accuracy_against', '?')}")
-    click.echo(("throughput: -" if qps is None else f"throughput: {qps:,.0f} queries/s") +
-               (f"; latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms" if lat.get("p50") is not None else ""))
+    if qps is None:
+        return
+    p = (f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms" if lat.get("p50") is not None else "")
+    sent = out.get("sent_qps")
+    if isinstance(rate, int | float):
+        click.echo(f"at an offered rate of {rate:,.0f} queries/s: answered {qps:,.0f} queries/s; {p} (query sent to "
+                   "label read, through the broker)")
+        if isinstance(sent, int | float) and sent < 0.9 * rate:
+            click.echo(f"note: the client sent only {sent:,.0f} queries/s, short of the rate (is the machine busy? "
+                       "`uptime`): these figures measure the machine as much as the daemon")
+    else:
+        click.echo(f"answered {qps:,.0f} queries/s, sent as fast as the client could: {p}, which measures the "
+                   "queue that burst built; give --rate for latency at a stated rate")
