@@ -7,7 +7,9 @@ import asyncio
 import json
 import logging
 import os
+import re
 import stat
+import time
 from pathlib import Path
 
 import msgpack
@@ -57,8 +59,33 @@ def test_targets_that_need_more_data_refuse_to_start_and_say_what_would_work(tmp
     data, _ = write_model_files(tmp_path, "m", n=1000)
     cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\n'
                                "targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n"))
-    with pytest.raises(ConfigError, match=r"needs .* training examples .* has 1000"):
+    t0 = time.process_time()
+    with pytest.raises(ConfigError) as err:
         ModelRuntime.prepare(cfg.models[0])
+    assert time.process_time() - t0 < 5.0  # refused before the planner's search (seconds to minutes)
+    msg = str(err.value)
+    assert re.search(r"GenericBBL cannot meet epsilon = 1.0 at alpha = 0.1 with n = 1,000: any of its schedules "
+                     r"needs at least [\d,]+ examples", msg), msg
+    # it names what works: the private learner at the planner's n (more than 1,000 here), and how to serve it
+    assert "The private learner would certify them with 2,229 examples" in msg and 'mechanism = "private-learner"' in msg
+    data2, _ = write_model_files(tmp_path, "m2", n=5_000)
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m2"\ndata = "{data2}"\n'
+                               "targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n"))
+    with pytest.raises(ConfigError, match=r"The private learner certifies these targets with the data given \(2,229 "
+                                          r"examples needed, 5,000 given\)"):
+        ModelRuntime.prepare(cfg.models[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("epsilon", [1.0, 8.0])
+def test_the_quick_refusals_floor_is_below_the_planners_n(epsilon: float) -> None:
+    """``bbl_floor`` refuses without planning: it must never refuse what the planner would serve."""
+    from everlast.daemon.privacy import bbl_floor
+    from everlast.engine.planner import Targets, plan
+
+    t = Targets(epsilon=epsilon, delta=1e-6, alpha=0.1, halts="split-votes")
+    p = plan(t)
+    assert bbl_floor(t) <= p.rounds[0].lam * p.rounds[0].T <= p.n_required
 
 
 @pytest.mark.parametrize(("value", "ct", "code"), [
