@@ -18,7 +18,7 @@ from typing import Any
 from everlast.daemon.checkpoint.blobs import BlobStore
 from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import ModelConfig
-from everlast.daemon.data import load_training
+from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
 from everlast.daemon.partition import Served, Suspension
 from everlast.daemon.privacy import Guarantee, learner_guarantee, plan_model
@@ -61,6 +61,9 @@ class ModelRuntime:
         cannot be met."""
         concept = from_spec({"name": cfg.concept, "d": cfg.d})
         x, y = load_training(cfg.data)
+        wrong = dimension_error(cfg.data, x, cfg.concept, cfg.d)
+        if wrong is not None:
+            raise ConfigError(f"model {cfg.id}: {wrong}")
         n = int(x.shape[0])
         if cfg.mechanism == "private-learner":
             return cls._prepare_learner(cfg, concept, x, y)
