@@ -57,7 +57,7 @@ def runtime(root: Path, **kw: Any) -> ModelRuntime:
 
 
 @pytest.mark.parametrize(("learner", "extra", "msg"), [
-    ("epsilon = 1.0", "seed = 7\n", "takes no seed.*OS entropy.*17.2"),
+    ("epsilon = 1.0", "seed = 7\n", "takes no seed.*OS entropy.*learner.md 2"),
     ("epsilon = 1.0", 'schedule = "s.json"\n', "'schedule' and 'targets' are GenericBBL's"),
     ("epsilon = 0.0", "", "learner.epsilon"),
     ('epsilon = 1.0\ndomain = "reals"', "", 'domain must be "float64"'),
@@ -89,7 +89,7 @@ def test_the_certificate_at_start(tmp_path: Path) -> None:
     assert (g.epsilon_training, g.epsilon_queries, g.delta, g.query_private) == (1.0, 0.0, 0.0, True)
     d = g.details
     assert d["n_required"] == N and d["alpha_proven"] <= 0.1 and d["rounds"] is False and d["halts"] is False
-    assert d["domain"] == "all finite doubles" and "17.2" in d["claim"] and m.schedule is None
+    assert d["domain"] == "all finite doubles" and "learner.md section 2" in d["claim"] and m.schedule is None
     js = g.to_json()
     assert js["mechanism"] == "private-learner" and js["epsilon_queries"] == 0.0 and js["delta"] == 0.0
     from everlast.daemon.app import learner_line
@@ -117,7 +117,7 @@ def test_a_grid_the_training_data_cover_is_refused_as_derived_from_it(tmp_path: 
     """Review G1: a grid made of the training values publishes them through the refusals."""
     x = np.random.default_rng(1).random(N)
     pts = ", ".join(repr(float(v)) for v in np.unique(x))
-    with pytest.raises(ConfigError, match=r"every one of the declared grid's 2229 points occurs.*17.1"):
+    with pytest.raises(ConfigError, match=r"every one of the declared grid's 2229 points occurs.*learner.md 1"):
         runtime(tmp_path, learner=f'epsilon = 1.0\ndomain = {{ kind = "grid", points = [{pts}] }}',
                 data=write_data(tmp_path, x=x))
     # a small grid the data cover is what an independent grid looks like: served
