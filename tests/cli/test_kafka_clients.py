@@ -102,7 +102,8 @@ def test_everlast_produce_checks_sends_and_reports(daemon: Daemon) -> None:
     # a bad query is an error here and is not sent; the good ones are; no value is echoed
     res = sh(f"""{ev} produce -m m2 '{{"id": "bad", "x": "secret-ish"}}' 'not json' '{{"id": "c", "x": 0.5}}'""",
              daemon, check=False)  # fmt: skip
-    assert res.returncode == 1 and res.stdout.startswith("sent 1 queries")
+    assert res.returncode == 1 and res.stdout.startswith("sent 1 query for model m2")
+    assert "2 queries not sent (see above); the other one was sent" in res.stderr
     assert "argument 1: x must be a number or a non-empty list of numbers" in res.stderr
     assert "argument 2: not valid JSON" in res.stderr and "secret-ish" not in res.stderr
     # --no-check sends it anyway: the daemon answers with an `invalid` label

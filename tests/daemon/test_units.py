@@ -110,6 +110,12 @@ def test_decode_query(value: bytes, ct: str, code: str | None) -> None:
         assert isinstance(got, wire.Rejected) and got.code == code
 
 
+def test_json_without_its_header_gets_an_answer_saying_so() -> None:
+    got = wire.decode_query(b"m", b'{"id": "q1", "x": 0.5}', [], max_bytes=1024)
+    assert isinstance(got, wire.Rejected) and got.code == "undecodable"
+    assert (got.message, got.id, got.content_type) == (wire.MSG_JSON_WITHOUT_HEADER, "q1", "json")
+
+
 def test_dir_store_writes_atomically_with_mode_0600(tmp_path: Path) -> None:
     store = DirStore(tmp_path / "ck")
     asyncio.run(store.put("m", "live", b"x" * 10))
