@@ -76,8 +76,28 @@ def _plt() -> Any:
     return plt
 
 
+def fit_titles(fig: Any) -> None:
+    """Wrap every axes title (and the figure's suptitle) that is wider than the figure, so that no
+    title is cut off at the figure's edge (a narrow figure: an audit of one row)."""
+    import textwrap
+
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    room = 0.96 * fig.bbox.width
+    titles = [ax.title for ax in fig.axes]
+    if getattr(fig, "_suptitle", None) is not None:
+        titles.append(fig._suptitle)
+    for t in titles:
+        text = t.get_text()
+        width = t.get_window_extent(r).width
+        if text and width > room:
+            per_line = max(12, int(len(text) * room / width))
+            t.set_text(textwrap.fill(text, per_line))
+
+
 def _save(fig: Any, path: Path) -> Path:
     """Lay out, write (PNG, 110 dpi) and close a figure; returns its path."""
+    fit_titles(fig)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     _plt().close(fig)
@@ -358,7 +378,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
         labels.append(f"{r[0]}\n{r[1]}\n{r[2]}\n{_design(r[8])}")
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel("epsilon")
-    ax.set_title("audit: empirical lower bound (red: above the claim) vs claimed epsilon")
+    ax.set_title("audit: empirical lower bound vs claimed epsilon (red: above the claim)")
     ax.legend(loc="upper left", fontsize=7)
     files.append(_save(fig, out / f"{stem}-bounds.png"))
 
