@@ -217,8 +217,11 @@ def round_cmd(n: int, concept: str, dim: int, R: int | None, alpha: float, beta:
     click.echo(f"A round of the default design (target-charged), repeated, for n = {n:,} {concept} examples "
                f"and R = {c.spec.R:,} queries per round:\n")
     click.echo("\n".join(describe(c, n)))
-    click.echo("\nThe hard cap c assumes i.i.d. queries from data the concept's rule covers (docs/halt_budget.md): "
-               "check with `everlast simulate`; an adversarial client can still spend it (a probe halts the model).")
+    sched_arg = str(out) if out is not None else "SCHEDULE.json"
+    click.echo("\nThe hard cap c assumes i.i.d. queries from data the concept's rule covers (docs/halt_budget.md); "
+               "an adversarial client can still spend it (a probe halts the model). Check accuracy and halts on a "
+               f"stream of three rounds: everlast simulate --schedule {sched_arg} --n {n} --concept {concept}"
+               + (f" --d {dim}" if concept == "stumps" else "") + f" --queries {3 * c.spec.R}")
     if out is not None:
         click.echo(f"schedule written to {out}: serve it with `schedule = \"{out.name}\"` in a [[models]] table")
     else:
