@@ -27,7 +27,8 @@ from everlast.engine.concepts import from_spec
 @click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
 @click.option("--stream", "stream_name", type=click.Choice(["iid", "prober", "drift", "poisoning", "recorded"]),
               default="iid", show_default=True,
-              help="i.i.d. queries, the adaptive boundary prober (closed loop), drift, poisoning, or a record.")
+              help="i.i.d. queries, the adaptive boundary prober (closed loop; it HALTS the model for good: "
+                   "use a throwaway model), drift, poisoning, or a record.")
 @click.option("--input", "input_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The recorded stream to replay (JSONL or msgpack; with --stream recorded).")
 @click.option("--queries", type=click.IntRange(min=1), default=10_000, show_default=True)
