@@ -382,7 +382,7 @@ class Service:
         seqs, why = proc.journal_plan(rows)
         self._jseq[part] = jr.position()  # rows not replayed are of no use: the next checkpoint drops them
         if why is not None:
-            if rows:
+            if rows and proc.models:
                 log.warning("partition %d: its %d journal rows are not replayed (%s); a model restored from a "
                             "periodic checkpoint relies on the broker's log", part, len(rows), why)
             return
@@ -514,7 +514,7 @@ class Service:
         jr = self.journal
         assert jr is not None
         batches = {part: [Slice(a, b, recs) for a, b, recs in step.processed] for part, step in steps
-                   if step.processed}
+                   if step.processed and part in self.procs and self.procs[part].models}  # (no state elsewhere)
         if not batches:
             return
         last = await retrying(lambda: asyncio.to_thread(jr.append, self.cfg.topics.queries, batches), self.halt,
