@@ -196,11 +196,28 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     levers = ablation(targets) if with_ablation else None
     compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable)
                 if mechanism == "all" else None)
+    # with --n below the target's n, the schedule shown is the one those n examples run (at the best
+    # epsilon they certify); the target's own plan stays in the JSON as "plan_for_target"
+    at_n = (achievable.plan if n is not None and achievable is not None and achievable.plan is not None
+            and p.n_required > n else None)
     if as_json:
         out = plan_json(p, achievable, costs, levers, memory)
+        if at_n is not None:
+            out["plan_at_n"] = plan_json(at_n, None, None, None, memory)
         if compared is not None:
             out.update({"mechanism": "all", **mech.comparison_json(compared)})
         emit_json(out)
+    elif at_n is not None:
+        assert achievable is not None and n is not None
+        def e(v: float) -> str:
+            return f"{v:.3g}".replace("e+0", "e").replace("e+", "e")
+
+        click.echo(f"n = {e(n)} examples cannot meet epsilon = {epsilon:g} (it needs n = {e(p.n_required)}); the "
+                   f"schedule they run certifies epsilon = {achievable.epsilon:.3g}:\n")
+        click.echo(plan_text(at_n, achievable, costs, None, memory))
+        if compared is not None:
+            click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
+                       + mech.comparison_text(compared))
     else:
         click.echo(plan_text(p, achievable, costs, levers, memory))
         if compared is not None:

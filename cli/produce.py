@@ -157,8 +157,18 @@ def produce_cmd(
             "model": model, "topic": topic, "sent": res.sent, "rejected": len(res.rejected),
             "partitions": {str(p): {"first_offset": f, "last_offset": last} for p, (f, last) in res.partitions.items()},
         })  # fmt: skip
-    else:
-        where = ", ".join(f"partition {p} offsets {f}..{last}" for p, (f, last) in res.partitions.items()) or "-"
-        click.echo(f"sent {res.sent} queries for model {model} to {topic} ({where})")
+    elif res.sent:
+        where = ", ".join(
+            f"partition {p}, " + (f"offset {f}" if f == last else f"offsets {f} to {last}")
+            for p, (f, last) in res.partitions.items())
+        click.echo(f"sent {_queries(res.sent)} for model {model} to {topic} ({where})")
     if res.rejected:
-        raise click.ClickException(f"{len(res.rejected)} queries not sent (see above); the others were sent")
+        rest = (f"; the other {_queries(res.sent)} were sent" if res.sent > 1 else
+                "; the other one was sent" if res.sent == 1 else "; nothing was sent")
+        raise click.ClickException(f"{_queries(len(res.rejected))} not sent (see above){rest}")
+    if not res.sent and not as_json:
+        click.echo("nothing to send: give queries as arguments or one per line on stdin", err=True)
+
+
+def _queries(k: int) -> str:
+    return f"{k:,} quer{'y' if k == 1 else 'ies'}"

@@ -76,8 +76,28 @@ def _plt() -> Any:
     return plt
 
 
+def fit_titles(fig: Any) -> None:
+    """Wrap every axes title (and the figure's suptitle) that is wider than the figure, so that no
+    title is cut off at the figure's edge (a narrow figure: an audit of one row)."""
+    import textwrap
+
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    room = 0.96 * fig.bbox.width
+    titles = [ax.title for ax in fig.axes]
+    if getattr(fig, "_suptitle", None) is not None:
+        titles.append(fig._suptitle)
+    for t in titles:
+        text = t.get_text()
+        width = t.get_window_extent(r).width
+        if text and width > room:
+            per_line = max(12, int(len(text) * room / width))
+            t.set_text(textwrap.fill(text, per_line))
+
+
 def _save(fig: Any, path: Path) -> Path:
     """Lay out, write (PNG, 110 dpi) and close a figure; returns its path."""
+    fit_titles(fig)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     _plt().close(fig)
@@ -221,7 +241,9 @@ def report_replay(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
     lines += [
         f"- sent {obj.get('sent')}, answered {obj.get('answered')}, missing {obj.get('missing')}",
         f"- statuses: {obj.get('statuses')}",
-        f"- accuracy against the true labels: {_fmt(obj.get('accuracy'), 4)}",
+        f"- accuracy: {_fmt(obj.get('accuracy'), 4)} against " + str(obj.get("accuracy_against") or (
+            "the replay's synthetic concept (the distribution's median; this record predates `everlast replay "
+            "--truth`): not necessarily your model's accuracy")),
         f"- throughput: {_fmt(obj.get('throughput_qps'), 0)} queries/s",
         "- latency (ms): " + ", ".join(f"{k} {_fmt(v, 1)}" for k, v in lat.items()),
         "",
@@ -229,10 +251,31 @@ def report_replay(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
     return lines, files
 
 
-def report_queries(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], list[Path]]:
-    """A query record (JSON lines with answers): accuracy and refusals per round, statuses."""
+def truth_labeller(truth: str, concept: str) -> tuple[Any, str]:
+    """``--truth`` parameters as a function of a record's point, and how to say it."""
+    try:
+        v = [float(t) for t in truth.split(",")]
+    except ValueError:
+        raise click.UsageError(f"--truth {truth!r}: give the concept's numbers (thresholds: T; intervals: A,B; "
+                               "stumps: J,T)") from None
+    if concept == "thresholds" and len(v) == 1:
+        return (lambda x: int(float(x) >= v[0])), f"your concept 1[x >= {v[0]:g}]"
+    if concept == "intervals" and len(v) == 2:
+        return (lambda x: int(v[0] <= float(x) <= v[1])), f"your concept 1[{v[0]:g} <= x <= {v[1]:g}]"
+    if concept == "stumps" and len(v) == 2 and v[0].is_integer():
+        j = int(v[0])
+        return (lambda x: int(float(x[j]) >= v[1])), f"your concept 1[x_{j} >= {v[1]:g}]"
+    raise click.UsageError(f"--truth for {concept} takes T (thresholds), A,B (intervals) or J,T (stumps)")
+
+
+def report_queries(objs: list[Obj], out: Path, stem: str, truth: tuple[Any, str] | None = None
+                   ) -> tuple[list[str], list[Path]]:
+    """A query record (JSON lines with answers): accuracy and refusals per round, statuses. With
+    ``truth`` (``truth_labeller``) the answers are scored against the user's concept; else against
+    the labels the record holds (a replay's synthetic concept unless it ran with ``--truth``)."""
     plt = _plt()
     per: dict[int, list[int]] = {}
+    correct = scored = 0
     statuses: dict[str, int] = {}
     lat: list[float] = []
     for o in objs:
@@ -244,14 +287,27 @@ def report_queries(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], li
         if not isinstance(r, int):
             continue
         c = per.setdefault(r, [0, 0, 0])  # answered, correct (of scored), scored
-        lab, y = o.get("label"), o.get("y", o.get("true_label"))
+        lab = o.get("label")
+        try:
+            y = truth[0](o["x"]) if truth is not None else o.get("y", o.get("true_label"))
+        except (TypeError, ValueError, IndexError, KeyError):
+            raise click.ClickException(f"{stem}: a record's x does not fit the --truth concept") from None
         if lab in (0, 1):
             c[0] += 1
             if y in (0, 1):
                 c[2] += 1
                 c[1] += int(lab == y)
+                scored += 1
+                correct += int(lab == y)
     files: list[Path] = []
     lines = [f"## {stem}: query record ({len(objs)} queries)", "", f"Statuses: {statuses}", ""]
+    if scored:
+        against = truth[1] if truth is not None else (
+            "the labels the record holds (y / true_label: the replay's synthetic concept, unless it ran with "
+            "--truth; give `everlast report --truth ...` to score against your model's concept)")
+        lines += [f"Accuracy: {correct / scored:.4f} over {scored:,} answers, against {against}.", ""]
+    elif truth is None:
+        lines += ["No true labels in the record: give `--truth` to score the answers.", ""]
     if per:
         ks = sorted(per)
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -322,7 +378,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
         labels.append(f"{r[0]}\n{r[1]}\n{r[2]}\n{_design(r[8])}")
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel("epsilon")
-    ax.set_title("audit: empirical lower bound (red: above the claim) vs claimed epsilon")
+    ax.set_title("audit: empirical lower bound vs claimed epsilon (red: above the claim)")
     ax.legend(loc="upper left", fontsize=7)
     files.append(_save(fig, out / f"{stem}-bounds.png"))
 
@@ -369,7 +425,7 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
 
 
 def build_report(paths: list[Path], out: Path, name: str | None = None,
-                 summary: bool = True) -> tuple[Path | None, list[Path]]:
+                 summary: bool = True, truth: tuple[Any, str] | None = None) -> tuple[Path | None, list[Path]]:
     out.mkdir(parents=True, exist_ok=True)
     md = ["# everlast report", ""]
     files: list[Path] = []
@@ -382,7 +438,7 @@ def build_report(paths: list[Path], out: Path, name: str | None = None,
         stem = path.stem
         kinds = {kind_of(o) for o in objs} - {"header"}
         if kinds == {"query"}:
-            lines, fs = report_queries([o for o in objs if kind_of(o) == "query"], out, stem)
+            lines, fs = report_queries([o for o in objs if kind_of(o) == "query"], out, stem, truth)
         else:
             lines, fs = [], []
             for i, o in enumerate(objs):
@@ -397,6 +453,9 @@ def build_report(paths: list[Path], out: Path, name: str | None = None,
                         traced.append((s, o))
                 elif k == "replay":
                     ln, f = report_replay(o, out, s)
+                    if truth is not None:
+                        ln += ["(--truth applies to query records: this replay summary holds no points; pass the "
+                               "`everlast replay --record` file, or replay with --truth)", ""]
                 else:
                     raise click.ClickException(f"{path.name}: object {i + 1} is not a simulate, replay, "
                                                "audit or query record")
@@ -431,10 +490,20 @@ def build_report(paths: list[Path], out: Path, name: str | None = None,
 @click.option("--name", default=None,
               help="Base name of the summary (NAME.md) [the input's name, or 'summary' for several inputs].")
 @click.option("--summary/--no-summary", default=True, show_default=True, help="Write the Markdown summary.")
-def report(files: tuple[Path, ...], out_dir: Path, name: str | None, summary: bool) -> None:
+@click.option("--truth", default=None, metavar="CONCEPT",
+              help="Score a query record's answers against your concept: thresholds T (1[x >= T]), intervals A,B, "
+                   "stumps J,T (with --concept). Without it, against the labels the record holds.")
+@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps"]), default="thresholds",
+              show_default=True, help="The concept class --truth names.")
+def report(files: tuple[Path, ...], out_dir: Path, name: str | None, summary: bool, truth: str | None,
+           concept: str) -> None:
     """Plots and a Markdown summary from simulate, replay, audit or stream-run JSON (one or more FILES)."""
-    md, pngs = build_report(list(files), out_dir, name, summary)
+    md, pngs = build_report(list(files), out_dir, name, summary,
+                            truth_labeller(truth, concept) if truth is not None else None)
     for f in pngs:
         click.echo(str(f))
     if md is not None:
         click.echo(str(md))
+        for line in md.read_text(encoding="utf-8").splitlines():
+            if line.startswith(("Accuracy: ", "- accuracy: ")):
+                click.echo(line.lstrip("- "))

@@ -140,7 +140,7 @@ async def serve(
     # garbage collection rescans them while the hot path allocates (measured: ~1 us a record).
     gc.collect()
     gc.freeze()
-    health = HealthServer(metrics, svc.heartbeat.alive, svc.ready)
+    health = HealthServer(metrics, svc.heartbeat.alive, svc.ready, svc.not_ready)
     port = await health.start(cfg.metrics.host, cfg.metrics.port)
     log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", cfg.metrics.host, port)
     if status is not None:
@@ -157,5 +157,10 @@ async def serve(
         await health.stop()
         if broker is not None:
             broker.stop()
-    log.info("stopped cleanly")
+    if svc.clean is False:
+        log.error("stopped, but the hand-over checkpoints do not cover every published answer: %s; the next start "
+                  "replays those answers from the journal or the broker's log (byte-identical)",
+                  "; ".join(svc.uncovered))
+        return 1
+    log.info("stopped cleanly: the checkpoints cover every published answer")
     return 0

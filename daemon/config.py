@@ -94,6 +94,10 @@ class CheckpointConfig(_Strict):
         "EVERLAST_CHECKPOINT_KEY", description="env var holding the AES-256 key (hex); unset: no encryption"
     )
     max_chunk_bytes: int = Field(900_000, ge=1024, description="Kafka store: larger blobs are split")
+    journal: bool = Field(
+        True, description="keep the local journal (<dir>/journal.sqlite) of the records processed since the last "
+                          "checkpoint, so that a crash recovers exactly without the broker's history"
+    )
 
 
 class MetricsConfig(_Strict):
@@ -249,6 +253,10 @@ class Config(BaseSettings):
     log: LogConfig = LogConfig()
     models: list[ModelConfig] = Field(default_factory=list)
     shutdown_timeout_s: float = Field(30.0, gt=0)
+    drain_timeout_s: float = Field(
+        15.0, gt=0, description="on SIGTERM: how long to wait for the broker's acknowledgements of answers "
+                                "already sent before the hand-over checkpoint"
+    )
 
     @model_validator(mode="after")
     def _unique_models(self) -> Config:

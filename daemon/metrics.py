@@ -56,6 +56,13 @@ class Metrics:
         self.halted = Gauge(
             f"{PREFIX}_model_halted", "1 if the model has failed and refuses every query", ["model"], registry=r
         )
+        self.suspended = Gauge(
+            f"{PREFIX}_model_suspended",
+            "1 if the model is suspended (its state may lag published answers, or its engine failed): it refuses "
+            "every query until an operator acts",
+            ["model"],
+            registry=r,
+        )
         self.eps = Gauge(
             f"{PREFIX}_guarantee_epsilon",
             "Epsilon the running configuration guarantees (planner; +Inf: none)",
@@ -120,6 +127,7 @@ class Metrics:
         for m in models:
             for status in ("ok", "refused", "invalid"):
                 self.queries.labels(model=m, status=status)
+            self.suspended.labels(model=m).set(0)
             if m in without_rounds:
                 continue
             self.rounds_completed.labels(model=m)
@@ -148,8 +156,10 @@ class Metrics:
 class HealthServer:
     """GET /metrics, /healthz (the loop is alive) and /readyz (serving: broker up, models restored)."""
 
-    def __init__(self, metrics: Metrics, live: Callable[[], bool], ready: Callable[[], bool]) -> None:
+    def __init__(self, metrics: Metrics, live: Callable[[], bool], ready: Callable[[], bool],
+                 not_ready: Callable[[], str | None] | None = None) -> None:
         self.metrics, self.live, self.ready = metrics, live, ready
+        self.not_ready = not_ready
         self.server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -191,10 +201,11 @@ class HealthServer:
                 )
             elif path == "/readyz":
                 ok = self.ready()
+                why = self.not_ready() if self.not_ready is not None and not ok else None
                 status, ctype, body = (
                     ("200 OK" if ok else "503 Service Unavailable"),
                     "text/plain",
-                    (b"ready\n" if ok else b"not ready\n"),
+                    (b"ready\n" if ok else f"not ready: {why}\n".encode() if why else b"not ready\n"),
                 )
             else:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"

@@ -18,7 +18,7 @@ from typing import Any
 from everlast.daemon.checkpoint.blobs import BlobStore
 from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import ModelConfig
-from everlast.daemon.data import load_training
+from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
 from everlast.daemon.partition import Served, Suspension
 from everlast.daemon.privacy import Guarantee, learner_guarantee, plan_model
@@ -67,6 +67,9 @@ class ModelRuntime:
         concept = from_spec(validator_spec(learner_spec(cfg)) if cfg.concept == "trees" else
                             {"name": cfg.concept, "d": cfg.d})
         x, y = load_training(cfg.data)
+        wrong = dimension_error(cfg.data, x, cfg.concept, cfg.d)
+        if wrong is not None:
+            raise ConfigError(f"model {cfg.id}: {wrong}")
         n = int(x.shape[0])
         if cfg.mechanism == "private-learner":
             return cls._prepare_learner(cfg, concept, x, y)
@@ -117,12 +120,14 @@ class ModelRuntime:
         return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
 
     async def activate(
-        self, store: BlobStore, start_offset: int, partitions: int | None = None
+        self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None
     ) -> tuple[Served, ModelCheckpointer, bool]:
         """Restore from the checkpoint store, or create the model (GenericBBL: its predictor; the
         learner: its one fit, on OS entropy). The first checkpoint is written by the partition's
         ``PartitionCheckpoint`` before it answers anything, so a crash never re-draws the initial
-        randomness of anything published. Returns (served, checkpointer, restored)."""
+        randomness of anything published. ``journal``: the id of this daemon's journal (a
+        checkpoint written beside it says which of its rows it covers). Returns (served,
+        checkpointer, restored)."""
         ck = ModelCheckpointer(store, self.id)
         restored = await ck.load()
         if restored is not None:
@@ -141,8 +146,11 @@ class ModelRuntime:
                 p,
                 next(iter(restored.offsets.values()), start_offset),
                 last_fp=meta.get("last_fp"),
+                log_end=int(meta.get("log_end", 0)),
                 verified=bool(meta.get("handover", False)),
                 suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
+                journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
+                else None,
             )
             return served, ck, True
         x, y = load_training(self.cfg.data)

@@ -6,11 +6,22 @@ decision is tested without a broker (tests/daemon/test_partition.py).
 
 Decisions, in the order ``feed`` takes them:
 
+0. **The journal** (``daemon/journal.py``, at assignment): the records the partition processed
+   after its models' checkpoints, kept locally and made durable before their labels were
+   published. ``journal_plan`` says which rows to replay (those after every model's checkpoint,
+   chained from the partition's next offset) or why they cannot be trusted; ``replay`` runs them
+   like fetched records, so the models come back exactly where their published answers left
+   them, and their labels are re-published byte for byte.
 1. **A replaced log** (the broker lost data): the high watermark is below the next offset to
-   process, or the record at a checkpoint's last processed offset has another fingerprint. Every
-   model is rebased to offset 0 and the partition re-read from there; a model restored from a
-   periodic checkpoint (answers may have been published beyond it, and their queries are gone) is
-   suspended. Checked on the first fetch response after assignment, records or not.
+   process or below the log's end a checkpoint saw (``log_end``: a log only grows), or the record
+   at a checkpoint's last processed offset has another fingerprint. Every
+   model is rebased to offset 0 and the partition re-read from there. Only a model whose state
+   may lag answers already published is suspended: restored from a periodic checkpoint without
+   its journal (lost, or written by another replica), and whose answers change its state
+   (GenericBBL; never the private learner, whose answers are a fixed function of its release).
+   Checked on the first fetch response after assignment, records or not. **Deleted records**
+   (the log starts after the next offset: retention ran while the daemon was away) are judged the
+   same way.
 2. **Records already processed** (a re-delivery, or the one-record overlap re-read to verify the
    log) are dropped; a model restored at a later offset than its partition skips the records
    before its own offset.
@@ -58,6 +69,10 @@ Out = tuple[bytes | None, bytes, Headers]
 LOG_LOST_REASON = (
     "the broker lost this model's queries after its last checkpoint; it refuses until an operator "
     "restores a checkpoint (see docs/OPERATIONS.md)"
+)
+LOG_DELETED_REASON = (
+    "the broker deleted this model's queries after its last checkpoint (retention); it refuses until an "
+    "operator restores a checkpoint (see docs/OPERATIONS.md)"
 )
 
 
@@ -118,8 +133,15 @@ class Served:
     last_fp: str | None = None
     """Fingerprint of the record at ``offset - 1`` (from the checkpoint; verifies the log)."""
     verified: bool = True
-    """False while restored from a periodic checkpoint and the log has not been seen to reach back
-    to it: answers may have been published beyond it that only this log can replay."""
+    """False while restored from a periodic checkpoint and neither its journal nor the log has been
+    seen to reach back to it: answers may have been published beyond it that only the log can
+    replay."""
+    log_end: int = 0
+    """The log's end (a lower bound of its high watermark) when its checkpoint was written: a log
+    that ends before it is another log, even when the checkpoint's offset is 0."""
+    journal_seq: int | None = None
+    """The last journal row its checkpoint covers, if the checkpoint was written beside this
+    daemon's journal (``None``: the journal cannot vouch for it)."""
     suspension: Suspension | None = None
     round: int = 0
     """The last round the engine reported (kept so that a failed engine is never asked)."""
@@ -140,7 +162,8 @@ class Event:
     """Something an operator should read in the log (``Service`` logs it)."""
 
     kind: str
-    """``halted``, ``exhausted``, ``suspended``, ``log_replaced`` or ``round``."""
+    """``halted``, ``exhausted``, ``suspended``, ``log_replaced``, ``log_deleted``, ``journal`` or
+    ``round``."""
     model: str | None = None
     round: int = 0
     detail: str = ""
@@ -167,6 +190,9 @@ class Step:
     seek: int | None = None
     log_reset: bool = False
     events: list[Event] = field(default_factory=list)
+    processed: list[tuple[int, int, Sequence[Any]]] = field(default_factory=list)
+    """The records processed, as (next offset before, next offset after, records): what the
+    journal must hold before the labels are published."""
 
     def count(self, model: str, status: str, k: int = 1) -> None:
         self.counts[(model, status)] = self.counts.get((model, status), 0) + k
@@ -216,6 +242,8 @@ class PartitionProcessor:
         self.last_fp: str | None = lows[0].last_fp if lows else None
         # offsets whose record must match a checkpoint's fingerprint, until seen
         self._expect: dict[int, str] = {m.offset - 1: m.last_fp for m in models if m.last_fp and m.offset > 0}
+        self.log_end = max([m.log_end for m in models], default=0)
+        """The furthest end this partition's log has been seen to reach (checkpoints save it)."""
         self.log_checked = False
         """A fetch response has shown the log (its high watermark) since assignment."""
         self.parked: list[Batch] = []
@@ -233,9 +261,10 @@ class PartitionProcessor:
 
     # -- broker facts --------------------------------------------------------------------------
 
-    def feed(self, batch: Batch | None, highwater: int | None) -> Step:
+    def feed(self, batch: Batch | None, highwater: int | None, log_start: int | None = None) -> Step:
         """A fetched batch of this partition (offset order) and the high watermark from the same
-        fetch response (``None`` if no response arrived since assignment)."""
+        fetch response (``None`` if no response arrived since assignment); ``log_start``: the log's
+        first offset, when the I/O layer has asked the broker (at assignment)."""
         step = Step()
         if self.status is Status.REVOKED:
             return step
@@ -248,6 +277,8 @@ class PartitionProcessor:
         if self._replaced(batch, highwater):
             self._rebase(step, highwater)
             return step
+        if log_start is not None and log_start > self.next_offset:
+            self._deleted(step, log_start)  # the records below it (none, normally) are dropped next
         if batch is not None and len(batch):
             first = 0
             while first < len(batch) and batch.offset(first) < self.next_offset:
@@ -290,11 +321,65 @@ class PartitionProcessor:
         self.status = Status.REVOKED
         self.parked = []
 
+    # -- 0. the journal ----------------------------------------------------------------------------
+
+    def journal_plan(self, rows: Sequence[tuple[int, int, int]]) -> tuple[list[int], str | None]:
+        """Which of the journal's rows of this partition (``(seq, start, end)`` in write order) to
+        replay before fetching: those after every model's checkpoint, which must chain from the
+        partition's next offset. Returns (the rows' seqs, None), and then every model is exact
+        (its state and those rows reproduce everything it published); or ([], why) when the rows
+        cannot be trusted (the models keep what their checkpoints say)."""
+        if not self.models:
+            return [], "no model is homed on this partition" if rows else None
+        foreign = sorted(m.id for m in self.models.values() if m.journal_seq is None)
+        if foreign:
+            return [], f"the checkpoint of model {foreign[0]} was not written beside this journal"
+        base = min(m.journal_seq for m in self.models.values() if m.journal_seq is not None)
+        todo = [r for r in rows if r[0] > base]
+        at = self.next_offset
+        for _seq, start, end in todo:  # a row may straddle a checkpoint taken mid-replay
+            if start > at:
+                return [], (f"the journal does not reach back to offset {at} (its next row starts at {start}): "
+                            "rows are missing")
+            at = max(at, end)
+        for m in self.models.values():
+            m.verified = True
+        return [r[0] for r in todo], None
+
+    def replay(self, batch: Batch) -> Step:
+        """Process journaled records as if fetched (no log checks: they are what this partition
+        processed before). The step's labels are the ones first published, byte for byte."""
+        step = Step()
+        if self.status is not Status.ACTIVE:
+            if self.status is Status.TRANSITIONING and len(batch):
+                self.parked.append(batch)
+            return step
+        first = 0
+        while first < len(batch) and batch.offset(first) < self.next_offset:
+            first += 1
+        if first < len(batch):
+            self._run([batch.tail(first)], step)
+        return step
+
+    def replayed(self) -> None:
+        """The journal's rows are replayed: the first fetch must show that the log holds the same
+        record at the last replayed offset (or was replaced, or lost it)."""
+        end = self.next_offset
+        if end > 0 and self.last_fp:
+            self._expect = {end - 1: self.last_fp}
+
     # -- 1. a replaced log -----------------------------------------------------------------------
 
+    def saw_log_end(self, end: int) -> None:
+        """The broker says the log reaches at least ``end`` (at assignment, before any checkpoint)."""
+        if self.status is not Status.REVOKED and end >= max(self.next_offset, self.log_end):
+            self.log_end = end
+
     def _replaced(self, batch: Batch | None, highwater: int | None) -> bool:
-        if highwater is not None and highwater < self.next_offset:
-            return True
+        if highwater is not None:
+            if highwater < max(self.next_offset, self.log_end):
+                return True
+            self.log_end = highwater
         if batch is None or not len(batch) or not self._expect:
             return False
         first = batch.offset(0)
@@ -319,12 +404,29 @@ class PartitionProcessor:
         for m in self.models.values():
             if m.suspension is not None:
                 m.suspension = replace(m.suspension, from_offset=0)
-            elif not m.verified:
+            elif not m.verified and m.engine.answers_change_state:
                 # its state may lag answers already published, and the log that would replay them
                 # is gone: continuing could reuse randomness and overspend the round's halt budget
                 step.events.append(self._suspend(m, LOG_LOST_REASON, 0, False))
-            m.offset, m.last_fp = 0, None
+            m.offset, m.last_fp, m.verified = 0, None, True
         self.next_offset, self.last_fp, self._expect = 0, None, {}
+        self.log_end = highwater or 0
+
+    def _deleted(self, step: Step, log_start: int) -> None:
+        """The log begins after the next offset: the broker deleted records this partition has not
+        processed (retention while the daemon was away). Harmless for an exact model (their queries
+        get no label: they never reached it); a model that may have published answers beyond its
+        checkpoint, whose queries are among the deleted, cannot replay them: suspended."""
+        step.seek = log_start
+        step.events.append(Event("log_deleted", detail=f"offsets {self.next_offset} to {log_start - 1}"))
+        for m in self.models.values():
+            if m.offset >= log_start:
+                continue
+            if m.suspension is None and not m.verified and m.engine.answers_change_state:
+                step.events.append(self._suspend(m, LOG_DELETED_REASON, log_start, False))
+            m.offset, m.last_fp, m.verified = log_start, None, True
+        self.next_offset, self.last_fp = log_start, None
+        self._expect = {o: fp for o, fp in self._expect.items() if o >= log_start}
 
     def _suspend(self, m: Served, reason: str, from_offset: int, engine_failed: bool) -> Event:
         m.suspension = Suspension(reason, m.round, from_offset, engine_failed)
@@ -338,7 +440,9 @@ class PartitionProcessor:
             while len(b):
                 cut = self._answer(b, step)
                 if cut:
+                    before = self.next_offset
                     self._advance(b, cut)
+                    step.processed.append((before, self.next_offset, b.records[:cut]))
                 if cut == len(b):
                     break
                 due = [m.id for m in self.models.values() if not m.broken and m.engine.capacity == 0]

@@ -90,23 +90,62 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
         accounting=t.accounting,
         halts="split-votes",  # the CLI's default: the paper's c_i ~1e4 x the real top rate
     )
+    floor = bbl_floor(targets)
+    if n < floor:  # refused in milliseconds: the planner's search takes seconds to minutes
+        raise ConfigError(
+            f"model {cfg.id}: GenericBBL cannot meet epsilon = {t.epsilon} at alpha = {t.alpha} with n = {n:,}: any "
+            f"of its schedules needs at least {floor:,} examples (|S_1| = lambda T, Theorem A.2 and Claim D.2), "
+            f"and far more for a useful epsilon (`everlast plan --epsilon {t.epsilon:g} --alpha {t.alpha:g}` "
+            f"computes the exact n). {what_works(cfg, targets, n)}"
+        )
     try:
         p = plan(targets)
     except PlanInfeasible as exc:
-        raise ConfigError(f"model {cfg.id}: no schedule meets the targets ({exc})") from None
+        raise ConfigError(f"model {cfg.id}: no schedule meets the targets ({exc}). "
+                          f"{what_works(cfg, targets, n)}") from None
     if p.n_required > n or p.schedule is None:
         best = best_epsilon(n, targets)
         better = (
-            f"n = {n} supports epsilon = {best.epsilon:.3g} at most"
+            f"n = {n:,} supports epsilon = {best.epsilon:.3g} at most"
             if math.isfinite(best.epsilon)
-            else f"n = {n} certifies no finite epsilon at alpha = {t.alpha}"
+            else f"n = {n:,} certifies no finite epsilon at alpha = {t.alpha}"
         )
         raise ConfigError(
-            f"model {cfg.id}: epsilon = {t.epsilon} at alpha = {t.alpha} needs {p.n_required:.3g} training examples "
-            f"(the training set has {n}); {better}. Give more data, relax the targets, or give an explicit "
-            f"schedule (its guarantee is certified and reported at start)."
+            f"model {cfg.id}: GenericBBL needs {p.n_required:.3g} training examples for epsilon = {t.epsilon} at "
+            f"alpha = {t.alpha} (the training set has {n:,}); {better}. {what_works(cfg, targets, n)}"
         )
     return p.schedule, _from_certificate(certify(p.schedule, n, accounting=t.accounting, delta=t.delta))
+
+
+def bbl_floor(t: Any) -> int:
+    """A lower bound on the training examples any GenericBBL schedule for the targets needs: round
+    1 draws |S_1| = lambda_1 T_1 examples, with lambda_1 at least Theorem A.2's chunk size and T_1 at
+    least Claim D.2's 96 ln(1/alpha_1), both at alpha_1 <= alpha, beta_1 <= beta (each round's
+    targets are within the run's). Cheap, so that hopeless targets are refused at once;
+    tests/daemon/test_units.py checks it stays below the planner's n_required."""
+    from everlast.engine.planner.learning import chunk_size, d2_floor
+
+    return chunk_size(t.alpha, t.beta, t.vc, t.lambda_log) * d2_floor(t.alpha)
+
+
+def what_works(cfg: ModelConfig, t: Any, n: int) -> str:
+    """What certifies the targets with the data given: the private learner (the planner's mechanism
+    comparison, ``engine.planner.mechanisms``), or what would."""
+    from everlast.engine.planner.mechanisms import learner_cost
+
+    c = learner_cost(t, n)
+    if c.n_required is None:
+        return ("Give more data, relax the targets, or give an explicit schedule (its guarantee is certified and "
+                "reported at start: `everlast round --n N` writes one).")
+    learner = (f"mechanism = \"private-learner\" with [models.learner] epsilon = {t.epsilon:g}, alpha = {t.alpha:g} "
+               f"(training set ({t.epsilon:g}, 0)-DP, queries (0, 0)-DP, error <= {t.alpha:g} proven in the "
+               "realizable case; docs/privacy/learner.md; it needs float inputs, i.e. a finite domain)")
+    if n >= c.n_required:
+        return (f"The private learner certifies these targets with the data given ({c.n_required:,} examples "
+                f"needed, {n:,} given): {learner}. `everlast plan --mechanism all --epsilon {t.epsilon:g} --alpha "
+                f"{t.alpha:g}` compares the two.")
+    return (f"The private learner would certify them with {c.n_required:,} examples ({learner}); "
+            "or relax the targets, or give an explicit schedule (`everlast round --n N` writes one).")
 
 
 LEARNER_CLAIM = "Theorem L1, docs/privacy/learner.md section 2"

@@ -5,9 +5,19 @@ this module only talks to the broker, the checkpoint store and the metrics.
 
 Ownership: a model lives on the partition its key hashes to (murmur2, Kafka's default
 partitioner); the replica that owns the partition serves the model. On assignment each model is
-restored from the checkpoint store (or created), checkpointed before it answers anything, and the
-partition is sought to where its processor starts. A round transition runs in a worker thread
-while other partitions keep flowing; the processor parks its partition's records meanwhile.
+restored from the checkpoint store (or created), the partition's journal rows are replayed through
+it (``daemon/journal.py``: their labels are re-published), it is checkpointed before it answers
+anything new, and the partition is sought to where its processor starts. A round transition runs
+in a worker thread while other partitions keep flowing; the processor parks its partition's
+records meanwhile.
+
+Every processed record is in the journal, durably, before its label is produced; a checkpoint of
+the partition drops the rows it covers.
+
+Shutdown (SIGTERM): stop fetching; let the batch in flight finish, waiting for the broker's
+acknowledgements at most ``drain_timeout_s``; then the hand-over checkpoint of every partition.
+``clean`` says whether those checkpoints cover every published answer (``app`` logs "stopped
+cleanly" and exits 0 only then).
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
 from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import Config
 from everlast.daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
+from everlast.daemon.journal import FILENAME as JOURNAL_FILE
+from everlast.daemon.journal import Journal, Slice
 from everlast.daemon.metrics import Heartbeat, Metrics
 from everlast.daemon.model import ModelRuntime
 from everlast.daemon.partition import Event, Headers, PartitionProcessor, Served, Step
@@ -72,6 +84,19 @@ class Service:
         self._store: BlobStore | None = None
         self.kafka_store: Any = None
         self.stop = asyncio.Event()
+        """Set by SIGTERM: fetch nothing more."""
+        self.halt = asyncio.Event()
+        """Set when the drain timeout has passed after ``stop``: stop waiting for the broker."""
+        self.journal: Journal | None = None
+        self._jseq: dict[int, int] = {}
+        """Per partition: the last journal row whose records are processed in full."""
+        self._log_start: dict[int, int] = {}
+        """Per partition, until its first feed: the log's first offset, as the broker said at assignment."""
+        self.embedded = cfg.broker.bootstrap_servers is None
+        """The daemon's own broker, started with it: its log is always empty at start (expected)."""
+        self.clean: bool | None = None
+        """After ``run``: whether the hand-over checkpoints cover every published answer."""
+        self.uncovered: list[str] = []
         self.ready_flag = False
         self.broker_ok = False
         self.checkpoint_ok = True
@@ -169,6 +194,10 @@ class Service:
             await self._producer.start()
             clients.push_async_callback(_quietly, self._producer.stop)
             self._store = self._make_store()
+            if self.cfg.checkpoint.journal:
+                ck = self.cfg.checkpoint
+                self.journal = Journal(ck.dir / JOURNAL_FILE, key_from_env(ck.key_env))
+                clients.callback(self.journal.close)
             self._consumer = AIOKafkaConsumer(
                 **self._kw(),
                 group_id=c.group_id,
@@ -184,13 +213,17 @@ class Service:
             self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
             self._broker(True)
             monitor = asyncio.create_task(self._monitor(stop))
+            drain = asyncio.create_task(self._drain_deadline(stop))
             try:
                 await self._loop(stop)
             except Stopped:
                 pass
             finally:
                 monitor.cancel()
-                await self._shutdown()
+                try:
+                    await self._shutdown()
+                finally:
+                    drain.cancel()
             if self.failed is not None:
                 raise self.failed
 
@@ -217,13 +250,23 @@ class Service:
                 self._update_lag()
                 await self._maybe_checkpoint()
 
+    async def _drain_deadline(self, stop: asyncio.Event) -> None:
+        """``drain_timeout_s`` after the stop request: stop waiting for acknowledgements (``halt``)."""
+        await stop.wait()
+        await asyncio.sleep(self.cfg.drain_timeout_s)
+        self.halt.set()
+
     async def _shutdown(self) -> None:
-        """Finish transitions (bounded), checkpoint what was answered and acknowledged, leave."""
+        """Drain, then hand over: the batch in flight finishes (its answers are acknowledged by the
+        broker, waited for at most ``drain_timeout_s`` from the stop request), transitions finish
+        (bounded), and every partition gets its hand-over checkpoint. ``clean`` and ``uncovered``
+        say whether those checkpoints cover every published answer."""
         pending = [t for t in self.transitions.values() if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=self.cfg.shutdown_timeout_s)
-        async with self.lock:
-            await self._hand_over(sorted(self.procs))
+        async with self.lock:  # the batch in flight has been answered and acknowledged (or halted)
+            self.uncovered = await self._hand_over(sorted(self.procs))
+        self.clean = not self.uncovered
 
     def _fail(self, exc: BaseException) -> None:
         """Stop the daemon with ``exc``; a scrape after this point has read the final counters."""
@@ -231,8 +274,24 @@ class Service:
         self.scrapes_at_failure = self.metrics.scrapes
 
     def ready(self) -> bool:
-        return (self.ready_flag and self.failed is None and self.broker_ok and self.checkpoint_ok
-                and all(p.log_checked for p in self.procs.values()))
+        return self.not_ready() is None
+
+    def not_ready(self) -> str | None:
+        """Why /readyz answers 503 (``None``: ready)."""
+        if not self.ready_flag:
+            return "starting"
+        if self.failed is not None:
+            return "stopping after an error"
+        if not self.broker_ok:
+            return "the broker does not answer"
+        if not self.checkpoint_ok:
+            return "checkpoint writes fail"
+        if not all(p.log_checked for p in self.procs.values()):
+            return "checking the log"
+        suspended = sorted(m.id for p in self.procs.values() for m in p.models.values() if m.suspension is not None)
+        if suspended:
+            return "suspended: " + ", ".join(suspended[:20]) + (" ..." if len(suspended) > 20 else "")
+        return None
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -270,8 +329,9 @@ class Service:
                 start = int(committed) if committed is not None else 0
                 served: list[Served] = []
                 cks: dict[str, ModelCheckpointer] = {}
+                jid = self.journal.id if self.journal is not None else None
                 for mr in (self.models[m] for m, p in self.home.items() if p == part):
-                    s, ck, restored = await mr.activate(self.store, start, self.n_partitions)
+                    s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid)
                     served.append(s)
                     cks[s.id] = ck
                     state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
@@ -286,15 +346,68 @@ class Service:
                     meta={m: self.models[m].meta(self.n_partitions) for m in cks},
                 )
                 self.procs[part], self.ckpts[part] = proc, ck_part
+                await self._log_bounds(part)
+                await self._replay_journal(part)
                 if served:
-                    # before answering anything: a created model's first checkpoint (a crash must never
-                    # re-draw its randomness), and a restored one gives up its one-time hand-over claim
+                    # before answering anything new: a created model's first checkpoint (a crash must never
+                    # re-draw its randomness), a restored one's state after its journal, and it gives up its
+                    # one-time hand-over claim
                     await self._commit(part)
                 self.consumer.seek(self._tp(part), proc.start_position)
                 for s in served:
                     self._publish(s)
             self._models_active()
             self.ready_flag = True
+
+    async def _log_bounds(self, part: int) -> None:
+        """Where the partition's log begins (records deleted by retention?) and how far it reaches
+        (a lower bound, saved with the checkpoints: a log found ending before it is another log)."""
+        tp = self._tp(part)
+        with contextlib.suppress(KafkaError, TimeoutError):
+            first = await asyncio.wait_for(self.consumer.beginning_offsets([tp]), 10)
+            self._log_start[part] = int(first[tp])
+        with contextlib.suppress(KafkaError, TimeoutError):
+            end = await asyncio.wait_for(self.consumer.end_offsets([tp]), 10)
+            self.procs[part].saw_log_end(int(end[tp]))
+
+    async def _replay_journal(self, part: int) -> None:
+        """Replay the journal's rows of a partition just assigned through its restored models (the
+        processor says which rows, or why none can be trusted) and re-publish their labels: the
+        models come back exactly where their published answers left them, whatever the broker kept."""
+        jr, proc = self.journal, self.procs[part]
+        if jr is None:
+            return
+        topic = self.cfg.topics.queries
+        rows = await asyncio.to_thread(jr.slices, topic, part)
+        seqs, why = proc.journal_plan(rows)
+        self._jseq[part] = jr.position()  # rows not replayed are of no use: the next checkpoint drops them
+        if why is not None:
+            if rows and proc.models:
+                log.warning("partition %d: its %d journal rows are not replayed (%s); a model restored from a "
+                            "periodic checkpoint relies on the broker's log", part, len(rows), why)
+            return
+        if not seqs:
+            return
+        self._jseq[part] = seqs[0] - 1
+        max_bytes, n, first = self.cfg.consumer.max_record_bytes, 0, None
+        for seq in seqs:
+            sl = await asyncio.to_thread(jr.read, topic, part, seq)
+            first = sl.start if first is None else first
+            n += len(sl.records)
+            step = proc.replay(codec.decode(sl.records, max_bytes))
+            while True:
+                await self._send([(part, step)], journal=False)
+                self._apply(part, step, start_transitions=False)
+                if not step.transitions:
+                    break
+                failures = await self._transition(proc, step.transitions)
+                self._log_events(part, proc.transition_done(failures))
+                self.ckpts[part].mark_dirty()
+                await self._commit(part)  # covers the rows before this one (this one maybe in part)
+                step = proc.resume()
+            self._jseq[part] = seq
+        proc.replayed()
+        self._log_events(part, [Event("journal", detail=f"{n} records, offsets {first} to {proc.next_offset - 1}")])
 
     async def revoke(self, partitions: list[int]) -> None:
         waits = [self.transitions[p] for p in partitions if p in self.transitions]
@@ -304,25 +417,37 @@ class Service:
             await self._hand_over([p for p in partitions if p in self.procs])
             self._models_active()
 
-    async def _hand_over(self, partitions: list[int]) -> None:
+    async def _hand_over(self, partitions: list[int]) -> list[str]:
         """Checkpoint (as a hand-over) and drop each partition; a checkpoint that cannot be taken
-        leaves the previous one, from which the next owner replays."""
+        leaves the previous one (and the journal's rows), from which the next owner replays.
+        Returns what the checkpoints do not cover (one line per partition; empty: everything)."""
         give_up = asyncio.Event()
         timer = asyncio.get_running_loop().call_later(self.cfg.shutdown_timeout_s, give_up.set)
+        uncovered: list[str] = []
         try:
             for part in partitions:
                 proc, ck = self.procs[part], self.ckpts[part]
                 task = self.transitions.pop(part, None)
                 if task is not None and task.done() and task.exception() is None:
                     self._log_events(proc.partition, proc.transition_done(task.result()))
+                elif task is not None:
+                    task.cancel()  # still running (or failed): the state is in flux, no checkpoint
+                    uncovered.append(f"partition {part}: a round transition did not finish")
+                    proc.revoke()
+                    del self.procs[part], self.ckpts[part]
+                    continue
                 why = ck.blocked(proc)
                 if why is not None:
+                    uncovered.append(f"partition {part}: {why}")
                     log.warning("partition %d: no checkpoint at hand-over (%s); the next owner replays from "
-                                "the previous one", part, why)
+                                "the previous one%s", part, why, " and the journal" if self.journal else "")
                 else:
                     try:
                         await self._commit(part, handover=True, stop=give_up)
                     except Exception as exc:
+                        if proc.models:  # (a partition without models has nothing to cover)
+                            uncovered.append(f"partition {part}: the hand-over checkpoint failed "
+                                             f"({type(exc).__name__})")
                         log.error("partition %d: checkpoint at hand-over failed (%s); the next owner replays "
                                   "from the previous one", part, type(exc).__name__)
                 proc.revoke()
@@ -331,6 +456,7 @@ class Service:
                     self.metrics.lag.remove(str(part))  # a gauge of a partition we no longer own would go stale
         finally:
             timer.cancel()
+        return uncovered
 
     def _models_active(self) -> None:
         self.metrics.models_active.set(sum(len(p.models) for p in self.procs.values()))
@@ -344,7 +470,8 @@ class Service:
         for part, proc in self.procs.items():
             tp = self._tp(part)
             recs = fetched.get(tp)
-            step = proc.feed(codec.decode(recs, max_bytes) if recs else None, self.consumer.highwater(tp))
+            step = proc.feed(codec.decode(recs, max_bytes) if recs else None, self.consumer.highwater(tp),
+                             self._log_start.pop(part, None))
             steps.append((part, step))
         await self._send(steps)
         for part, step in steps:
@@ -352,10 +479,13 @@ class Service:
         if fetched:
             self.metrics.batch_seconds.observe(time.perf_counter() - t0)
 
-    async def _send(self, steps: list[tuple[int, Step]]) -> None:
-        """Produce every record and wait for the broker's acks, retrying while the broker is away
-        (re-sent records are byte-identical, so duplicates are harmless). One batch per (topic,
-        partition); keys are partitioned as Kafka's default (murmur2)."""
+    async def _send(self, steps: list[tuple[int, Step]], journal: bool = True) -> None:
+        """Journal the processed records (durably), then produce every record and wait for the
+        broker's acks, retrying while the broker is away (re-sent records are byte-identical, so
+        duplicates are harmless). One batch per (topic, partition); keys are partitioned as Kafka's
+        default (murmur2). ``journal=False``: the records came from the journal (a replay)."""
+        if journal and self.journal is not None:
+            await self._journal(steps)
         t = self.cfg.topics
         groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]] = {}
         for _, step in steps:
@@ -375,9 +505,22 @@ class Service:
                     groups.setdefault((t.dead_letters, self._partition_of(key, parts)), []).append(
                         (key, [value], [hdrs]))
         if groups:
-            await retrying(lambda: self._send_batches(groups), self.stop, what="produce",
+            await retrying(lambda: self._send_batches(groups), self.halt, what="produce",
                            max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._broker_error)
             self._broker(True)
+
+    async def _journal(self, steps: list[tuple[int, Step]]) -> None:
+        """The processed records of every step, in the journal before any label is produced."""
+        jr = self.journal
+        assert jr is not None
+        batches = {part: [Slice(a, b, recs) for a, b, recs in step.processed] for part, step in steps
+                   if step.processed and part in self.procs and self.procs[part].models}  # (no state elsewhere)
+        if not batches:
+            return
+        last = await retrying(lambda: asyncio.to_thread(jr.append, self.cfg.topics.queries, batches), self.halt,
+                              what="journal write", max_backoff_s=self.cfg.broker.max_backoff_s,
+                              on_error=self._checkpoint_error, interruptible=False)
+        self._jseq.update(last)
 
     async def _partitions(self, topic: str) -> list[int]:
         parts = self._parts.get(topic)
@@ -405,16 +548,18 @@ class Service:
                 futs.append(await self.producer.send_batch(b, topic, partition=p))
         await asyncio.gather(*futs)
 
-    def _apply(self, part: int, step: Step) -> None:
+    def _apply(self, part: int, step: Step, start_transitions: bool = True) -> None:
         """After the step's records are acknowledged: store the offset, act on the consumer,
-        count, log."""
+        count, log (and start the round transitions the step asks for, unless the caller runs them)."""
         proc, ck = self.procs.get(part), self.ckpts.get(part)
         if proc is None or ck is None:
             return
         tp = self._tp(part)
         if step.log_reset:
-            self.metrics.log_resets.inc()
+            if not self.embedded:  # the embedded broker starts empty at every start: expected
+                self.metrics.log_resets.inc()
             ck.reset()
+            ck.mark_dirty(urgent=True)  # the exact state at offset 0 of the new log, before its records
             self._ends.pop(part, None)
         if proc.next_offset > ck.offset:
             ck.store_offset(proc.next_offset, step.answered)
@@ -424,7 +569,7 @@ class Service:
             self.consumer.pause(tp)
         if step.resume:
             self.consumer.resume(tp)
-        if step.transitions:
+        if step.transitions and start_transitions:
             self.transitions[part] = asyncio.create_task(self._transition(proc, step.transitions))
         g = self.metrics
         for (model, status), k in step.counts.items():
@@ -485,18 +630,27 @@ class Service:
         tp = self._tp(part)
 
         async def commit_offset(offset: int) -> None:  # informational: never wait long for it
-            if self.broker_ok:
+            if self.broker_ok and not self.halt.is_set():
                 await asyncio.wait_for(self.consumer.commit({tp: offset}), 5.0)
+
+        jr = self.journal
+        covered = self._jseq.get(part, 0)
+        jinfo = (jr.id, covered) if jr is not None else None
 
         async def once() -> None:
             t0 = time.perf_counter()
-            await ck.commit(proc, commit_offset, handover=handover)
+            await ck.commit(proc, commit_offset, handover=handover, journal=jinfo)
             self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
 
-        await retrying(once, stop or self.stop, what=f"checkpoint of partition {part}",
+        await retrying(once, stop or self.halt, what=f"checkpoint of partition {part}",
                        max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._checkpoint_error,
                        interruptible=False)
         self.checkpoint_ok = True
+        if jr is not None and covered:
+            try:  # rows the checkpoint covers; left behind (a failure), a restore skips them anyway
+                await asyncio.to_thread(jr.clear, self.cfg.topics.queries, part, covered)
+            except CheckpointError as exc:
+                log.warning("partition %d: cannot drop the journal's rows after a checkpoint (%s)", part, exc)
 
     async def _maybe_checkpoint(self) -> None:
         for part in sorted(self.procs):
@@ -523,14 +677,24 @@ class Service:
             elif e.kind == "suspended":
                 log.error("model %s suspended (%s): it refuses every query until an operator acts "
                           "(docs/OPERATIONS.md)", e.model, e.detail)
+            elif e.kind == "log_replaced" and self.embedded:
+                log.info("partition %d: the embedded broker starts empty (it keeps nothing across restarts); "
+                         "reading its new log from offset 0 (%s)", part, e.detail)
             elif e.kind == "log_replaced":
                 log.error("partition %d: the log was replaced (%s): the broker lost data; re-reading it from "
                           "the start", part, e.detail)
+            elif e.kind == "log_deleted":
+                log.warning("partition %d: the broker deleted records before this daemon read them (%s, "
+                            "retention?): their queries get no label", part, e.detail)
+            elif e.kind == "journal":
+                log.info("partition %d: replayed the journal (%s): the models are where their published answers "
+                         "left them, and those labels are published again", part, e.detail)
             elif e.kind == "round":
                 log.info("model %s entered round %d (%s)", e.model, e.round, e.detail)
 
     def _publish(self, m: Served) -> None:
         g = self.metrics
+        g.suspended.labels(model=m.id).set(0 if m.suspension is None else 1)
         if not m.engine.has_rounds:  # no round, halt or round-progress series (everlast_model_info says so)
             return
         g.round.labels(model=m.id).set(m.round)

@@ -54,6 +54,8 @@ CODES = ("undecodable", "schema", "oversized", "unknown_model", "dimension", "no
 """Every rejection code (the ``reason`` label of the invalid-record and dead-letter metrics)."""
 
 MSG_NO_VALUE = "record has no value"
+MSG_JSON_WITHOUT_HEADER = ("value is JSON but the record has no content-type header, so it was read as msgpack: "
+                           "send JSON queries with the header content-type: application/json")
 MSG_NOT_MAP = "value must be a map"
 MSG_ID = "id must be a string (<= 256 chars) or a 64-bit integer"
 MSG_KEY = "record key must be the model id (UTF-8)"
@@ -136,6 +138,8 @@ def decode_query(
     try:
         obj = _loads(value, ct)
     except ValueError as exc:
+        if ct == "msgpack" and value[:1] == b"{":  # JSON sent without its header: say so, answer in JSON
+            return Rejected("undecodable", MSG_JSON_WITHOUT_HEADER, recover_id(value, "json"), model, "json")
         return Rejected("undecodable", str(exc), None, model, ct)
     if not isinstance(obj, dict):
         return Rejected("schema", MSG_NOT_MAP, None, model, ct)

@@ -95,6 +95,7 @@ class Predictor:
 
     mechanism = "generic-bbl"
     has_rounds = True
+    answers_change_state = True
 
     def __init__(self, concept: ConceptClass, schedule: Schedule, entropy: int, rnd: _Round,
                  points: NDArray[np.float64], live: _Live) -> None:

@@ -96,6 +96,13 @@ class Servable(Protocol):
         """False for a mechanism that never transitions, halts or refuses (its round is always 0)."""
 
     @property
+    def answers_change_state(self) -> bool:
+        """True when answering moves the state later answers depend on (GenericBBL: its noise
+        streams, reservoir and halt count), so that a replay must start from the state that
+        answered; False when every answer is a fixed function of the released state and the query
+        (the private learner): any of its checkpoints answers exactly as the process that wrote it."""
+
+    @property
     def point_dim(self) -> int: ...
 
     @property

@@ -8,12 +8,14 @@
      before it; ``commit`` refuses (``CommitOrderError``) while the processor has answered beyond
      the stored offset, or while a round transition runs (the engine's state is in flux).
   2. For each model: the round blob (once per round) and the reservoir chunk since the last commit.
-  3. For each model: the ``live`` blob (counters, random-stream states, the offset, meta). From here
-     on this state is the model's checkpoint. (A model whose engine failed keeps its last good
-     state; only its meta, which records the suspension, is rewritten.)
+  3. For each model: the ``live`` blob (counters, random-stream states, the offset, meta: with the
+     journal's id and its last row the checkpoint covers). From here on this state is the model's
+     checkpoint. (A model whose engine failed keeps its last good state; only its offset and meta,
+     which records the suspension, are rewritten: it refuses every later query without its engine.)
   4. The consumer group's committed offset. Informational (restarts seek from checkpoints), so a
      failure here is ignored.
-  5. For each model: the blobs of earlier rounds are deleted.
+  5. For each model: the blobs of earlier rounds are deleted. (The I/O layer then drops the
+     journal's rows the checkpoint covers, ``daemon/journal.py``.)
 
 A crash between any two steps leaves every model with a consistent checkpoint (the previous
 ``live`` or the new one); the replay from it reproduces the published answers byte for byte.
@@ -57,6 +59,7 @@ class PartitionCheckpoint:
         self.since = 0
         self.dirty = False
         self.last = clock()
+        self._log_end = 0
 
     def store_offset(self, offset: int, answered: int = 0) -> None:
         """Every label record before ``offset`` is acknowledged; ``answered`` queries reached an engine."""
@@ -97,21 +100,26 @@ class PartitionCheckpoint:
         commit_offset: Callable[[int], Awaitable[None]] | None = None,
         *,
         handover: bool = False,
+        journal: tuple[str, int] | None = None,
     ) -> None:
         """Steps 1-5 of the module docstring. ``handover``: a clean stop or a partition hand-over,
         after which this process publishes nothing more for these models: a restore from it is
-        exact even if the broker loses the log (used once: the restorer rewrites it as periodic)."""
+        exact even if the broker loses the log (used once: the restorer rewrites it as periodic).
+        ``journal``: (the journal's id, the last of its rows this state covers in full)."""
         why = self.blocked(proc)  # 1
         if why is not None:
             raise CommitOrderError(f"partition {self.partition}: cannot checkpoint: {why}")
+        self._log_end = proc.log_end
         models = list(proc.models.values())
         for m in models:  # 2 and 3
             ck = self.checkpointers[m.id]
             s = m.suspension
+            jmeta = {"journal": journal[0], "journal_seq": journal[1]} if journal is not None else {}
             if s is not None and s.engine_failed:
-                await ck.write_meta({**self.meta.get(m.id, {}), **s.to_meta(), "handover": False})
+                await ck.write_meta({**self.meta.get(m.id, {}), **s.to_meta(), "handover": False, **jmeta},
+                                    {self.partition: m.offset})
             else:
-                await ck.write(m.engine, {self.partition: m.offset}, self._meta(m, handover))
+                await ck.write(m.engine, {self.partition: m.offset}, {**self._meta(m, handover), **jmeta})
         if commit_offset is not None:  # 4
             with contextlib.suppress(Exception):
                 await commit_offset(self.offset)
@@ -122,7 +130,8 @@ class PartitionCheckpoint:
         self.last = self.clock()
 
     def _meta(self, m: Served, handover: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {**self.meta.get(m.id, {}), "handover": handover, "last_fp": m.last_fp}
+        out: dict[str, Any] = {**self.meta.get(m.id, {}), "handover": handover, "last_fp": m.last_fp,
+                               "log_end": self._log_end}
         if m.suspension is not None:
             out.update(m.suspension.to_meta())
         return out

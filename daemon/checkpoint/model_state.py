@@ -75,12 +75,15 @@ class ModelCheckpointer:
         self._live = live
         self.saves += 1
 
-    async def write_meta(self, meta: dict[str, Any]) -> None:
-        """Update the meta of ``live`` around the engine state last written or loaded (for a
-        model whose engine failed: its state is not read again; the last good one stays)."""
+    async def write_meta(self, meta: dict[str, Any], offsets: dict[int, int] | None = None) -> None:
+        """Update the meta (and the offsets) of ``live`` around the engine state last written or
+        loaded (for a model whose engine failed: its state is not read again; the last good one
+        stays, and it refuses every query from its suspension on without it)."""
         if self._live is None:
             raise CheckpointError(f"model {self.model}: no checkpoint to annotate")
         self._live = {**self._live, "meta": {**self._live.get("meta", {}), **meta}}
+        if offsets is not None:
+            self._live["offsets"] = {str(tp): int(o) for tp, o in offsets.items()}
         await self.store.put(self.model, "live", codec.pack(self._live))
         self.saves += 1
 

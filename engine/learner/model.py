@@ -89,6 +89,9 @@ class PrivateLearner:
 
     mechanism = MECHANISM
     has_rounds = False
+    answers_change_state = False
+    """Answers are a function of the hypothesis and the query (the answered count is public
+    bookkeeping, not read by any answer)."""
 
     def __init__(self, spec: dict[str, Any], domain: Domain, epsilon: float, n_train: int,
                  hypothesis: Hypothesis | Tree, answered: int = 0) -> None:

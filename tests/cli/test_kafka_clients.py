@@ -102,7 +102,8 @@ def test_everlast_produce_checks_sends_and_reports(daemon: Daemon) -> None:
     # a bad query is an error here and is not sent; the good ones are; no value is echoed
     res = sh(f"""{ev} produce -m m2 '{{"id": "bad", "x": "secret-ish"}}' 'not json' '{{"id": "c", "x": 0.5}}'""",
              daemon, check=False)  # fmt: skip
-    assert res.returncode == 1 and res.stdout.startswith("sent 1 queries")
+    assert res.returncode == 1 and res.stdout.startswith("sent 1 query for model m2")
+    assert "2 queries not sent (see above); the other one was sent" in res.stderr
     assert "argument 1: x must be a number or a non-empty list of numbers" in res.stderr
     assert "argument 2: not valid JSON" in res.stderr and "secret-ish" not in res.stderr
     # --no-check sends it anyway: the daemon answers with an `invalid` label
@@ -140,3 +141,18 @@ def test_everlast_clients_say_clearly_when_no_broker_answers(daemon: Daemon) -> 
         res = sh(cmd, daemon, check=False)
         assert res.returncode == 1 and "cannot talk to the broker at 127.0.0.1:1" in res.stderr
         assert "Traceback" not in res.stderr
+
+
+def test_after_a_replay_kcat_still_prints_json_labels(daemon: Daemon) -> None:
+    """`everlast replay` sends JSON queries by default, so the labels topic a user reads with
+    kcat holds JSON only (msgpack labels would print as binary bytes)."""
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed (scripts/ci-deps.sh installs Debian's: apt-get install kcat)")
+    part = DefaultPartitioner()(b"m1", [0, 1, 2, 3], [0, 1, 2, 3])
+    kcat = f"kcat -C -b 127.0.0.1:9092 -t everlast.labels -p {part} -e"
+    # (the earlier tests sent msgpack queries on purpose: read from where this replay's labels begin)
+    start = len(sh(f"{kcat} -o beginning -f '%o\\n'", daemon).stdout.splitlines())
+    sh(f"{EVERLAST} replay --bootstrap-servers 127.0.0.1:9092 --model m1 --queries 200 --json", daemon)
+    lines = sh(f"{kcat} -o {start} -f '%s\\n'", daemon).stdout.splitlines()
+    assert len(lines) >= 200
+    assert all(json.loads(line)["status"] in ("ok", "refused", "invalid") for line in lines)

@@ -67,6 +67,7 @@ class FakeEngine:
 
     mechanism = "fake"
     has_rounds = True
+    answers_change_state = True
     point_dim = 1
 
     def __init__(self, R: int = 10, halt_after: int | None = None, rounds: int = 100) -> None:

@@ -29,6 +29,7 @@ def bad_records(model: bytes) -> list[tuple[bytes | None, bytes | None, list[tup
         (model, b"\xc1\xc1", [], "undecodable", False),
         (model, b'{"id": 1, "x": ', JSON, "undecodable", False),
         (model, b'{"id": 2, "x": NaN}', JSON, "non_finite", True),
+        (model, b'{"id": "nohdr", "x": 0.5}', [], "undecodable", True),  # JSON without its content-type header
         (model, p({"x": 0.5}), [], "schema", False),
         (model, p({"id": True, "x": 0.5}), [], "schema", False),
         (model, p({"id": "s1", "x": "0.5"}), [], "schema", True),
@@ -69,7 +70,8 @@ async def test_malformed_records_are_dead_lettered_and_the_rest_is_answered(
     assert all(by_id[f"ok-{i}"]["status"] == "ok" for i in range(len(bad)))
     assert by_id["json-ok"]["status"] == "ok" and by_id["json-ok"]["label"] == 1
     invalid = {lab["id"]: lab for lab in labels if lab["status"] == "invalid"}
-    assert set(invalid) == {2} | {f"s{i}" for i in (1, 2, 3, 4, 5, 6, 7)}  # every record whose id can be recovered
+    assert set(invalid) == {2, "nohdr"} | {f"s{i}" for i in (1, 2, 3, 4, 5, 6, 7)}  # every recoverable id
+    assert invalid["nohdr"]["reason"] == wire.MSG_JSON_WITHOUT_HEADER  # says what to do, answered in JSON
     assert all(lab["label"] is None and lab["reason"] for lab in invalid.values())
     assert invalid[2]["reason"] == wire.MSG_NON_FINITE and invalid["s5"]["reason"].startswith("record value exceeds")
     assert "secret" not in invalid["s6"]["reason"]  # reasons name schema fields, never the client's

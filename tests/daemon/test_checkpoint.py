@@ -123,7 +123,10 @@ def test_a_suspended_engine_keeps_its_last_good_state_and_the_suspension_survive
     assert ops == ["put a/live", "put b/live"]
     restored = asyncio.run(ModelCheckpointer(DirStore(tmp_path), "a").load())
     assert restored is not None
-    assert restored.offsets == {0: 0}  # the last good state's offset, not the refusals'
+    # the last good engine state, at the partition's offset: a suspended model refuses every query
+    # from its suspension on without its engine, so its offset moves with the partition's (the
+    # journal's rows then chain from one offset for every model)
+    assert restored.offsets == {0: 2}
     s = Suspension.from_meta(restored.meta, 1)
     assert s == m.suspension and restored.meta["handover"] is False and restored.meta["n_train"] == 800
     b = asyncio.run(ModelCheckpointer(DirStore(tmp_path), "b").load())

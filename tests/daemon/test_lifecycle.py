@@ -48,7 +48,7 @@ def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, ""
+        return e.code, e.read().decode()
 
 
 def metric(text: str, name: str, **labels: str) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import msgpack
 
 from everlast.daemon import wire
-from everlast.daemon.partition import LOG_LOST_REASON, PartitionProcessor, Status, fingerprint
+from everlast.daemon.partition import LOG_DELETED_REASON, LOG_LOST_REASON, PartitionProcessor, Status, fingerprint
 from everlast.engine.serving import Refusal
 from tests.daemon.fakes import FakeEngine, Rec, decode, feed, labels_of, queries, served
 
@@ -92,7 +92,7 @@ def test_a_log_replaced_below_the_next_offset_is_detected_from_the_high_watermar
     assert [e.kind for e in step.events] == ["log_replaced", "suspended"]
     assert p.models["lag"].suspension is not None and p.models["good"].suspension is None
     recs = queries("good", [0.9, 0.1], 0) + queries("lag", [0.9], 2)
-    labs = sorted(labels_of(feed(p, recs)), key=lambda d: d["id"])
+    labs = sorted(labels_of(feed(p, recs, hw=10)), key=lambda d: d["id"])
     assert [(d["id"], d["status"]) for d in labs] == [(0, "ok"), (1, "ok"), (2, "refused")]
     assert labs[2]["reason"] == LOG_LOST_REASON and lagging.calls == []
 
@@ -213,3 +213,83 @@ def test_the_fake_engine_is_a_servable() -> None:
     from everlast.engine.serving import Servable
 
     assert isinstance(FakeEngine(), Servable)  # the fake keeps to the protocol the daemon serves
+
+
+# -- the journal, a learner and a deleted log ------------------------------------------------
+
+
+class FakeLearner(FakeEngine):
+    """Answers are a fixed function of the query (no query state), like the private learner."""
+
+    answers_change_state = False
+
+
+def test_a_learner_is_never_suspended_for_a_lost_log() -> None:
+    p = proc_of(served("l", FakeLearner(), offset=2002, verified=False),
+                served("g", FakeEngine(), offset=2002, verified=False))
+    step = p.feed(None, 10)
+    assert step.log_reset and [(e.kind, e.model) for e in step.events] == [("log_replaced", None), ("suspended", "g")]
+    assert p.models["l"].suspension is None
+    labs = labels_of(feed(p, queries("l", [0.9], 0) + queries("g", [0.9], 1), hw=10))
+    assert [(d["id"], d["status"]) for d in labs] == [(0, "ok"), (1, "refused")]
+
+
+def test_the_journal_plan_replays_the_rows_after_every_checkpoint_and_makes_the_models_exact() -> None:
+    p = proc_of(served("a", FakeEngine(), offset=10, verified=False, journal_seq=4),
+                served("b", FakeEngine(), offset=12, verified=False, journal_seq=5))
+    # rows 1-4: before a's checkpoint; 5: covered by b's only; 6 straddles a checkpoint taken mid-row
+    rows = [(3, 0, 5), (4, 5, 10), (5, 10, 12), (6, 11, 15), (7, 15, 18)]
+    seqs, why = p.journal_plan(rows)
+    assert why is None and seqs == [5, 6, 7] and all(m.verified for m in p.models.values())
+    step = p.replay(decode(queries("a", [0.9, 0.1], 10) + queries("b", [0.9, 0.2], 12)))
+    assert [d["id"] for d in labels_of(step)] == [10, 11, 12, 13] and p.next_offset == 14
+    step = p.replay(decode(queries("b", [0.5] * 4, 14)))
+    assert [d["id"] for d in labels_of(step)] == [14, 15, 16, 17]
+    p.replayed()
+    assert p.start_position == 17  # the first fetch checks the log against the journal's last record
+    step = p.feed(None, 5)  # the log ends before the journal: another (emptier) log; the models stay exact
+    assert step.log_reset and [e.kind for e in step.events] == ["log_replaced"]
+
+
+def test_the_journal_plan_refuses_rows_it_cannot_trust() -> None:
+    def proc(seq: int | None) -> PartitionProcessor:
+        return proc_of(served("a", FakeEngine(), offset=10, verified=False, journal_seq=seq))
+
+    p = proc(None)  # a checkpoint written beside another journal (or before this one existed)
+    assert p.journal_plan([(5, 10, 12)]) == ([], "the checkpoint of model a was not written beside this journal")
+    assert not p.models["a"].verified
+    p = proc(4)
+    seqs, why = p.journal_plan([(5, 11, 12)])  # offset 10 is missing
+    assert seqs == [] and why is not None and "does not reach back to offset 10" in why and not p.models["a"].verified
+    p = proc(4)
+    assert p.journal_plan([]) == ([], None) and p.models["a"].verified  # nothing was processed since the checkpoint
+
+
+def test_records_deleted_before_they_were_read_suspend_only_a_model_that_cannot_replay() -> None:
+    p = proc_of(served("g", FakeEngine(), offset=100, verified=False),
+                served("l", FakeLearner(), offset=100, verified=False),
+                served("h", FakeEngine(), offset=100, verified=True))
+    step = p.feed(None, 500, log_start=300)  # retention deleted offsets 100-299
+    assert step.seek == 300 and p.next_offset == 300 and not step.log_reset
+    assert [(e.kind, e.model) for e in step.events] == [("log_deleted", None), ("suspended", "g")]
+    assert p.models["g"].suspension is not None and p.models["g"].suspension.reason == LOG_DELETED_REASON
+    assert p.models["l"].suspension is None and p.models["h"].suspension is None
+    labs = labels_of(feed(p, queries("h", [0.9], 300) + queries("g", [0.9], 301), hw=500))
+    assert [(d["id"], d["status"]) for d in labs] == [(300, "ok"), (301, "refused")]
+
+
+def test_a_checkpoint_at_offset_0_still_sees_a_replaced_log_by_how_far_it_reached() -> None:
+    p = proc_of(served("g", FakeEngine(), offset=0, verified=False, log_end=3_000))
+    step = p.feed(None, 10)  # a fresh log of 10 records; the old one had reached 3,000
+    assert step.log_reset and [e.kind for e in step.events] == ["log_replaced", "suspended"]
+
+
+def test_processed_records_are_reported_for_the_journal_in_slices() -> None:
+    p = proc_of(served("m", FakeEngine(R=3)))
+    recs = queries("m", [0.9] * 5, 0)
+    step = feed(p, recs)
+    assert [(a, b, [r.offset for r in rs]) for a, b, rs in step.processed] == [(0, 3, [0, 1, 2])]  # up to the cut
+    p.models["m"].engine.transition()
+    p.transition_done({})
+    step = p.resume()
+    assert [(a, b, [r.offset for r in rs]) for a, b, rs in step.processed] == [(3, 5, [3, 4])]

@@ -7,7 +7,9 @@ import asyncio
 import json
 import logging
 import os
+import re
 import stat
+import time
 from pathlib import Path
 
 import msgpack
@@ -57,8 +59,34 @@ def test_targets_that_need_more_data_refuse_to_start_and_say_what_would_work(tmp
     data, _ = write_model_files(tmp_path, "m", n=1000)
     cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{data}"\n'
                                "targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n"))
-    with pytest.raises(ConfigError, match=r"needs .* training examples .* has 1000"):
+    t0 = time.process_time()
+    with pytest.raises(ConfigError) as err:
         ModelRuntime.prepare(cfg.models[0])
+    assert time.process_time() - t0 < 5.0  # refused before the planner's search (seconds to minutes)
+    msg = str(err.value)
+    assert re.search(r"GenericBBL cannot meet epsilon = 1.0 at alpha = 0.1 with n = 1,000: any of its schedules "
+                     r"needs at least [\d,]+ examples", msg), msg
+    # it names what works: the private learner at the planner's n (more than 1,000 here), and how to serve it
+    assert "The private learner would certify them with 2,229 examples" in msg
+    assert 'mechanism = "private-learner"' in msg
+    data2, _ = write_model_files(tmp_path, "m2", n=5_000)
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m2"\ndata = "{data2}"\n'
+                               "targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n"))
+    with pytest.raises(ConfigError, match=r"The private learner certifies these targets with the data given \(2,229 "
+                                          r"examples needed, 5,000 given\)"):
+        ModelRuntime.prepare(cfg.models[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("epsilon", [1.0, 8.0])
+def test_the_quick_refusals_floor_is_below_the_planners_n(epsilon: float) -> None:
+    """``bbl_floor`` refuses without planning: it must never refuse what the planner would serve."""
+    from everlast.daemon.privacy import bbl_floor
+    from everlast.engine.planner import Targets, plan
+
+    t = Targets(epsilon=epsilon, delta=1e-6, alpha=0.1, halts="split-votes")
+    p = plan(t)
+    assert bbl_floor(t) <= p.rounds[0].lam * p.rounds[0].T <= p.n_required
 
 
 @pytest.mark.parametrize(("value", "ct", "code"), [
@@ -80,6 +108,12 @@ def test_decode_query(value: bytes, ct: str, code: str | None) -> None:
         assert isinstance(got, wire.Query) and got.content_type == ct
     else:
         assert isinstance(got, wire.Rejected) and got.code == code
+
+
+def test_json_without_its_header_gets_an_answer_saying_so() -> None:
+    got = wire.decode_query(b"m", b'{"id": "q1", "x": 0.5}', [], max_bytes=1024)
+    assert isinstance(got, wire.Rejected) and got.code == "undecodable"
+    assert (got.message, got.id, got.content_type) == (wire.MSG_JSON_WITHOUT_HEADER, "q1", "json")
 
 
 def test_dir_store_writes_atomically_with_mode_0600(tmp_path: Path) -> None:
@@ -157,6 +191,58 @@ def test_training_data_formats(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("x,y\n0.1\n")
     with pytest.raises(ConfigError, match=r"bad\.csv"):
         load_training(tmp_path / "bad.csv")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", r"the file is empty: a CSV training set has one example per line"),
+    ("x,y\n", r"a header but no data rows"),
+    ("x,y\n0.1,1\n0.2,abc\n", r"line 3, column 2: not a number$"),
+    ("x,y\n0.1,1\n\n# a comment\n0.2,1,3\n", r"line 5 has 3 columns, line 2 has 2"),
+    ("x,y\n0.1,1\n0.3,2\n0.4,0.5\n", r"line 3, column 2: the label must be 0 or 1 \(2 such rows\)"),
+    ("0.1,1\n\nnan,0\n", r"line 3, column 1: a coordinate is NaN or infinite \(1 such row\)"),
+    ("a,b,y\n0.1,0.2,1\n0.3,inf,0\n", r"line 3, column 2: a coordinate is NaN or infinite"),
+    ("x,y\n0.1,\n", r"line 2, column 2: not a number \(empty\)"),
+    ("x\n0.1\n", r"line 2 has 1 column; a CSV training set needs the coordinates and then a label column"),
+])
+def test_training_data_errors_name_the_line_and_column_and_no_warning_leaks(tmp_path: Path, text: str,
+                                                                           message: str) -> None:
+    import warnings
+
+    from everlast.daemon.data import load_training
+
+    (tmp_path / "t.csv").write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "input contained no data" would fail here
+        with pytest.raises(ConfigError, match=message) as err:
+            load_training(tmp_path / "t.csv")
+    assert "abc" not in str(err.value) and "0.2" not in str(err.value)  # never a value
+
+
+def test_array_errors_name_the_row_and_dimension_errors_say_what_fits(tmp_path: Path) -> None:
+    from everlast.daemon.data import load_training
+    from everlast.daemon.model import ModelRuntime
+
+    x = np.random.default_rng(1).random(10)
+    x[6] = np.nan
+    np.savez(tmp_path / "nan.npz", x=x, y=np.zeros(10))
+    with pytest.raises(ConfigError, match=r"nan\.npz: row 6 \(0-based\): a coordinate is NaN"):
+        load_training(tmp_path / "nan.npz")
+    np.savez(tmp_path / "short.npz", x=np.zeros(10), y=np.zeros(9))
+    with pytest.raises(ConfigError, match=r"10 points but 9 labels"):
+        load_training(tmp_path / "short.npz")
+    (tmp_path / "two.csv").write_text("a,b,y\n0.1,0.2,1\n0.3,0.4,0\n")
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{tmp_path / "two.csv"}"\nconcept = "thresholds"\n'
+                               'mechanism = "private-learner"\nlearner = { epsilon = 1.0 }\n'))
+    with pytest.raises(ConfigError, match=r'model m: .*two\.csv: the training set has 2 coordinates per example; '
+                                          r'concept = "thresholds" takes 1\. Concept = "stumps" with d = 2 takes it'):
+        ModelRuntime.prepare(cfg.models[0])
+    one = tmp_path / "one.csv"
+    one.write_text("x,y\n0.1,1\n0.3,0\n")
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{one}"\nconcept = "stumps"\nd = 3\n'
+                               'mechanism = "private-learner"\nlearner = { epsilon = 1.0 }\n'))
+    with pytest.raises(ConfigError, match=r'has 1 coordinate per example; concept = "stumps" with d = 3 takes 3\. '
+                                          r'Concept = "thresholds" or "intervals"'):
+        ModelRuntime.prepare(cfg.models[0])
 
 
 def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:

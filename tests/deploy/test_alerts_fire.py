@@ -246,6 +246,52 @@ async def test_availability_alerts_fire(tmp_path: Path) -> None:
         b.stop()
 
 
+@pytest.mark.broker
+@pytest.mark.asyncio
+async def test_a_suspended_model_pages(tmp_path: Path) -> None:
+    """ModelSuspended: a daemon killed with answers past its checkpoint, its journal lost too, and the
+    broker's log gone: the model cannot be replayed exactly and is suspended (LogReset fires beside it)."""
+    from everlast.daemon.journal import FILENAME
+    from tests.daemon.test_crash import start_daemon
+
+    b = EmbeddedBroker().start()
+    port = free_port()
+    cfg, topics = write_config(tmp_path, b.bootstrap, ["m"], every_queries=1_000)
+    cfg.write_text(cfg.read_text().replace("port = 0", f"port = {port}"))
+    names = [topics["queries"], topics["labels"], topics["dead_letters"]]
+    log = tmp_path / "daemon.log"
+
+    async def scenario() -> None:
+        await create_topics(b.bootstrap, names)
+        await produce(b.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 3_000)))
+        proc = start_daemon(cfg, log)
+        try:
+            await collect_ids(b.bootstrap, topics["labels"], set(range(3_000)))
+        finally:
+            proc.kill()
+            proc.wait()
+        for f in (tmp_path / "ck").glob(FILENAME + "*"):
+            f.unlink()
+        b.stop()
+        b.start()
+        await create_topics(b.bootstrap, names)
+        await produce(b.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 10), start_id=3_000))
+        proc = start_daemon(cfg, log)
+        try:
+            async with prometheus(tmp_path / "prom") as prom:
+                prom.scrape(port)
+                fired = await prom.becomes_true("EverlastModelSuspended")
+                assert {s["metric"]["model"] for s in fired} == {"m"}
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+    try:
+        await watchdog(scenario(), 300)
+    finally:
+        b.stop()
+
+
 def test_every_alert_rule_has_a_firing_test() -> None:
     here = Path(__file__).read_text()
     missing = [a for a in EXPRS if f'"{a}"' not in here]

@@ -159,3 +159,15 @@ def test_issue_13_a_billion_examples() -> None:
     d = _one_json("--n", "1000000000", "--no-designs")
     assert d["epsilon_achievable"] <= 10.0 and d["epsilon_achievable_n_required"] <= 10**9
     assert d["query_private"] is True
+
+
+@pytest.mark.slow
+def test_plan_with_n_shows_the_schedule_those_examples_run() -> None:
+    """`plan --n 1e9` prints the schedule 10^9 examples run, not the epsilon = 1 one."""
+    out = _one_json("--n", "1e9", "--no-designs")
+    at_n = out["plan_at_n"]
+    assert at_n["n_required"] <= 1e9 < out["n_required"]
+    assert abs(at_n["epsilon"] - out["epsilon_achievable"]) < 0.05 * at_n["epsilon"]
+    text = _run("--n", "1e9", "--no-designs").output
+    assert text.startswith("n = 1e9 examples cannot meet epsilon = 1 (it needs n = 1.06e12); the schedule they run "
+                           "certifies epsilon = 7.")

@@ -1,0 +1,58 @@
+"""``everlast round`` and ``everlast complete`` on a round that gives only its sizes: a
+runnable round for a given n, concept and stream, the values chosen and why, its certificate; a
+failing check names the value to use, not a formula."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from everlast.cli.complete import complete
+from everlast.cli.hand_round import round_cmd
+from everlast.engine.planner.fill import accuracy_eps0, hand_round
+from everlast.engine.schedule import Schedule
+
+
+def test_round_builds_a_runnable_round_and_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "schedule.json"
+    res = CliRunner().invoke(round_cmd, ["--n", "100000", "--queries", "80000", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    sched = Schedule.from_dict(json.loads(out.read_text()))  # the written file runs as it is
+    r = sched.rounds[0]
+    assert r.R == 80_000 and r.lam * r.T <= 100_000 and r.m_D == min(r.lam * r.T, r.R)
+    assert r.eps_bt >= accuracy_eps0(r.band, r.T, r.R, r.beta)  # the accuracy floor, rounded up
+    assert r == hand_round(T=r.T, lam=r.lam, R=r.R, alpha=r.alpha, m_S=r.m_S, m_D=r.m_D)  # hand_round's round
+    assert set(doc["choices"]) >= {"lam", "T", "R", "m_D", "m_S", "eps_bt", "c", "halt_eps", "halt_threshold"}
+    assert doc["failing_checks"] == [] and doc["certificate"]["runnable"]
+    assert doc["certificate"]["epsilon_training"] < 10 and doc["certificate"]["query_private"]
+    text = CliRunner().invoke(round_cmd, ["--n", "100000", "--queries", "80000"]).output
+    assert "why" in text and "certified at n = 100,000" in text and "every check holds" in text
+
+
+def test_a_failing_check_names_the_value_to_use() -> None:
+    res = CliRunner().invoke(round_cmd, ["--n", "100", "--queries", "1000"])
+    assert res.exit_code == 0, res.output
+    assert "check(s) fail" in res.output
+    assert re.search(r"use T >= [\d,]+", res.output), res.output
+    assert ">= (" not in res.output  # a value, not the formula
+
+
+def test_complete_fills_a_round_given_only_its_sizes(tmp_path: Path) -> None:
+    p = tmp_path / "hand.json"
+    p.write_text(json.dumps({"rounds": [{"T": 16_000, "lam": 5, "R": 80_000, "alpha": 0.1}]}))
+    res = CliRunner().invoke(complete, [str(p), "--n", "100000", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    r = Schedule.from_dict(doc["schedule"]).rounds[0]
+    assert (r.m_D, r.eps_bt) == (80_000, hand_round(T=16_000, lam=5, R=80_000, alpha=0.1, m_S=1, m_D=1).eps_bt)
+    assert set(doc["filled"]["1"]) == {"c", "eps_bt", "m_S", "m_D"} and doc["failing_checks"] == []
+    p.write_text(json.dumps({"rounds": [{"T": 300, "lam": 5, "R": 80_000, "alpha": 0.1, "c": 2000, "eps_bt": 0.01,
+                                         "m_S": 100, "m_D": 1500}]}))
+    res = CliRunner().invoke(complete, [str(p), "--n", "100000"])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"warning: round 1: T = 300 is too small for eps_bt = 0\.01: use T >= [\d,]+, or eps_bt >= "
+                     r"[\d.]+", res.output), res.output
