@@ -747,7 +747,7 @@ def calibration_crosscheck() -> str:
              "T_1 calib. / planner | T_1 set by (planner) |",
              "|---|---|---|---|---|---|---|---|"]
     for tab, e, a, halts, cap, floors, n, T1, _R1, _c1, _rD in CALIBRATION:
-        # calibration.md charged LabelBoost by Lemma C.1: the same here, for a like-for-like comparison
+        # docs/notes/calibration.md charged LabelBoost by Lemma C.1: the same here, for a like-for-like comparison
         sol = solve(e, 1e-6, a, 0.05, 1, TightOptions(halts=halts, cap_c=cap, labelboost="lemma-c1",  # type: ignore[arg-type]
                                                          accuracy_floors=floors, design=PAPER))
         rows.append(f"| {tab} | {fmt(e)} | {fmt(a)} | {fmt(n)} | {fmt(sol.n_required)} | "

@@ -218,7 +218,7 @@ class PaperSolver:
         o = self.P.o
         a, b, lam = self.a[i - 1], self.b[i - 1], self.lam[i - 1]
         gamma = a
-        # the halt budget (capped at R unless cap_c is off: calibration.md (iii))
+        # the halt budget (capped at R unless cap_c is off: docs/notes/calibration.md (iii))
         c = count = halt_budget(o.halts, R, a, gamma, lam, o.k, o.boundaries, o.cap_c)
         if exact:
             ch = _choose_instances(count, E, Delta)
