@@ -105,7 +105,7 @@ ANSWER_STAGES: dict[str, Patch] = {
                                                  patch_attr(everlast.engine.predictor._MuFeed, "peek"),
                                                  patch_attr(everlast.engine.predictor._MuFeed, "skip")),
     "threshold commit (paper)": patch_attr(everlast.engine.predictor._MuFeed, "committed"),
-    "mechanism tct": patch_attr(bt, "run_tct"),
+    "mechanism tct": patch_attr(bt, "halt_tct"),
     "mechanism paper": patch_attr(bt, "run_paper"),
     "reservoir write (after writing)": patch_attr(everlast.engine.predictor, "_offer", "after"),
     "phase table": patch_attr(phases, "fire"),
