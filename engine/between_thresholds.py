@@ -100,13 +100,17 @@ def halt_tct(out: NDArray[np.int8], xi: I64, plan: NoisePlan, state: BTState,
     if refused is not None:
         counted &= ~refused
         out = np.where(refused, np.int8(REFUSED), out)
-    tops = np.cumsum(counted, dtype=np.int64)
+    tops = np.empty(n + 1, dtype=np.int64)  # tops[j] = C_j, tops[0] = the state's
+    tops[0] = 0
+    np.cumsum(counted, dtype=np.int64, out=tops[1:])
     tops += state.tops
-    halt = (tops + xi >= plan.c0 + state.rho_h) | (tops >= plan.c)
-    first = int(np.argmax(np.append(halt, True)))  # n when the test never fires
+    after = tops[1:]
+    halt = after + xi >= plan.c0 + state.rho_h
+    halt |= after >= plan.c
+    halt = np.append(halt, True)  # the first True: the halting query, or n when the test never fires
+    first = int(np.argmax(halt))
     k = min(first + 1, n)
-    end = int(np.append(np.int64(state.tops), tops)[k])  # C after the k-th query (C_0 = the state's)
-    return BTRun(out[:k], k, BTState(tops=end, rho_h=state.rho_h), first < n)
+    return BTRun(out[:k], k, BTState(tops=int(tops[k]), rho_h=state.rho_h), first < n)
 
 
 @runtime_checkable
