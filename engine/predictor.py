@@ -316,7 +316,7 @@ class Predictor:
         votes = rnd.ensemble.votes(xb)
         a, b, noise = live.noise.per_query(n)
         quota, burn, released = live.quota, live.burn, None
-        is_top = np.zeros(0, np.bool_)
+        is_top = fires = np.zeros(0, np.bool_)
         if self.design.target_charged:
             assert b is not None
             out = bt.outcomes_tct(votes, a, rnd.plan)
@@ -326,7 +326,7 @@ class Predictor:
                 xq, qnoise = quota.noise.take(n)
                 is_top = out == bt.TOP
                 decision = qt.decide(quota.table, who.head(n), is_top, xq, rnd.quota, self._rho_draw())
-                refused = decision.refused
+                refused, fires = decision.refused, decision.fires
                 quota = qt.QuotaState(qt.commit(decision, is_top), qnoise)
             res = bt.halt_tct(out, b, rnd.plan, live.bt, refused)
         else:
@@ -344,6 +344,7 @@ class Predictor:
                 xq, qnoise = live.quota.noise.take(k)
                 head = qt.decide(live.quota.table, who.head(k), is_top[:k], xq, rnd.quota, self._rho_draw())
                 quota = qt.QuotaState(qt.commit(head, is_top[:k]), qnoise)
+                fires = head.fires
         if burn is not None and self.schedule.burn is not None:
             released, burn = burns.windows(res.outcomes == bt.TOP, live.answered, burn, self.schedule.burn.window,
                                            rnd.index)
@@ -362,7 +363,9 @@ class Predictor:
         outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
         refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
         consumed = n + (n_in - n) * int(res.halted)  # a halt consumes the whole batch
-        extra = {} if released is None else {"burn": released}
+        extra: dict[str, Any] = {} if released is None else {"burn": released}
+        if quota is not None:
+            extra["quota_fired"] = np.concatenate([fires[:k], np.zeros(rest, np.bool_)])
         return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed,
                             refusals=refusals, **extra)
 
@@ -383,8 +386,9 @@ class Predictor:
 
     def _refusals(self, n: int, phase: Phase) -> Answers:
         code = Refusal.EXHAUSTED if phase is Phase.EXHAUSTED else Refusal.HALTED
+        fired = np.zeros(n if self.schedule.quotas is not None else 0, np.bool_)
         return Answers(labels=np.full(n, -1, np.int8), outcomes=np.full(n, bt.REFUSED, np.int8),
-                       round=self._round.index, consumed=n, refusals=np.full(n, code, np.int8))
+                       round=self._round.index, consumed=n, refusals=np.full(n, code, np.int8), quota_fired=fired)
 
     def transition(self) -> None:
         """Steps 3(e)-(g) and the start of the next round: LabelBoost on S-hat_i o D-hat_i, draw
@@ -449,8 +453,9 @@ class Predictor:
         # the last query's round: a round that ends with the sequence has already transitioned
         last = parts[-1].round if parts else self._round.index
         burn = np.concatenate([p.burn for p in parts]) if parts else np.zeros((0, 3), np.int64)
+        fired = np.concatenate([p.quota_fired for p in parts]) if parts else np.zeros(0, np.bool_)
         return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=last,
-                       consumed=pos, refusals=cat("refusals"), burn=burn)
+                       consumed=pos, refusals=cat("refusals"), burn=burn, quota_fired=fired)
 
     # -- state -----------------------------------------------------------------------------------
 

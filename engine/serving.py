@@ -64,6 +64,10 @@ def _no_burn() -> NDArray[np.int64]:
     return np.zeros((0, 3), dtype=np.int64)
 
 
+def _no_fires() -> NDArray[np.bool_]:
+    return np.zeros(0, dtype=np.bool_)
+
+
 @dataclass(frozen=True, slots=True)
 class Answers:
     """A mechanism's response to one ``answer`` call."""
@@ -85,6 +89,11 @@ class Answers:
     (round, window, noisy_tops), window = its index in the round (queries [w W, (w + 1) W)). Released
     (differentially private, docs/privacy/genericbbl.md 5.5): publishable. Empty when the schedule has
     no ``burn`` setting."""
+    quota_fired: NDArray[np.bool_] = field(default_factory=_no_fires)
+    """With per-client quotas: per consumed query, True where its client's quota test fired after it
+    (the query was answered; the client's later queries in the round are refused with
+    ``Refusal.CLIENT_QUOTA``). Released (docs/privacy/genericbbl.md 5.5, remark 4): a server may log
+    which client it was. Empty when the schedule has no quotas."""
 
     @property
     def refused(self) -> NDArray[np.bool_]:

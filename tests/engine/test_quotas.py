@@ -147,7 +147,8 @@ def test_windows_release_each_complete_window_once_whatever_the_batches(tops: li
 def answer_in_batches(p: Predictor, xs: NDArray[np.float64], who: list[cl.ClientId],
                       cuts: list[int]) -> dict[str, Any]:
     bounds = [0, *sorted({c for c in cuts if 0 < c < xs.size}), xs.size]
-    out: dict[str, list[Any]] = {"labels": [], "outcomes": [], "refusals": [], "rounds": [], "burn": []}
+    out: dict[str, list[Any]] = {"labels": [], "outcomes": [], "refusals": [], "fired": [], "rounds": [],
+                                 "burn": []}
     for lo, hi in itertools.pairwise(bounds):
         pos = lo
         while pos < hi:
@@ -157,10 +158,14 @@ def answer_in_batches(p: Predictor, xs: NDArray[np.float64], who: list[cl.Client
             out["labels"].append(res.labels)
             out["outcomes"].append(res.outcomes)
             out["refusals"].append(res.refusals)
+            out["fired"].append(res.quota_fired)
             out["rounds"] += [res.round] * res.consumed
             out["burn"] += res.burn.tolist()
             pos += res.consumed
-    return {k: (np.concatenate(v) if k in ("labels", "outcomes", "refusals") else v) for k, v in out.items()}
+    return {k: (np.concatenate(v) if k in ARRAYS else v) for k, v in out.items()}
+
+
+ARRAYS = ("labels", "outcomes", "refusals", "fired")
 
 
 @functools.cache
@@ -169,7 +174,7 @@ def reference_run() -> dict[str, Any]:
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return all(np.array_equal(a[k], b[k]) for k in ("labels", "outcomes", "refusals")) and (
+    return all(np.array_equal(a[k], b[k]) for k in ARRAYS) and (
         a["rounds"], a["burn"]) == (b["rounds"], b["burn"])
 
 
@@ -180,6 +185,16 @@ def test_the_reference_run_exercises_quotas_and_burn() -> None:
     assert (ref["labels"][WHO != 0] >= 0).all()  # every other query is answered
     assert (ref["outcomes"][refused] == bt.REFUSED).all() and (ref["labels"][refused] == -1).all()
     assert ref["rounds"][-1] == 5 and len(ref["burn"]) == 5 * 6  # six windows of 100 per round of 600
+    # each client whose queries are refused in a round fired exactly once in it, answered, before them
+    rounds = np.asarray(ref["rounds"])
+    for r in range(1, 6):
+        for w in range(3):
+            mine = np.flatnonzero((rounds == r) & (WHO == w))
+            fired, refused_ = mine[ref["fired"][mine]], mine[ref["refusals"][mine] == Refusal.CLIENT_QUOTA]
+            assert fired.size == (refused_.size > 0) or (fired.size == 1 and refused_.size == 0)
+            if refused_.size:
+                assert ref["labels"][fired[0]] >= 0 and fired[0] < refused_[0]
+                assert np.array_equal(refused_, mine[mine > fired[0]])
     assert [(r, w) for r, w, _ in ref["burn"]] == [(r, w) for r in range(1, 6) for w in range(6)]
 
 
@@ -204,7 +219,7 @@ def test_save_restore_at_any_point_continues_identically(stops: list[int], cuts:
             pts = p.reservoir_points(0, p.reservoir_filled)
             p = Predictor.from_parts(codec.unpack(codec.pack(p.round_part())),
                                      codec.unpack(codec.pack(p.live_part())), pts)
-    whole = {k: (np.concatenate([q[k] for q in parts]) if k in ("labels", "outcomes", "refusals")
+    whole = {k: (np.concatenate([q[k] for q in parts]) if k in ARRAYS
                  else [x for q in parts for x in q[k]]) for k in parts[0]}
     assert same(whole, reference_run())
 
@@ -269,7 +284,8 @@ def test_quotas_off_keeps_the_schedule_and_state_bytes() -> None:
     s = schedule("target-charged")
     assert "quotas" not in s.to_dict() and "burn" not in s.to_dict() and not s.clients
     p = predictor("target-charged")
-    p.answer(POINTS[:100])
+    res = p.answer(POINTS[:100])
+    assert res.quota_fired.size == 0 and res.burn.shape == (0, 3)
     st_ = p.state()
     assert st_["format"] == FORMAT and "quota" not in st_["live"] and "burn" not in st_["live"]
 
