@@ -208,6 +208,7 @@ class Predictor:
 
     @property
     def answered_in_round(self) -> int:
+        """Queries the round has taken (its position): answered, or refused for a client quota."""
         return self._live.answered
 
     @property

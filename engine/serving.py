@@ -105,7 +105,8 @@ class RoundInfo:
     """A round's counters, for a mechanism that has rounds (``Servable.round_info``)."""
 
     answered: int
-    """Queries answered in the round so far (public: a count of queries)."""
+    """Queries the round has taken so far (public: a count of queries): answered, or refused for a
+    client quota (``Refusal.CLIENT_QUOTA``: such a query keeps its slot of the round's R)."""
     allowed: int
     """R_i: queries the round answers before its transition (public: from the schedule)."""
     halt_cap: int

@@ -189,7 +189,7 @@ def test_the_reference_run_exercises_quotas_and_burn() -> None:
     rounds = np.asarray(ref["rounds"])
     for r in range(1, 6):
         for w in range(3):
-            mine = np.flatnonzero((rounds == r) & (WHO == w))
+            mine = np.flatnonzero((rounds == r) & np.equal(WHO, w))
             fired, refused_ = mine[ref["fired"][mine]], mine[ref["refusals"][mine] == Refusal.CLIENT_QUOTA]
             assert fired.size == (refused_.size > 0) or (fired.size == 1 and refused_.size == 0)
             if refused_.size:
