@@ -104,13 +104,13 @@ def halt_tct(out: NDArray[np.int8], xi: I64, plan: NoisePlan, state: BTState,
     tops[0] = 0
     np.cumsum(counted, dtype=np.int64, out=tops[1:])
     tops += state.tops
-    after = tops[1:]
-    halt = after + xi >= plan.c0 + state.rho_h
-    halt |= after >= plan.c
-    halt = np.append(halt, True)  # the first True: the halting query, or n when the test never fires
-    first = int(np.argmax(halt))
-    k = min(first + 1, n)
-    return BTRun(out[:k], k, BTState(tops=int(tops[k]), rho_h=state.rho_h), first < n)
+    theta = plan.c0 + state.rho_h
+    # C_j + xi_j >= theta or C_j >= c  <=>  C_j + max(xi_j, theta - c) >= theta (one test for both)
+    halt = np.maximum(xi, theta - plan.c) + tops[1:] >= theta
+    first = int(np.argmax(halt)) if n else 0
+    halted = n > 0 and bool(halt[first])
+    k = first + 1 if halted else n  # a branch on the halt only: the batch's refusals release it
+    return BTRun(out[:k], k, BTState(tops=int(tops[k]), rho_h=state.rho_h), halted)
 
 
 @runtime_checkable

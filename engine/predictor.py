@@ -353,20 +353,28 @@ class Predictor:
         answered = live.answered + k
         outcome = "halted" if res.halted else "round_full" if answered == spec.R else "answered"
         new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled, quota, burn)
-        # labels: 0 on L, 1 on R or TOP, -1 where refused for a client quota (outcome REFUSED)
+        # labels: 0 on L, 1 on R or TOP; -1 where refused for a client quota (outcome REFUSED). The
+        # branches below are on the schedule (public) and on whether the round halted in this batch,
+        # which the batch's own refusals release.
         outcomes = res.outcomes
-        quota_refused = outcomes == bt.REFUSED
-        labels = np.where(quota_refused, np.int8(-1), (outcomes != bt.L).view(np.int8))
-        refusals = quota_refused.view(np.int8) * np.int8(Refusal.CLIENT_QUOTA)
-        # when the round halted, the rest of the batch is refused (rest = 0 otherwise: no branch)
-        rest = (n_in - k) * int(res.halted)
-        labels = np.concatenate([labels, np.full(rest, -1, np.int8)])
-        outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
-        refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
-        consumed = n + (n_in - n) * int(res.halted)  # a halt consumes the whole batch
+        labels = (outcomes != bt.L).view(np.int8)
         extra: dict[str, Any] = {} if released is None else {"burn": released}
         if quota is not None:
-            extra["quota_fired"] = np.concatenate([fires[:k], np.zeros(rest, np.bool_)])
+            quota_refused = outcomes == bt.REFUSED
+            labels = np.where(quota_refused, np.int8(-1), labels)
+            refusals = quota_refused.view(np.int8) * np.int8(Refusal.CLIENT_QUOTA)
+            extra["quota_fired"] = fires[:k]
+        else:
+            refusals = np.zeros(k, np.int8)
+        consumed = n
+        if res.halted:  # the rest of the batch is refused
+            rest = n_in - k
+            labels = np.concatenate([labels, np.full(rest, -1, np.int8)])
+            outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
+            refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
+            if quota is not None:
+                extra["quota_fired"] = np.concatenate([fires[:k], np.zeros(rest, np.bool_)])
+            consumed = n_in
         return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed,
                             refusals=refusals, **extra)
 

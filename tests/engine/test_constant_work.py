@@ -1,8 +1,9 @@
 """The answer path does the same work whatever the private counts (issue 25; docs/privacy/genericbbl.md 8).
 
 ``Predictor.answer`` (target-charged, with and without per-client quotas and the burn-rate signal) is
-traced call by call and line by line: every Python line the engine executes, every function it
-calls and every C function (numpy's included) it calls directly. Two predictors that differ only in
+traced call by call, line by line and bytecode by bytecode: every Python instruction the engine
+executes (so a branch inside a line shows too), every function it calls and every C function
+(numpy's included) it calls directly. Two predictors that differ only in
 their private counts -- one round far below its halting threshold with no top in sight, one within
 reach of it with a client's quota firing inside the traced batch -- must give the same trace for
 the same batch (same size, same round position, same clients). The noise sampler is traced as one
@@ -69,11 +70,16 @@ class Tracer:
         if parent != "engine":
             return None
         self.events.append(("call", self.short(frame.f_code), frame.f_code.co_name))
-        return self.line if self.ours(frame.f_code) else None
+        if not self.ours(frame.f_code):
+            return None
+        frame.f_trace_opcodes = True  # every bytecode: a branch inside a line (x if c else y, and/or) shows
+        return self.line
 
     def line(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
         if event == "line":
             self.events.append(("line", self.short(frame.f_code), frame.f_lineno))
+        elif event == "opcode":
+            self.events.append(("op", self.short(frame.f_code), frame.f_lasti))
         return self.line
 
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
