@@ -62,9 +62,10 @@ class Burn:
         return exact_scale(1.0 / self.eps)
 
     @property
-    def epsilon(self) -> float:
-        """1/t of the exact scale (= eps_b when the float is exact), for Lemma DL(iv)."""
-        return float(1 / self.scale)
+    def epsilon(self) -> Fraction:
+        """eps_b := 1/t_b of the exact scale, exactly (= eps_b when the float is exact): what Lemma
+        DL(iv) charges a query for its window's release (Theorem Q+). A certificate rounds it up."""
+        return 1 / self.scale
 
     def to_dict(self) -> dict[str, Any]:
         return {"window": self.window, "eps": self.eps}

@@ -3,7 +3,7 @@
 No single client can halt a round for everyone: each client k has its own AboveThreshold test on
 C_k, the tops of k's answered queries in the round. After each answered query j of k the round tests
 
-    C_k(j) + xi'_j >= c0_q + rho'_k,     c0_q = ceil(share * c0),
+    C_k(j) + xi'_j >= c0_q + rho'_k,     c0_q = ceil(share * c0)  (the share as written, exactly),
 
 with xi'_j ~ DLap(4/eps_q) drawn for EVERY query of the round, in order (``Purpose.QUOTA_QUERY``,
 whatever happens to the query), and rho'_k ~ DLap(2/eps_q) drawn once per (round, client) from the
@@ -90,7 +90,9 @@ class QuotaPlan:
     """The exact integers and scales of one round's quota tests."""
 
     c0: int
-    """c0_q = ceil(share * c0), in exact rational arithmetic from the float share."""
+    """c0_q = ceil(share * c0), in exact rational arithmetic from the share as written (its shortest
+    decimal form: 0.2 of 300 is 60, not the 61 the binary float 0.2000000000000000111 would give).
+    Privacy does not depend on it (Theorem Q+ holds for every c0_q); only availability does."""
     query: Fraction
     """Scale of xi'_j: the exact rational value of 4/eps_q."""
     threshold: Fraction
@@ -102,13 +104,15 @@ def quota_plan(quotas: Quotas, spec: RoundSpec) -> QuotaPlan:
     exactly (a scale outside [2^-20, 2^40], or no halting threshold to take a share of)."""
     if spec.halt_threshold is None:
         raise InvalidSchedule("per-client quotas need the target-charged design's halt_threshold")
-    c0 = math.ceil(Fraction(quotas.share) * spec.halt_threshold)
+    c0 = math.ceil(Fraction(repr(quotas.share)) * spec.halt_threshold)
     return QuotaPlan(max(1, c0), exact_scale(4.0 / quotas.eps), exact_scale(2.0 / quotas.eps))
 
 
-def epsilon(plan: QuotaPlan) -> float:
-    """1/t_r + 2/t_x of the exact scales (= eps_q when the floats are exact), for Lemma AT."""
-    return float(1 / plan.threshold + 2 / plan.query)
+def epsilon(plan: QuotaPlan) -> Fraction:
+    """eps_q := 1/t'_r + 2/t'_x of the exact scales, exactly (= eps_q when the floats are exact): what
+    Lemma AT charges a query for its client's test (Theorem Q+, docs/privacy/genericbbl.md 5.5). A
+    certificate rounds it up."""
+    return 1 / plan.threshold + 2 / plan.query
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ def vectors(design: str, batch: int = 1000) -> dict[str, Any]:
 
 CLIENTS_KAT = "target-charged-clients"
 CLIENT_SETTINGS: dict[str, Any] = {"quotas": {"share": 0.04, "eps": 1.0}, "burn": {"window": 250, "eps": 0.5}}
-"""c0_q = ceil(0.04 * 700) = 28 tops per client and round (xi' ~ DLap(4), rho' ~ DLap(2)): two clients'
+"""c0_q = ceil(0.04 * 700) = 28 tops per client and round (xi' ~ DLap(4), rho' ~ DLap(2)): three quota
 tests fire in the 4,000 queries, and six windows per round are released."""
 CLIENT_RECIPE = ("client of query j: 'a' if j % 4 == 0, bytes b'b' if j % 4 == 1, the anonymous client "
                  "(None) if j % 4 == 2, else 'c<j % 40>'")
