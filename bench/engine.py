@@ -22,6 +22,14 @@ round was answered; where it had not (10^7 points: the last eighth is answered f
 order is drawn), the transition waits for the rest. They are how long answering stops.
 ``*_unprepared`` time the same transition without it, as after a restore from a checkpoint: the
 order is then drawn beside LabelBoost, inside the transition.
+small batches: the ``engine`` rows with ``batch`` = 1000 answer the default design in batches of the
+size a daemon's partition hands the engine (``variant``: ``off``, per-client quotas on with 8 clients,
+the burn-rate signal on, or both; docs/privacy/genericbbl.md 5.5), against the same floor at that
+batch size.
+constant_work: CPU microseconds of ``engine.between_thresholds.run_tct`` per batch of 1000 queries on
+a round far below its halting threshold and on one within reach of it (neither halts), interleaved,
+best of 9; ``ratio`` = near / far. The answer path's work must not depend on the private top count (1.0 up to timing
+noise; it was ~1.45 while run_tct skipped the per-query test far from the threshold).
 """
 
 from __future__ import annotations
@@ -37,15 +45,19 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from everlast.engine import between_thresholds as bt
 from everlast.engine import noise, overlap
 from everlast.engine.concepts import ConceptClass, Thresholds, from_spec
-from everlast.engine.design import PAPER, noise_plan
+from everlast.engine.design import PAPER, NoisePlan, noise_plan
 from everlast.engine.phases import Phase
 from everlast.engine.planner.fill import fill_tests
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import RoundSpec, Schedule
 
 BATCH = 1 << 16
+SMALL_BATCH = 1000
+VARIANTS = ("off", "quotas", "burn", "quotas+burn")
+CLIENTS = 8
 
 
 def best_of(fn: Callable[[], float], repeats: int) -> float:
@@ -59,21 +71,39 @@ def design_schedule(spec: RoundSpec, design: str) -> Schedule:
     return Schedule((fill_tests(spec),))
 
 
-def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> dict[str, object]:
+def with_variant(sched: Schedule, variant: str) -> Schedule:
+    """The schedule with per-client quotas and/or the burn-rate signal on (``variant``)."""
+    if variant == "off":
+        return sched
+    extra: dict[str, object] = {}
+    if "quotas" in variant:
+        extra["quotas"] = {"share": 0.25, "eps": 0.1}
+    if "burn" in variant:
+        extra["burn"] = {"window": 500, "eps": 0.1}
+    return Schedule.from_dict({**sched.to_dict(), **extra})
+
+
+def engine_row(T: int, queries: int, repeats: int, design: str = "default", batch: int = BATCH,
+               variant: str = "off") -> dict[str, object]:
     lam = 10
     spec = RoundSpec(T=T, lam=lam, R=10**12, c=10**9, eps_bt=0.5, delta_bt=1e-8 if design == "paper" else None,
                      alpha=0.1, m_S=100, m_D=T * lam)
     g = np.random.default_rng(0)
     x = g.random(T * lam)
-    sched = design_schedule(spec, design)
+    sched = with_variant(design_schedule(spec, design), variant)
     p = Predictor.create(Thresholds(), sched, x, (x >= 0.5).astype(np.int8), seed=0)
     plan = noise_plan(sched.design, sched.rounds[0])
     qs = g.random(queries)
+    quotas = "quotas" in variant
+    who = [f"client-{i % CLIENTS}" for i in range(batch)]  # CLIENTS interleaved clients per batch
 
     def engine() -> float:
         t0 = time.process_time()
-        for i in range(0, queries, BATCH):
-            p.answer(qs[i : i + BATCH])
+        for i in range(0, queries, batch):
+            if quotas:
+                p.answer(qs[i : i + batch], clients=who[: min(batch, queries - i)])
+            else:
+                p.answer(qs[i : i + batch])
         return time.process_time() - t0
 
     sorted_t = np.sort(p.ensemble.to_arrays()["t"])  # the engine's own classifiers: the same tops
@@ -85,8 +115,8 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
 
     def floor() -> float:
         t0 = time.process_time()
-        for i in range(0, queries, BATCH):
-            b = qs[i : i + BATCH]
+        for i in range(0, queries, batch):
+            b = qs[i : i + batch]
             v = np.searchsorted(sorted_t, b, side="right")
             if plan.halt_query is not None:  # target-charged: z_j and xi_j, nothing else
                 draws(plan.query, b.size)
@@ -102,7 +132,43 @@ def engine_row(T: int, queries: int, repeats: int, design: str = "default") -> d
     te, tf = math.inf, math.inf
     for _ in range(repeats):
         te, tf = min(te, engine()), min(tf, floor())
-    return {"design": design, "T": T, "engine_qps": queries / te, "floor_qps": queries / tf, "ratio": tf / te}
+    row: dict[str, object] = {"design": design, "T": T, "engine_qps": queries / te, "floor_qps": queries / tf,
+                              "ratio": tf / te}
+    if batch != BATCH:
+        row.update(batch=batch, variant=variant)
+    return row
+
+
+def constant_work_row(repeats: int, batches: int = 400) -> dict[str, object]:
+    """``run_tct`` on the same batch of 1000 queries (500 L, then 500 tops) in a round whose top count
+    is far below the halting threshold and in one within reach of it: the first query's halting noise
+    is large, so C_n + max(xi) reaches c0 + rho_h in the near round (the removed shortcut's condition
+    fails there and holds in the far one), yet at no query does the test fire."""
+    n = SMALL_BATCH
+    g = np.random.default_rng(3)
+    T, lo, hi = 10**4, 4000, 6000
+    v = np.where(np.arange(n) < n // 2, 1000, 5000).astype(np.int64)  # L, then tops (|z| <= 3)
+    z = g.integers(-3, 4, size=n).astype(np.int64)
+    xi = np.zeros(n, dtype=np.int64)
+    xi[0] = 10**6  # only the first query's noise is large, while the batch's tops are still to come
+    c0, c = 10**7, 2 * 10**7
+    plan = NoisePlan(T, 10**12, lo, hi, Fraction(2), None, Fraction(8), Fraction(4), c, c0)
+    far = bt.BTState(tops=0, rho_h=0)
+    near = bt.BTState(tops=c0 - 10**6 - 100, rho_h=0)
+    for state, shortcut in ((far, True), (near, False)):
+        assert not bt.run_tct(v, z, xi, plan, state).halted
+        assert (state.tops + n // 2 + int(xi.max()) < c0 + state.rho_h) is shortcut
+
+    def timed(state: bt.BTState) -> float:
+        t0 = time.process_time()
+        for _ in range(batches):
+            bt.run_tct(v, z, xi, plan, state)
+        return (time.process_time() - t0) / batches * 1e6
+
+    tf, tn = math.inf, math.inf
+    for _ in range(max(repeats, 9)):  # CPU seconds, interleaved, best of each (a shared machine)
+        tf, tn = min(tf, timed(far)), min(tn, timed(near))
+    return {"batch": n, "far_us": tf, "near_us": tn, "ratio": tn / tf}
 
 
 TRANSITION_CONCEPTS = ("thresholds", "intervals", "stumps")
@@ -206,17 +272,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, for CI)")
     ap.add_argument("--concept", choices=(*TRANSITION_CONCEPTS, "all"), default="thresholds",
                     help="concept class of the transition rows (default: thresholds)")
+    ap.add_argument("--variants", nargs="*", choices=VARIANTS, default=list(VARIANTS),
+                    help="the small-batch engine rows to run (default: all)")
     args = ap.parse_args(argv)
     Ts = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
     sizes = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
     queries = 1 << 18 if args.quick else 1 << 21
     repeats = 2 if args.quick else 3
     engine_repeats = 3 if args.quick else 7
-    out: dict[str, list[dict[str, object]]] = {"engine": [], "transition": [], "memory": []}
+    out: dict[str, list[dict[str, object]]] = {"engine": [], "transition": [], "memory": [], "constant_work": []}
     for design in ("default", "paper"):
         for T in Ts:
             print(f"engine {design} T={T} ...", file=sys.stderr)
             out["engine"].append(engine_row(T, queries, engine_repeats, design))
+    for variant in args.variants:
+        print(f"engine default T={Ts[0]} batch={SMALL_BATCH} {variant} ...", file=sys.stderr)
+        out["engine"].append(engine_row(Ts[0], queries // 4, engine_repeats, "default", SMALL_BATCH, variant))
+    print("constant work ...", file=sys.stderr)
+    out["constant_work"].append(constant_work_row(engine_repeats))
     concepts = TRANSITION_CONCEPTS if args.concept == "all" else (args.concept,)
     for concept in concepts:
         for n in sizes:

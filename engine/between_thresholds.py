@@ -17,7 +17,9 @@ query is answered).
 
 **target-charged**: no threshold noise; the outcome is L if v_j + z_j < lo, R if v_j + z_j > hi, TOP
 otherwise. After each query (answered either way) the round fails if C_j + xi_j >= c0 + rho_h
-(AboveThreshold on the round's top count C) or C_j >= c (hard cap). Fully vectorized.
+(AboveThreshold on the round's top count C) or C_j >= c (hard cap). Fully vectorized, and constant
+work: the same calls and branches whatever the counts (``halt_tct``). A query refused for its
+client's quota (``engine.quotas``) has outcome REFUSED and adds no top.
 
 GenericBBL answers 0 for L and 1 for R or TOP.
 """
@@ -77,23 +79,38 @@ def outcomes_tct(v: I64, z: I64, plan: NoisePlan) -> NDArray[np.int8]:
 
 
 def run_tct(v: I64, z: I64, xi: I64, plan: NoisePlan, state: BTState) -> BTRun:
-    """target-charged: every query answered from its own noise; the noisy halting test on C.
+    """target-charged: every query answered from its own noise; the noisy halting test on C
+    (``halt_tct`` on ``outcomes_tct``)."""
+    return halt_tct(outcomes_tct(v, z, plan), xi, plan, state)
 
-    The test fires at the first j with C_j + xi_j >= c0 + rho_h, or at C_j >= c. As C_j <= C_n (the
-    count after the batch), no query can fire when C_n + max(xi) < c0 + rho_h and C_n < c: then the
-    per-query counts are never formed (the common case)."""
+
+def halt_tct(out: NDArray[np.int8], xi: I64, plan: NoisePlan, state: BTState,
+             refused: NDArray[np.bool_] | None = None) -> BTRun:
+    """target-charged: the round's halting test after every query of a batch whose outcomes are
+    ``out``. ``refused``: queries refused for their client's quota (``engine.quotas``): no top, outcome
+    REFUSED, yet a query after which the test runs like any other (C is unchanged by it).
+
+    The test fires at the first j with C_j + xi_j >= c0 + rho_h, or at C_j >= c. **Constant work**
+    (docs/privacy/genericbbl.md 8): the same numpy calls and no branch, whatever the counts; C_j is
+    formed for every query (an earlier version skipped it when C_n + max(xi) < c0 + rho_h, which made
+    the time of a batch a function of the private top count)."""
     assert plan.c0 is not None
-    out = outcomes_tct(v, z, plan)
-    is_top = out == TOP
-    end = state.tops + int(np.count_nonzero(is_top))
-    if out.size == 0 or (end < plan.c and end + int(xi.max()) < plan.c0 + state.rho_h):
-        return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
-    tops = state.tops + np.cumsum(is_top, dtype=np.int64)
-    halt = (tops + xi >= plan.c0 + state.rho_h) | (tops >= plan.c)
-    if halt.any():
-        k = int(np.argmax(halt)) + 1
-        return BTRun(out[:k], k, BTState(tops=int(tops[k - 1]), rho_h=state.rho_h), True)
-    return BTRun(out, out.size, BTState(tops=end, rho_h=state.rho_h), False)
+    n = out.size
+    counted = out == TOP
+    if refused is not None:
+        counted &= ~refused
+        out = np.where(refused, np.int8(REFUSED), out)
+    tops = np.empty(n + 1, dtype=np.int64)  # tops[j] = C_j, tops[0] = the state's
+    tops[0] = 0
+    np.cumsum(counted, dtype=np.int64, out=tops[1:])
+    tops += state.tops
+    theta = plan.c0 + state.rho_h
+    # C_j + xi_j >= theta or C_j >= c  <=>  C_j + max(xi_j, theta - c) >= theta (one test for both)
+    halt = np.maximum(xi, theta - plan.c) + tops[1:] >= theta
+    first = int(np.argmax(halt)) if n else 0
+    halted = n > 0 and bool(halt[first])
+    k = first + 1 if halted else n  # a branch on the halt only: the batch's refusals release it
+    return BTRun(out[:k], k, BTState(tops=int(tops[k]), rho_h=state.rho_h), halted)
 
 
 @runtime_checkable
@@ -256,15 +273,18 @@ def _outcomes(above: I64, tops_at: I64, mus: I64, answered: int, state: BTState,
 
 
 def reference(v: I64, noise: I64, plan: NoisePlan, state: BTState, *, xi: I64 | None = None,
-              next_mu: Callable[[], int] | None = None) -> BTRun:
+              next_mu: Callable[[], int] | None = None, refused: NDArray[np.bool_] | None = None) -> BTRun:
     """One query at a time, straight from the definitions in the module docstring: the
-    specification the vectorized functions above are tested against (never used to serve)."""
+    specification the vectorized functions above are tested against (never used to serve).
+    ``refused`` (target-charged): queries refused for their client's quota."""
     out: list[int] = []
     tops, mu = state.tops, state.mu
     for j in range(v.size):
         c = int(v[j]) + int(noise[j])
         if next_mu is None:  # target-charged
             o = L if c < plan.lo else R if c > plan.hi else TOP
+            if refused is not None and refused[j]:
+                o = REFUSED
         else:
             o = TOP if plan.lo + mu <= c <= plan.hi - mu else L if c < plan.lo + mu else R
         out.append(o)

@@ -233,12 +233,27 @@ class Purpose(enum.IntEnum):
     ORDER = 5
     """S_{i+1}'s uniform order at a transition: its own stream, so it can be drawn beside LabelBoost
     (``engine.overlap``) with the same result."""
+    QUOTA_QUERY = 6
+    """The per-client quota test's per-query noise xi'_j (``engine.quotas``), one per query of the round."""
+    QUOTA_THRESHOLD = 7
+    """A client's quota threshold noise rho'_k: one stream per (round, client), keyed by the client's
+    64-bit key (``client_generator``)."""
+    BURN = 8
+    """The burn-rate signal's noise, one per released window (``engine.burn``)."""
 
 
 def generator(entropy: int, round_index: int, purpose: Purpose) -> np.random.Generator:
     """The PCG64 stream of ``purpose`` in round ``round_index``: independent of every other
     (numpy SeedSequence spawn keys), and the same in every replay."""
     ss = np.random.SeedSequence(entropy, spawn_key=(round_index, int(purpose)))
+    return np.random.Generator(np.random.PCG64(ss))
+
+
+def client_generator(entropy: int, round_index: int, purpose: Purpose, key: int) -> np.random.Generator:
+    """The PCG64 stream of ``purpose`` for the client with 64-bit ``key`` (``engine.clients.client_key``)
+    in round ``round_index``: spawn key (round, purpose, key), so it is independent of every other
+    stream, of every other client's, and of how the queries were batched."""
+    ss = np.random.SeedSequence(entropy, spawn_key=(round_index, int(purpose), int(key)))
     return np.random.Generator(np.random.PCG64(ss))
 
 

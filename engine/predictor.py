@@ -25,6 +25,7 @@ predictor enters phase ERROR, in which every call raises ``InvalidState`` naming
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,13 +33,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from everlast.engine import between_thresholds as bt
+from everlast.engine import burn as burns
+from everlast.engine import clients as cl
 from everlast.engine import overlap, phases
+from everlast.engine import quotas as qt
 from everlast.engine.concepts import ConceptClass, Ensemble, from_spec
 from everlast.engine.concepts.base import RoundStart, check_labels
 from everlast.engine.concepts.random_order import OrderSource, PreparedOrder
-from everlast.engine.design import Design, NoisePlan, Purpose, RoundNoise, generator, noise_plan
+from everlast.engine.design import (
+    Design,
+    NoisePlan,
+    Purpose,
+    RoundNoise,
+    client_generator,
+    generator,
+    noise_plan,
+    query_block,
+)
 from everlast.engine.errors import CorruptState, InvalidInput, InvalidSchedule, InvalidState, TrainingSetTooSmall
-from everlast.engine.noise import NoiseStream
+from everlast.engine.noise import NoiseStream, sample
 from everlast.engine.phases import Phase
 from everlast.engine.reservoir import Reservoir
 from everlast.engine.rng import root_entropy
@@ -49,6 +62,11 @@ FORMAT = "everlast-engine/5"
 """/5: S_{i+1}'s order at a transition comes from its own stream (``Purpose.ORDER``), so a /4 state
 would transition differently and is refused. /4: exact discrete noise on integer counts, one stream
 per (round, purpose), the target-charged design; a /3 state ran a different mechanism."""
+FORMAT_CLIENTS = "everlast-engine/6"
+"""The tag of a state whose schedule runs per-client quotas or the burn-rate signal (``Schedule.clients``):
+/5 plus the quota and burn parts of the live state. A state without them is still written as /5, byte
+for byte as before they existed; an engine that knows only /5 refuses a /6 state instead of silently
+running it without its quotas."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +81,8 @@ class _Round:
     s_hat_y: NDArray[np.int8]
     positions: NDArray[np.int64] | None
     """The round positions whose queries D-hat keeps (engine.reservoir); None: every query (m_D = R)."""
+    quota: qt.QuotaPlan | None = None
+    """The round's per-client quota test (``engine.quotas``), when the schedule has quotas."""
 
     @property
     def kept(self) -> int:
@@ -79,6 +99,10 @@ class _Live:
     noise: RoundNoise
     filled: int
     """Reservoir points collected (rows >= filled of the points array are scratch)."""
+    quota: qt.QuotaState | None = None
+    """The round's client table and quota noise (``Schedule.quotas``; None when off)."""
+    burn: burns.BurnState | None = None
+    """The burn-rate signal's window count and noise (``Schedule.burn``; None when off)."""
 
 
 PREPARE_AHEAD = 8
@@ -185,6 +209,7 @@ class Predictor:
 
     @property
     def answered_in_round(self) -> int:
+        """Queries the round has taken (its position): answered, or refused for a client quota."""
         return self._live.answered
 
     @property
@@ -208,9 +233,15 @@ class Predictor:
 
     # -- events --------------------------------------------------------------------------------
 
-    def answer(self, x: Any) -> Answers:
+    def answer(self, x: Any, clients: cl.ClientIds = None) -> Answers:
         """Answer queries in order (step 3(d)). Consumes the whole batch unless the round ends
         inside it. In a refusing phase every query is refused (label -1), never answered from data.
+
+        ``clients``: who sent the queries (``engine.clients``): one id (str or bytes) for the whole
+        batch, one per query, or ``None``, the shared anonymous client. Read only when the schedule
+        has per-client quotas (``engine.quotas``): a query whose client has spent its share of the round
+        is refused with ``Refusal.CLIENT_QUOTA``. A per-query sequence of the wrong length is an error
+        either way.
 
         Raises ``InvalidInput`` for a malformed batch, ``InvalidState`` when a transition is due or
         in phase ERROR; on any exception the predictor is unchanged.
@@ -219,12 +250,13 @@ class Predictor:
         phases.check(live.phase, "answer")
         xs = self.concept.validate_points(x)
         n_in = xs.shape[0]
+        who = self._clients(clients, n_in)
         if live.phase in phases.REFUSING:
             return self._refusals(n_in, live.phase)
         n = min(n_in, self._round.spec.R - live.answered)
         prepared = self._prepare_order(n)
         try:
-            new, out = self._answer(xs, n)
+            new, out = self._answer(xs, n, who)
         except BaseException:
             if prepared is not None:
                 prepared.cancel()
@@ -237,6 +269,20 @@ class Predictor:
             # its event loop: the job ends on its own rather than stall every partition)
             self._drop_prepared(wait_running=False)
         return out
+
+    def _clients(self, clients: Any, n: int) -> cl.ClientBatch | None:
+        """The batch's clients when the schedule has quotas (None otherwise: not read, only a
+        per-query sequence's length is checked)."""
+        if self.schedule.quotas is not None:
+            return cl.batch(clients, n)
+        if clients is not None and not isinstance(clients, str | bytes):
+            try:
+                m = len(clients)
+            except TypeError:
+                raise InvalidInput("clients must be None, one id (str or bytes), or one id per query") from None
+            if m != n:
+                raise InvalidInput(f"clients has {m} entries for a batch of {n} queries")
+        return None
 
     def _drop_prepared(self, wait_running: bool = True) -> None:
         if self._prepared is not None:
@@ -258,45 +304,101 @@ class Predictor:
         entropy, index = self.entropy, rnd.index + 1
         return PreparedOrder(rnd.kept, nxt.T * nxt.lam, lambda: generator(entropy, index, Purpose.ORDER))
 
-    def _answer(self, xs: NDArray[Any], n: int) -> tuple[_Live, Answers]:
+    def _answer(self, xs: NDArray[Any], n: int, who: cl.ClientBatch | None) -> tuple[_Live, Answers]:
         """``answer``'s work on validated queries, n of them before the round's end: the new live
-        state and the answers, nothing committed."""
+        state and the answers, nothing committed.
+
+        Target-charged, **constant work** (docs/privacy/genericbbl.md 8): the numpy calls and the
+        branches depend on the batch's size, its clients, public counters and on whether (and where)
+        the round halted in the batch -- released by the batch's own refusals -- never on the private
+        counts (``tests/engine/test_constant_work.py``)."""
         live, rnd, spec = self._live, self._round, self._round.spec
         n_in = xs.shape[0]
         xb = xs[:n]
         votes = rnd.ensemble.votes(xb)
         a, b, noise = live.noise.per_query(n)
+        quota, burn, released = live.quota, live.burn, None
+        is_top = fires = np.zeros(0, np.bool_)
         if self.design.target_charged:
             assert b is not None
-            res = bt.run_tct(votes, a, b, rnd.plan, live.bt)
+            out = bt.outcomes_tct(votes, a, rnd.plan)
+            refused = None
+            if quota is not None:
+                assert who is not None and rnd.quota is not None
+                xq, qnoise = quota.noise.take(n)
+                is_top = out == bt.TOP
+                decision = qt.decide(quota.table, who.head(n), is_top, xq, rnd.quota, self._rho_draw())
+                refused, fires = decision.refused, decision.fires
+                quota = qt.QuotaState(qt.commit(decision, is_top), qnoise)
+            res = bt.halt_tct(out, b, rnd.plan, live.bt, refused)
         else:
             assert noise.threshold is not None
             feed = _MuFeed(noise.threshold)
             res = bt.run_paper(votes, a, rnd.plan, live.bt, feed)
             noise = replace(noise, threshold=feed.committed())
-        if res.answered < n:  # the round failed inside the batch: the streams stop at its last query
-            _, _, cut = live.noise.per_query(res.answered)
+        k = res.answered
+        if k < n:  # the round failed inside the batch (released by the refusals of the rest of it):
+            # the streams and the client table stop at its last query
+            _, _, cut = live.noise.per_query(k)
             noise = RoundNoise(noise.design, noise.plan, cut.query, noise.threshold, cut.halt_query)
-        filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb[: res.answered])
-        answered = live.answered + res.answered
+            if quota is not None:
+                assert live.quota is not None and who is not None and rnd.quota is not None
+                xq, qnoise = live.quota.noise.take(k)
+                head = qt.decide(live.quota.table, who.head(k), is_top[:k], xq, rnd.quota, self._rho_draw())
+                quota = qt.QuotaState(qt.commit(head, is_top[:k]), qnoise)
+                fires = head.fires
+        if burn is not None and self.schedule.burn is not None:
+            released, burn = burns.windows(res.outcomes == bt.TOP, live.answered, burn, self.schedule.burn.window,
+                                           rnd.index)
+        filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb[:k])
+        answered = live.answered + k
         outcome = "halted" if res.halted else "round_full" if answered == spec.R else "answered"
-        new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled)
-        labels = (res.outcomes != bt.L).view(np.int8)
-        refusals = np.zeros(res.answered, np.int8)
+        new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled, quota, burn)
+        # labels: 0 on L, 1 on R or TOP; -1 where refused for a client quota (outcome REFUSED). The
+        # branches below are on the schedule (public) and on whether the round halted in this batch,
+        # which the batch's own refusals release.
         outcomes = res.outcomes
+        labels = (outcomes != bt.L).view(np.int8)
+        extra: dict[str, Any] = {} if released is None else {"burn": released}
+        if quota is not None:
+            quota_refused = outcomes == bt.REFUSED
+            labels = np.where(quota_refused, np.int8(-1), labels)
+            refusals = quota_refused.view(np.int8) * np.int8(Refusal.CLIENT_QUOTA)
+            extra["quota_fired"] = fires[:k]
+        else:
+            refusals = np.zeros(k, np.int8)
         consumed = n
         if res.halted:  # the rest of the batch is refused
-            rest = n_in - res.answered
+            rest = n_in - k
             labels = np.concatenate([labels, np.full(rest, -1, np.int8)])
             outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
             refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
+            if quota is not None:
+                extra["quota_fired"] = np.concatenate([fires[:k], np.zeros(rest, np.bool_)])
             consumed = n_in
-        return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed, refusals=refusals)
+        return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed,
+                            refusals=refusals, **extra)
+
+    def _rho_draw(self) -> Callable[[NDArray[np.uint64]], NDArray[np.int64]]:
+        """rho'_k for new clients of the round (``engine.quotas``): one draw from each client's own
+        stream, like rho_h (a block of one from its start)."""
+        rnd, entropy = self._round, self.entropy
+        assert rnd.quota is not None
+        scale, index = rnd.quota.threshold, rnd.index
+
+        def draw(keys: NDArray[np.uint64]) -> NDArray[np.int64]:
+            out = np.empty(keys.size, dtype=np.int64)
+            for i, key in enumerate(keys.tolist()):  # one step per new client of the round (a public count)
+                out[i] = sample(client_generator(entropy, index, Purpose.QUOTA_THRESHOLD, key), scale, 1)[0]
+            return out
+
+        return draw
 
     def _refusals(self, n: int, phase: Phase) -> Answers:
         code = Refusal.EXHAUSTED if phase is Phase.EXHAUSTED else Refusal.HALTED
+        fired = np.zeros(n if self.schedule.quotas is not None else 0, np.bool_)
         return Answers(labels=np.full(n, -1, np.int8), outcomes=np.full(n, bt.REFUSED, np.int8),
-                       round=self._round.index, consumed=n, refusals=np.full(n, code, np.int8))
+                       round=self._round.index, consumed=n, refusals=np.full(n, code, np.int8), quota_fired=fired)
 
     def transition(self) -> None:
         """Steps 3(e)-(g) and the start of the next round: LabelBoost on S-hat_i o D-hat_i, draw
@@ -335,10 +437,14 @@ class Predictor:
             self._live = replace(live, phase=Phase.ERROR)
             raise InvalidState("the predictor's state is inconsistent after a transition; it entered phase error")
 
-    def answer_all(self, x: Any) -> Answers:
+    def answer_all(self, x: Any, clients: cl.ClientIds = None) -> Answers:
         """Convenience for in-process use (simulations, tests): answer a whole sequence, running
-        transitions as rounds end. ``round`` of the result is the round of the last query."""
+        transitions as rounds end. ``round`` of the result is the round of the last query; ``burn``
+        holds every release, each row naming its round."""
         xs = self.concept.validate_points(x)
+        per_query = clients is not None and not isinstance(clients, str | bytes)
+        if per_query and len(clients) != xs.shape[0]:  # type: ignore[arg-type]
+            raise InvalidInput(f"clients has {len(clients)} entries for {xs.shape[0]} queries")  # type: ignore[arg-type]
         parts: list[Answers] = []
         pos = 0
         while True:
@@ -346,7 +452,7 @@ class Predictor:
                 self.transition()
             if pos >= xs.shape[0]:
                 break
-            res = self.answer(xs[pos:])
+            res = self.answer(xs[pos:], clients[pos:] if per_query else clients)  # type: ignore[index]
             parts.append(res)
             pos += res.consumed
         empty = np.zeros(0, np.int8)
@@ -356,8 +462,10 @@ class Predictor:
 
         # the last query's round: a round that ends with the sequence has already transitioned
         last = parts[-1].round if parts else self._round.index
+        burn = np.concatenate([p.burn for p in parts]) if parts else np.zeros((0, 3), np.int64)
+        fired = np.concatenate([p.quota_fired for p in parts]) if parts else np.zeros(0, np.bool_)
         return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=last,
-                       consumed=pos, refusals=cat("refusals"))
+                       consumed=pos, refusals=cat("refusals"), burn=burn, quota_fired=fired)
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -374,7 +482,7 @@ class Predictor:
         """The checkpoint part fixed for the round (``engine.serving``): large, new at each transition."""
         r = self._round
         return {
-            "format": FORMAT,
+            "format": FORMAT_CLIENTS if self.schedule.clients else FORMAT,
             "concept": self.concept.to_spec(),
             "schedule": self.schedule.to_dict(),
             "round_state": {
@@ -390,7 +498,7 @@ class Predictor:
         """The checkpoint part that changes with every query (without the reservoir's points:
         ``reservoir_points`` appends those). Holds the root entropy: a secret."""
         live = self._live
-        return {
+        part: dict[str, Any] = {
             "round": self._round.index,
             "phase": live.phase.value,
             "answered": live.answered,
@@ -401,6 +509,11 @@ class Predictor:
             "entropy": format(self.entropy, "x"),
             "reservoir_filled": live.filled,
         }
+        if live.quota is not None:  # only with quotas on: a state without them keeps its bytes
+            part["quota"] = live.quota.to_dict()
+        if live.burn is not None:
+            part["burn"] = live.burn.to_dict()
+        return part
 
     def state(self) -> dict[str, Any]:
         """The whole predictor as plain values and numpy arrays (see ``engine.codec`` for bytes).
@@ -419,10 +532,12 @@ class Predictor:
     def from_state(cls, st: dict[str, Any]) -> Predictor:
         """Rebuild a predictor whose future answers equal the saved one's. Raises ``CorruptState``."""
         try:
-            if st["format"] != FORMAT:
+            if st["format"] not in (FORMAT, FORMAT_CLIENTS):
                 raise CorruptState("state was written by an incompatible engine version")
             concept = from_spec(st["concept"])
             schedule = Schedule.from_dict(st["schedule"])
+            if st["format"] != (FORMAT_CLIENTS if schedule.clients else FORMAT):
+                raise CorruptState("state's format tag does not match its schedule's quotas and burn-rate settings")
             rs, live = st["round_state"], st["live"]
             index = int(rs["index"])
             if index != int(live["round"]):
@@ -440,11 +555,17 @@ class Predictor:
                 raise CorruptState("reservoir points do not match the recorded count")
             points = np.zeros(shape, dtype=np.float64)
             points[:filled] = got.reshape((filled, *shape[1:]))
+            qplan = None if schedule.quotas is None else qt.quota_plan(schedule.quotas, spec)
             rnd = _Round(index, spec, plan, ensemble, np.asarray(rs["s_hat_x"], dtype=np.float64),
-                         np.asarray(rs["s_hat_y"], dtype=np.int8), None if positions.size == spec.R else positions)
+                         np.asarray(rs["s_hat_y"], dtype=np.int8), None if positions.size == spec.R else positions,
+                         qplan)
             noise = RoundNoise.from_dict(schedule.design, plan, dict(live["noise"]))
             state = bt.BTState(tops=int(live["tops"]), mu=int(live["mu"]), rho_h=int(live["rho_h"]))
-            new_live = _Live(Phase(live["phase"]), int(live["answered"]), state, noise, filled)
+            if ("quota" in live) != (qplan is not None) or ("burn" in live) != (schedule.burn is not None):
+                raise CorruptState("state's quota or burn part does not match its schedule")
+            quota = None if qplan is None else qt.QuotaState.from_dict(live["quota"], qplan, query_block(spec.R))
+            burn = None if schedule.burn is None else burns.BurnState.from_dict(live["burn"], schedule.burn)
+            new_live = _Live(Phase(live["phase"]), int(live["answered"]), state, noise, filled, quota, burn)
             entropy = int(str(live["entropy"]), 16)
         except CorruptState:
             raise
@@ -461,6 +582,11 @@ class Predictor:
                 or (ph is Phase.ANSWERING and (answered == spec.R or state.tops >= spec.c))  # the c-th top halts
                 or (ph in (Phase.TRANSITION_DUE, Phase.EXHAUSTED) and answered != spec.R)):
             raise CorruptState("state's reservoir or phase does not fit its counters")
+        if quota is not None and int(quota.table.tops.sum()) != state.tops:
+            raise CorruptState("state's client tops do not add up to the round's")  # every top has one client
+        window = 1 if schedule.burn is None else schedule.burn.window
+        if burn is not None and burn.tops > min(state.tops, answered % window):
+            raise CorruptState("state's burn-rate window holds more tops than it has queries")
         # LabelBoost and the ERMs take these as validated data (finite points, 0/1 labels); a NaN
         # would break their deduplication (review of exact LabelBoost, N2)
         if (not np.isfinite(points[:filled]).all() or not np.isfinite(rnd.s_hat_x).all()
@@ -480,10 +606,17 @@ def _start_round(concept: ConceptClass, schedule: Schedule, entropy: int, index:
         raise InvalidSchedule(f"round {index} cannot be formed from the classifiers given")
     plan = noise_plan(schedule.design, spec)
     reservoir = Reservoir.draw(spec.R, spec.m_D, concept.point_dim, g)
-    rnd = _Round(index, spec, plan, start.ensemble, start.s_hat_x, start.s_hat_y, reservoir.stored_positions)
+    qplan = None if schedule.quotas is None else qt.quota_plan(schedule.quotas, spec)
+    rnd = _Round(index, spec, plan, start.ensemble, start.s_hat_x, start.s_hat_y, reservoir.stored_positions,
+                 qplan)
     noise, first = RoundNoise.start(schedule.design, plan, entropy, index) if opened is None else opened
     state = bt.BTState(rho_h=first) if schedule.design.target_charged else bt.BTState(mu=first)
-    return rnd, reservoir.points, _Live(Phase.ANSWERING, 0, state, noise, 0)
+    quota = None if qplan is None else qt.QuotaState(
+        qt.ClientTable.empty(),
+        NoiseStream.fresh(generator(entropy, index, Purpose.QUOTA_QUERY), qplan.query, query_block(spec.R)))
+    burn = None if schedule.burn is None else burns.BurnState(
+        0, NoiseStream.fresh(generator(entropy, index, Purpose.BURN), schedule.burn.scale, burns.BLOCK))
+    return rnd, reservoir.points, _Live(Phase.ANSWERING, 0, state, noise, 0, quota, burn)
 
 
 class _MuFeed:

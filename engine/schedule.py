@@ -19,8 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, Design, capacity_problem, noise_plan
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.quotas import Quotas, quota_plan
 from everlast.engine.round_spec import COMPLETE_HINT
 from everlast.engine.round_spec import RoundSpec as RoundSpec  # re-exported: a schedule's rounds
 
@@ -36,8 +38,17 @@ class Schedule:
     repeat_last: bool = True
     design: Design = DEFAULT
     """The default design is target-charged (docs/privacy/genericbbl.md 9); the paper's must be named."""
+    quotas: Quotas | None = None
+    """Per-client top quotas (``engine.quotas``; target-charged only): ``None`` = off, and then the
+    schedule, its state and its answers are exactly those of a schedule without the field."""
+    burn: Burn | None = None
+    """The private burn-rate signal (``engine.burn``; target-charged only): ``None`` = off."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.quotas, Mapping):
+            object.__setattr__(self, "quotas", Quotas.from_dict(self.quotas))
+        if isinstance(self.burn, Mapping):
+            object.__setattr__(self, "burn", Burn.from_dict(self.burn))
         validate(self)
 
     @property
@@ -61,23 +72,39 @@ class Schedule:
         """|S_1|: the fewest training examples round 1 needs."""
         return self.rounds[0].labeled_size
 
+    @property
+    def clients(self) -> bool:
+        """Whether the schedule runs per-client quotas or the burn-rate signal (a state then carries
+        their part: ``engine.predictor.FORMAT_CLIENTS``)."""
+        return self.quotas is not None or self.burn is not None
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Plain values; ``quotas`` and ``burn`` appear only when on (so a schedule without them has
+        the bytes it had before they existed)."""
+        out: dict[str, Any] = {
             "rounds": [r.to_dict() for r in self.rounds],
             "repeat_last": self.repeat_last,
             "design": self.design.name,
             **self.design.to_dict(),
         }
+        if self.quotas is not None:
+            out["quotas"] = self.quotas.to_dict()
+        if self.burn is not None:
+            out["burn"] = self.burn.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Schedule:
         rounds = d.get("rounds")
         if not isinstance(rounds, Sequence) or isinstance(rounds, str | bytes) or not rounds:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
+        quotas, burn = d.get("quotas"), d.get("burn")
         return cls(
             rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
             repeat_last=bool(d.get("repeat_last", True)),
             design=design_of(d),
+            quotas=None if quotas is None else Quotas.from_dict(quotas),
+            burn=None if burn is None else Burn.from_dict(burn),
         )
 
 
@@ -104,6 +131,13 @@ def validate(s: Schedule) -> None:
         raise InvalidSchedule("a schedule needs at least one round")
     if not isinstance(s.design, Design):
         raise InvalidSchedule("a schedule's design must be an engine.design.Design")
+    if s.quotas is not None and not isinstance(s.quotas, Quotas):
+        raise InvalidSchedule("a schedule's quotas must be an engine.quotas.Quotas (or a mapping)")
+    if s.burn is not None and not isinstance(s.burn, Burn):
+        raise InvalidSchedule("a schedule's burn must be an engine.burn.Burn (or a mapping)")
+    if s.clients and not s.design.target_charged:
+        raise InvalidSchedule("per-client quotas and the burn-rate signal run with the target-charged design "
+                              "only (the paper's design is not query-private: docs/privacy/genericbbl.md 4)")
     for i, r in enumerate(s.rounds, start=1):
         where = f"round {i}"
         for name in ("T", "lam", "R", "c", "m_S", "m_D"):
@@ -124,6 +158,8 @@ def validate(s: Schedule) -> None:
         _validate_design(s.design, r, where)
         try:
             noise_plan(s.design, r)
+            if s.quotas is not None:
+                quota_plan(s.quotas, r)
         except InvalidSchedule as exc:
             raise InvalidSchedule(f"{where}: {exc}") from None
         too_big = capacity_problem(r)

@@ -16,7 +16,7 @@ dispatches on that tag. The parts hold secrets (data, RNG state): store them lik
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -33,17 +33,38 @@ class Refusal(enum.IntEnum):
     """The predictor failed: a round's halt test fired (or its hard cap was reached)."""
     EXHAUSTED = 2
     """The schedule has ended (a schedule that does not repeat its last round)."""
+    CLIENT_QUOTA = 3
+    """The query's client has spent its share of the round's halt budget (``engine.quotas``): its
+    queries are refused until the round ends; other clients are answered."""
 
     @property
     def reason(self) -> str:
+        """A sentence for a refusal record."""
         return _REASONS[self]
+
+    @property
+    def code(self) -> str:
+        """A short machine-readable name: ``halted``, ``exhausted``, ``client-quota`` ('' if answered)."""
+        return _CODES[self]
 
 
 _REASONS = {
     Refusal.NONE: "",
     Refusal.HALTED: "the predictor has failed (a round's halt budget was spent) and refuses every query",
     Refusal.EXHAUSTED: "the schedule has ended; the predictor refuses every query",
+    Refusal.CLIENT_QUOTA: ("client-quota: this client's share of the round's halt budget is spent; its queries "
+                           "are refused until the round ends"),
 }
+_CODES = {Refusal.NONE: "", Refusal.HALTED: "halted", Refusal.EXHAUSTED: "exhausted",
+          Refusal.CLIENT_QUOTA: "client-quota"}
+
+
+def _no_burn() -> NDArray[np.int64]:
+    return np.zeros((0, 3), dtype=np.int64)
+
+
+def _no_fires() -> NDArray[np.bool_]:
+    return np.zeros(0, dtype=np.bool_)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +83,16 @@ class Answers:
     when a round ended inside the batch: call ``transition`` and resubmit the rest."""
     refusals: NDArray[np.int8]
     """Per consumed query, a ``Refusal`` code (0 where answered)."""
+    burn: NDArray[np.int64] = field(default_factory=_no_burn)
+    """The burn-rate releases of the windows this call completed (``engine.burn``), one row each:
+    (round, window, noisy_tops), window = its index in the round (queries [w W, (w + 1) W)). Released
+    (differentially private, docs/privacy/genericbbl.md 5.5): publishable. Empty when the schedule has
+    no ``burn`` setting."""
+    quota_fired: NDArray[np.bool_] = field(default_factory=_no_fires)
+    """With per-client quotas: per consumed query, True where its client's quota test fired after it
+    (the query was answered; the client's later queries in the round are refused with
+    ``Refusal.CLIENT_QUOTA``). Released (docs/privacy/genericbbl.md 5.5, remark 4): a server may log
+    which client it was. Empty when the schedule has no quotas."""
 
     @property
     def refused(self) -> NDArray[np.bool_]:
@@ -73,7 +104,8 @@ class RoundInfo:
     """A round's counters, for a mechanism that has rounds (``Servable.round_info``)."""
 
     answered: int
-    """Queries answered in the round so far (public: a count of queries)."""
+    """Queries the round has taken so far (public: a count of queries): answered, or refused for a
+    client quota (``Refusal.CLIENT_QUOTA``: such a query keeps its slot of the round's R)."""
     allowed: int
     """R_i: queries the round answers before its transition (public: from the schedule)."""
     halt_cap: int
@@ -117,7 +149,10 @@ class Servable(Protocol):
     def round_info(self) -> RoundInfo | None:
         """The round's counters (``None`` for a mechanism without rounds)."""
 
-    def answer(self, x: Any) -> Answers: ...
+    def answer(self, x: Any, clients: Any = None) -> Answers:
+        """Answer queries in order; ``clients``: who sent them (``engine.clients.ClientIds``: one id for
+        the batch, one per query, ``None`` = the shared anonymous client). Read only by a schedule
+        with per-client quotas."""
 
     def transition(self) -> None: ...
 

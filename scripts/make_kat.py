@@ -2,7 +2,7 @@
 
 Run by hand, from the repository root, and only on purpose::
 
-    .venv/bin/python scripts/make_kat.py            # rewrite both files
+    .venv/bin/python scripts/make_kat.py            # rewrite the files
     .venv/bin/python scripts/make_kat.py --check    # compare only; exit 1 on a difference
 
 The vectors pin what the engine answers: for each design, a fixed seed, a hand-written schedule of
@@ -12,8 +12,15 @@ outcomes (across two round transitions), and the exact bytes of one msgpack and 
 record as the daemon encodes them (``daemon.wire.encode_label``). ``tests/engine/test_known_answers.py``
 recomputes everything with this module's ``vectors`` and compares.
 
+A third file, ``tests/data/kat-target-charged-clients.json``, pins the same for the target-charged
+design with per-client quotas and the burn-rate signal on (``engine.quotas``, ``engine.burn``): the
+clients of the queries by the same kind of recipe, and the refusal codes, the quota firings and the
+burn-rate releases besides the labels and outcomes. Its states are tagged
+``engine.predictor.FORMAT_CLIENTS``.
+
 A change that alters them changes what a restored checkpoint answers, so it must bump
-``engine.predictor.FORMAT`` (old states are then refused instead of replayed differently). The
+``engine.predictor.FORMAT`` (or ``FORMAT_CLIENTS``; old states are then refused instead of replayed
+differently). The
 files record the FORMAT they were made under and the test checks it: bump FORMAT, then run this
 script, and say in the commit why the answers changed.
 """
@@ -37,7 +44,7 @@ from everlast.daemon.wire import encode_label  # noqa: E402
 from everlast.engine.concepts import Thresholds  # noqa: E402
 from everlast.engine.design import Design  # noqa: E402
 from everlast.engine.phases import Phase  # noqa: E402
-from everlast.engine.predictor import FORMAT, Predictor  # noqa: E402
+from everlast.engine.predictor import FORMAT, FORMAT_CLIENTS, Predictor  # noqa: E402
 from everlast.engine.schedule import RoundSpec, Schedule  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
@@ -118,6 +125,64 @@ def vectors(design: str, batch: int = 1000) -> dict[str, Any]:
     }
 
 
+CLIENTS_KAT = "target-charged-clients"
+CLIENT_SETTINGS: dict[str, Any] = {"quotas": {"share": 0.04, "eps": 1.0}, "burn": {"window": 250, "eps": 0.5}}
+"""c0_q = ceil(0.04 * 700) = 28 tops per client and round (xi' ~ DLap(4), rho' ~ DLap(2)): three quota
+tests fire in the 4,000 queries, and six windows per round are released."""
+CLIENT_RECIPE = ("client of query j: 'a' if j % 4 == 0, bytes b'b' if j % 4 == 1, the anonymous client "
+                 "(None) if j % 4 == 2, else 'c<j % 40>'")
+
+
+def clients(n: int) -> list[str | bytes | None]:
+    """The clients' recipe (``CLIENT_RECIPE``)."""
+    return [("a", b"b", None, f"c{j % 40}")[j % 4] for j in range(n)]
+
+
+def client_schedule() -> Schedule:
+    return Schedule.from_dict({**schedule("target-charged").to_dict(), **CLIENT_SETTINGS})
+
+
+def client_vectors(batch: int = 1000) -> dict[str, Any]:
+    """Everything ``tests/data/kat-target-charged-clients.json`` holds, recomputed."""
+    x = points(N_TRAIN, TRAIN_SALT)
+    p = Predictor.create(Thresholds(), client_schedule(), x, (x >= 0.5).astype(np.int8), seed=SEED)
+    q, who = points(N_QUERIES, QUERY_SALT), clients(N_QUERIES)
+    labels: list[int] = []
+    outcomes: list[int] = []
+    refusals: list[int] = []
+    fired: list[int] = []
+    burn: list[list[int]] = []
+    rounds: list[int] = []
+    pos = 0
+    while pos < q.size:
+        if p.phase is Phase.TRANSITION_DUE:
+            p.transition()
+        end = min(pos + batch, q.size)
+        res = p.answer(q[pos:end], who[pos:end])
+        labels += res.labels.tolist()
+        outcomes += res.outcomes.tolist()
+        refusals += res.refusals.tolist()
+        fired += (pos + np.flatnonzero(res.quota_fired)).tolist()
+        burn += res.burn.tolist()
+        rounds += [res.round] * res.consumed
+        pos += res.consumed
+    return {
+        "format": FORMAT_CLIENTS,
+        "design": CLIENTS_KAT,
+        "seed": SEED,
+        "schedule": client_schedule().to_dict(),
+        "concept": Thresholds().to_spec(),
+        "training": {"n": N_TRAIN, "salt": TRAIN_SALT, "recipe": RECIPE},
+        "queries": {"n": N_QUERIES, "salt": QUERY_SALT, "recipe": RECIPE, "clients": CLIENT_RECIPE},
+        "round_starts": [rounds.index(r) for r in sorted(set(rounds))],
+        "labels": "".join(SYMBOLS[v] for v in labels),
+        "outcomes": "".join(SYMBOLS[v] for v in outcomes),
+        "refusals": "".join(str(v) for v in refusals),
+        "quota_fired": fired,
+        "burn": burn,
+    }
+
+
 def path(design: str) -> Path:
     return DATA / f"kat-{design}.json"
 
@@ -127,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="compare with the stored files; write nothing")
     args = ap.parse_args(argv)
     differ = 0
-    for design in DESIGNS:
-        v = vectors(design)
+    for design in (*DESIGNS, CLIENTS_KAT):
+        v = client_vectors() if design == CLIENTS_KAT else vectors(design)
         text = json.dumps(v, indent=1) + "\n"
         if args.check:
             same = path(design).exists() and json.loads(path(design).read_text()) == v
@@ -137,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             DATA.mkdir(parents=True, exist_ok=True)
             path(design).write_text(text)
-            print(f"wrote {path(design).relative_to(ROOT)} (format {FORMAT})")
+            print(f"wrote {path(design).relative_to(ROOT)} (format {v['format']})")
     return 1 if differ else 0
 
 

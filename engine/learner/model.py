@@ -167,9 +167,10 @@ class PrivateLearner:
         NaN/inf or a wrong shape."""
         return self.domain.outside(self._concept.validate_points(x))
 
-    def answer(self, x: Any) -> Answers:
+    def answer(self, x: Any, clients: Any = None) -> Answers:
         """Label every query with the released hypothesis. Raises ``InvalidInput`` (NaN/inf, wrong
-        shape, a point outside the declared domain) with the learner unchanged."""
+        shape, a point outside the declared domain) with the learner unchanged. ``clients`` is not
+        read: the learner has no budget a client could spend."""
         xs = self._concept.validate_points(x)
         labels = self.hypothesis.labels(self.domain.positions(xs))
         n = int(labels.shape[0])

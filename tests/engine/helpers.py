@@ -34,9 +34,15 @@ def spec(design: str, **over: Any) -> RoundSpec:
     return RoundSpec.from_dict({**BASE, **PER_DESIGN[design], **over})
 
 
-def schedule(design: str, rounds: int = 1, repeat_last: bool = True, **over: Any) -> Schedule:
+def schedule(design: str, rounds: int = 1, repeat_last: bool = True, quotas: dict[str, Any] | None = None,
+             burn: dict[str, Any] | None = None, **over: Any) -> Schedule:
     s = spec(design, **over)
-    return Schedule((s,) * rounds, repeat_last=repeat_last, design=Design.named(design))
+    d = Schedule((s,) * rounds, repeat_last=repeat_last, design=Design.named(design)).to_dict()
+    if quotas is not None:
+        d["quotas"] = quotas
+    if burn is not None:
+        d["burn"] = burn
+    return Schedule.from_dict(d)
 
 
 def training_set(n: int = 800, seed: int = 99) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -47,6 +53,22 @@ def training_set(n: int = 800, seed: int = 99) -> tuple[NDArray[np.float64], NDA
 def predictor(design: str, seed: int = 1, **over: Any) -> Predictor:
     x, y = training_set()
     return Predictor.create(Thresholds(), schedule(design, **over), x, y, seed=seed)
+
+
+QUOTAS: dict[str, Any] = {"share": 0.2, "eps": 1.0}
+"""c0_q = ceil(0.2 * 300) = 60 tops per client and round; xi' ~ DLap(4), rho' ~ DLap(2): a margin of
+~40 tops above the ~20 an i.i.d. client of 360 queries per round spends (the largest of 360 DLap(4)
+is ~4 ln 360 ~ 24)."""
+BURN: dict[str, Any] = {"window": 100, "eps": 0.5}
+"""Six windows per round of 600; each release's noise DLap(2)."""
+
+
+def client_predictor(seed: int = 1, quotas: dict[str, Any] | None = QUOTAS, burn: dict[str, Any] | None = BURN,
+                     **over: Any) -> Predictor:
+    """A target-charged predictor with per-client quotas and the burn-rate signal on."""
+    x, y = training_set()
+    return Predictor.create(Thresholds(), schedule("target-charged", quotas=quotas, burn=burn, **over), x, y,
+                            seed=seed)
 
 
 def tiny_predictor(seed: int = 1, design: str = "target-charged", **over: Any) -> Predictor:

@@ -28,6 +28,7 @@ from everlast.engine.design import (
     Purpose,
     RoundNoise,
     capacity_problem,
+    client_generator,
     generator,
     noise_plan,
     query_block,
@@ -254,7 +255,8 @@ ENTROPY = 0x1234_5678_9ABC_DEF0_1122_3344
 
 def test_purposes_are_part_of_the_format() -> None:
     assert [(p.name, p.value) for p in Purpose] == [
-        ("SAMPLING", 0), ("QUERY", 1), ("THRESHOLD", 2), ("HALT_QUERY", 3), ("HALT_THRESHOLD", 4), ("ORDER", 5)]
+        ("SAMPLING", 0), ("QUERY", 1), ("THRESHOLD", 2), ("HALT_QUERY", 3), ("HALT_THRESHOLD", 4), ("ORDER", 5),
+        ("QUOTA_QUERY", 6), ("QUOTA_THRESHOLD", 7), ("BURN", 8)]
     assert (QUERY_BLOCK, THRESHOLD_BLOCK) == (32768, 1024)
 
 
@@ -262,6 +264,18 @@ def test_one_independent_stream_per_round_and_purpose() -> None:
     firsts = {(r, p): int(generator(ENTROPY, r, p).integers(0, 1 << 62)) for r in (1, 2, 3) for p in Purpose}
     assert len(set(firsts.values())) == len(firsts)
     assert int(generator(ENTROPY, 2, Purpose.QUERY).integers(0, 1 << 62)) == firsts[(2, Purpose.QUERY)]
+
+
+def test_one_independent_stream_per_round_and_client() -> None:
+    """A client's quota threshold stream (spawn key (round, purpose, client key)) is its own: distinct
+    from every other client's, round's and purpose's, and the same on every call."""
+    keys = (0, 1, 2**63, 2**64 - 1)
+    firsts = {(r, k): int(client_generator(ENTROPY, r, Purpose.QUOTA_THRESHOLD, k).integers(0, 1 << 62))
+              for r in (1, 2) for k in keys}
+    plain = {int(generator(ENTROPY, r, p).integers(0, 1 << 62)) for r in (1, 2) for p in Purpose}
+    assert len(set(firsts.values())) == len(firsts) and not set(firsts.values()) & plain
+    again = client_generator(ENTROPY, 2, Purpose.QUOTA_THRESHOLD, 2**63).integers(0, 1 << 62)
+    assert int(again) == firsts[(2, 2**63)]
 
 
 @pytest.mark.parametrize("name", list(PLANS))

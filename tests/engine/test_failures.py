@@ -22,7 +22,10 @@ import everlast.engine.design
 import everlast.engine.noise
 import everlast.engine.predictor
 from everlast.engine import between_thresholds as bt
+from everlast.engine import burn as burns
+from everlast.engine import clients as cl
 from everlast.engine import codec, phases
+from everlast.engine import quotas as qt
 from everlast.engine.concepts.thresholds import ThresholdEnsemble
 from everlast.engine.design import RoundNoise
 from everlast.engine.noise import NoiseStream
@@ -30,7 +33,7 @@ from everlast.engine.phases import Phase
 from everlast.engine.predictor import Predictor
 from everlast.engine.reservoir import Reservoir
 from everlast.engine.serving import Answers
-from tests.engine.helpers import DESIGNS, predictor, tops_predictor
+from tests.engine.helpers import DESIGNS, client_predictor, predictor, split_vote, tops_predictor
 
 QUERIES = np.random.default_rng(8).random(9000)
 
@@ -105,7 +108,7 @@ ANSWER_STAGES: dict[str, Patch] = {
                                                  patch_attr(everlast.engine.predictor._MuFeed, "peek"),
                                                  patch_attr(everlast.engine.predictor._MuFeed, "skip")),
     "threshold commit (paper)": patch_attr(everlast.engine.predictor._MuFeed, "committed"),
-    "mechanism tct": patch_attr(bt, "run_tct"),
+    "mechanism tct": patch_attr(bt, "halt_tct"),
     "mechanism paper": patch_attr(bt, "run_paper"),
     "reservoir write (after writing)": patch_attr(everlast.engine.predictor, "_offer", "after"),
     "phase table": patch_attr(phases, "fire"),
@@ -255,3 +258,49 @@ def test_the_sweeps_reach_every_draw() -> None:
     blob = transition_due("target-charged")
     assert sweep(blob, TRANSITION_STAGES["round noise streams (each)"], lambda p: p.transition(),
                  lambda p: p.transition(), lambda a, b: a is b is None) == 3
+
+
+# -- with per-client quotas and the burn-rate signal on ---------------------------------------------------
+
+CLIENT_STAGES: dict[str, Patch] = {
+    "client ids": patch_attr(cl, "batch"),
+    "quota decisions (each)": patch_attr(qt, "decide"),
+    "quota commit (each)": patch_attr(qt, "commit"),
+    "client threshold streams (each)": patch_attr(everlast.engine.predictor, "client_generator"),
+    "burn windows": patch_attr(burns, "windows"),
+    "mechanism tct": patch_attr(bt, "halt_tct"),
+    "noise take (each)": patch_attr(NoiseStream, "take"),
+    "building the answers": patch_attr(everlast.engine.predictor, "Answers"),
+}
+WHO = [("a", "b", None, f"new-{i}")[i % 4] for i in range(400)]
+
+
+@functools.cache
+def client_scenario(name: str) -> tuple[bytes, np.ndarray[Any, Any]]:
+    if name == "mid-round":  # new clients arrive, "a" (all tops) passes its quota, windows complete
+        p = split_vote(client_predictor(eps_bt=50.0))
+        p.answer(np.full(100, 0.5), WHO[:100])
+        return codec.dumps(p), np.full(300, 0.5)
+    assert name == "halts inside the batch"
+    p = split_vote(client_predictor(quotas={"share": 1.0, "eps": 1.0}, eps_bt=50.0, halt_eps=100.0,
+                                    halt_threshold=150, c=200))
+    p.answer(np.full(100, 0.5), WHO[:100])
+    return codec.dumps(p), np.full(300, 0.5)
+
+
+def same_client_answers(a: Answers, b: Answers) -> bool:
+    return same_answers(a, b) and np.array_equal(a.burn, b.burn)
+
+
+@pytest.mark.parametrize("where", ["mid-round", "halts inside the batch"])
+@pytest.mark.parametrize("stage", list(CLIENT_STAGES))
+def test_a_failed_answer_with_quotas_changes_nothing(where: str, stage: str) -> None:
+    blob, batch = client_scenario(where)
+
+    def call(p: Predictor) -> Answers:
+        return p.answer(batch, WHO[100:400])
+
+    forced = sweep(blob, CLIENT_STAGES[stage], call, call, same_client_answers)
+    assert forced >= 1, "the stage was never reached"
+    if stage.endswith("(each)") and where == "halts inside the batch":
+        assert forced >= 2  # decided again up to the halt

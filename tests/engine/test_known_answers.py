@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from everlast.engine.predictor import FORMAT
+from everlast.engine.predictor import FORMAT, FORMAT_CLIENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 BUMP = ("a change to these vectors must bump engine.predictor.FORMAT and regenerate them "
@@ -87,3 +87,31 @@ def test_the_vectors_exercise_every_outcome() -> None:
     for design in DESIGNS:
         out = stored(design)["outcomes"]
         assert {c: out.count(c) > 0 for c in "012"} == {"0": True, "1": True, "2": True}, design
+
+
+# -- with per-client quotas and the burn-rate signal on (format FORMAT_CLIENTS) ---------------------------
+
+
+def test_client_vectors_were_made_under_this_format() -> None:
+    made = stored(make_kat.CLIENTS_KAT)["format"]
+    assert made == FORMAT_CLIENTS, (f"kat-{make_kat.CLIENTS_KAT}.json was made under {made} but "
+                                    f"engine.predictor.FORMAT_CLIENTS is {FORMAT_CLIENTS}: regenerate the vectors")
+
+
+@pytest.mark.parametrize("batch", [1000, 7, 4000])
+def test_the_engine_gives_the_recorded_answers_with_quotas_and_burn(batch: int) -> None:
+    want = stored(make_kat.CLIENTS_KAT)
+    got = make_kat.client_vectors(batch=batch)
+    for key in ("design", "seed", "schedule", "concept", "training", "queries"):
+        assert got[key] == want[key], f"the vectors' input {key!r} differs from scripts/make_kat.py: {BUMP}"
+    for key in ("labels", "outcomes", "refusals"):
+        assert got[key] == want[key], (f"the engine's {key} changed under {FORMAT_CLIENTS}, "
+                                       f"{first_difference(want[key], got[key])}: {BUMP}")
+    for key in ("round_starts", "quota_fired", "burn"):
+        assert got[key] == want[key], f"the engine's {key} changed under {FORMAT_CLIENTS}: {BUMP}"
+
+
+def test_the_client_vectors_exercise_quotas_and_burn() -> None:
+    want = stored(make_kat.CLIENTS_KAT)
+    assert "3" in want["refusals"] and len(want["quota_fired"]) >= 2 and len(want["burn"]) >= 12
+    assert {c: want["outcomes"].count(c) > 0 for c in "012x"} == dict.fromkeys("012x", True)

@@ -395,7 +395,7 @@ def test_a_last_batch_that_fails_drops_its_order_and_changes_nothing(monkeypatch
         raise MemoryError("forced in the last batch")
 
     monkeypatch.setattr(ro.PreparedOrder, "cancel", cancel)
-    monkeypatch.setattr(bt, "run_tct", failing)
+    monkeypatch.setattr(bt, "halt_tct", failing)
     with pytest.raises(MemoryError, match="last batch"):
         p.answer(last)
     assert len(cancelled) == 1 and p._prepared is None
@@ -448,17 +448,17 @@ def test_a_failing_last_batch_waits_for_its_order_job(monkeypatch: pytest.Monkey
     import everlast.engine.between_thresholds as bt
     p, last = last_batch_due("thresholds")
     started, done = slowed_order(monkeypatch)
-    real_run = bt.run_tct
+    real_run = bt.halt_tct
 
     def failing(*a: object, **kw: object) -> object:
         assert started.wait(10)
         raise MemoryError("forced while the order runs")
 
-    monkeypatch.setattr(bt, "run_tct", failing)
+    monkeypatch.setattr(bt, "halt_tct", failing)
     with pytest.raises(MemoryError, match="order runs"):
         p.answer(last)
     assert done.is_set() and p._prepared is None
-    monkeypatch.setattr(bt, "run_tct", real_run)
+    monkeypatch.setattr(bt, "halt_tct", real_run)
 
 
 @needs_two_cpus
