@@ -23,6 +23,7 @@ import click
 
 from everlast.cli.common import emit_json
 from everlast.cli.params import Count
+from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
@@ -30,6 +31,7 @@ from everlast.engine.planner import mechanisms as mech
 from everlast.engine.planner import plan as make_plan
 from everlast.engine.planner.api import ablation
 from everlast.engine.planner.report import infeasible_json, plan_json, plan_text
+from everlast.engine.quotas import Quotas
 
 HALTING = ("noisy", "paper")
 RESTARTS = ("none", "per-top")
@@ -70,6 +72,18 @@ def _design_fields(design: str | None, halting: str | None, restarts: str | None
     return halting, restarts
 
 
+def _pair(value: str | None, flag: str, make: Any) -> Any:
+    """A flag of the form A:B made into its setting, or a usage error that says the form."""
+    if value is None:
+        return None
+    try:
+        a, b = value.split(":")
+        return make(a, b)
+    except (ValueError, InvalidSchedule) as exc:
+        raise click.UsageError(f"{flag} takes A:B (e.g. {'0.2:0.05' if flag == '--quotas' else '100000:0.01'}): "
+                               f"{exc if isinstance(exc, InvalidSchedule) else 'not two numbers'}") from None
+
+
 @click.command("plan")
 @click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps", "trees", "finite"]),
               default="thresholds", show_default=True,
@@ -92,6 +106,12 @@ def _design_fields(design: str | None, halting: str | None, restarts: str | None
                    "Definition 3.1 literally, a union bound over each round (more data).")
 @click.option("--ablation/--no-ablation", "with_ablation", default=True, show_default=True,
               help="Also plan with each data-cost lever switched off in turn (what each lemma buys).")
+@click.option("--quotas", "quotas", default=None, metavar="SHARE:EPS",
+              help="Per-client top quotas the schedule runs (e.g. 0.2:0.05: a client over 20%% of the halting "
+                   "threshold is refused; its test costs eps_q = 0.05 per query, Theorem Q+).")
+@click.option("--burn", "burn", default=None, metavar="WINDOW:EPS",
+              help="The private burn-rate signal (e.g. 100000:0.01: a noisy top count per 100,000 queries, "
+                   "eps_b = 0.01 per query, Theorem Q+).")
 @click.option("--engine-memory", "engine_memory", type=Count(), default=None,
               help="Memory of one engine, in GiB, for the per-round capacity table [default: 16].")
 @click.option("--beta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
@@ -145,7 +165,7 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
              lambda_log: str, design: str | None, halting: str | None, restarts: str | None,
              eps_h: float | None, eps_r: float | None, lemma_s: bool, with_designs: bool,
              n: int | None, mechanism: str, domain_size: int | None, as_json: bool, reading: str,
-             with_ablation: bool, engine_memory: int | None) -> None:
+             with_ablation: bool, engine_memory: int | None, quotas: str | None, burn: str | None) -> None:
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
     if concept == "finite" and vc_dim is None and mechanism != "private-learner":
         raise click.UsageError("--concept finite needs --vc-dim")
@@ -160,6 +180,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         vc_dim=vc_dim, accounting=accounting,  # type: ignore[arg-type]
         halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
         halting=halting, restarts=restarts, eps_h=eps_h, accuracy=reading,  # type: ignore[arg-type]
+        quotas=_pair(quotas, "--quotas", lambda a, b: Quotas(float(a), float(b))),
+        burn=_pair(burn, "--burn", lambda a, b: Burn(int(float(a)), float(b))),
     )
     memory = (engine_memory if engine_memory is not None else 16) * 2**30
     size = domain_size if domain_size is not None else mech.FLOAT64_POINTS

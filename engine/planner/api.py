@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from everlast.engine import roots
+from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner.accountants import (
@@ -32,7 +33,7 @@ from everlast.engine.planner.accountants import (
 )
 from everlast.engine.planner.accuracy import Reading
 from everlast.engine.planner.chain import Certificate, certify
-from everlast.engine.planner.design_rules import rules
+from everlast.engine.planner.design_rules import ClientTests, rules
 from everlast.engine.planner.learning import (
     HaltBudget,
     LambdaLog,
@@ -45,6 +46,7 @@ from everlast.engine.planner.paper import PaperSchedule, paper_schedule
 from everlast.engine.planner.round_solvers import Band
 from everlast.engine.planner.steps import Check, Step
 from everlast.engine.planner.tight import RoundPlan, TightOptions, solve
+from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import RoundSpec, Schedule
 
 DEFAULT_EPS_H = 0.01
@@ -97,6 +99,11 @@ class Targets:
     """The band's half-width: chosen per round by the planner, or the paper's gamma_i = alpha_i."""
     labelboost: LabelBoostLemma = "direct"
     """How LabelBoost is charged: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
+    quotas: Quotas | None = None
+    """Per-client top quotas the schedule runs (target-charged; ``engine.quotas``): charged to every
+    query by Theorem Q+ (docs/privacy/genericbbl.md 5.5)."""
+    burn: Burn | None = None
+    """The private burn-rate signal the schedule runs (``engine.burn``): charged by Theorem Q+."""
 
     @property
     def accountant(self) -> Accountant:
@@ -174,9 +181,10 @@ class Achievable:
     reason: str = ""
 
 
-def _schedule(rounds: tuple[RoundSpec, ...], design: Design) -> tuple[Schedule | None, str]:
+def _schedule(rounds: tuple[RoundSpec, ...], design: Design, quotas: Quotas | None = None,
+              burn: Burn | None = None) -> tuple[Schedule | None, str]:
     try:
-        return Schedule(rounds=rounds, repeat_last=True, design=design), ""
+        return Schedule(rounds=rounds, repeat_last=True, design=design, quotas=quotas, burn=burn), ""
     except InvalidSchedule as exc:
         return None, str(exc)
 
@@ -286,7 +294,7 @@ def tight_options(t: Targets) -> TightOptions:
     return TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
                         boundaries=boundaries(t.concept), cap_c=t.cap_c, design=t.design,
                         eps_h=t.eps_h if t.eps_h is not None else DEFAULT_EPS_H, reading=t.accuracy,
-                        band=t.band, labelboost=t.labelboost)
+                        band=t.band, labelboost=t.labelboost, quotas=t.quotas, burn=t.burn)
 
 
 def _plan_tight(t: Targets, vc: int) -> Plan:
@@ -301,7 +309,7 @@ def _plan_tight(t: Targets, vc: int) -> Plan:
         except ValueError as exc:
             raise PlanInfeasible(str(exc)) from None
         rounds = sol.specs
-        sched, why = _schedule(rounds, design)
+        sched, why = _schedule(rounds, design, t.quotas, t.burn)
         first_bad = _first_unrunnable(rounds, design)
         if sched is not None or first_bad is None or first_bad <= 2 or listed <= 2:
             break
@@ -310,7 +318,8 @@ def _plan_tight(t: Targets, vc: int) -> Plan:
     if listed < t.rounds:
         warnings.append(f"{listed} rounds listed instead of {t.rounds}: a later round would exceed what the "
                         "engine counts exactly (2^62 queries)")
-    cert = certify(sched if sched is not None else rounds, sol.n_required, opts.accountant, t.delta, design=design)
+    cert = certify(sched if sched is not None else rounds, sol.n_required, opts.accountant, t.delta, design=design,
+                   tests=ClientTests.of(t.quotas, t.burn))
     acc, w = _accuracy_checks(t, rounds)
     warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} with alpha fixed at "
                     f"{rounds[-1].alpha:.3g}: privacy is unaffected; Claim E.1's accuracy argument "

@@ -49,7 +49,7 @@ from everlast.engine.planner.accountants import (
     exact_rate,
     within,
 )
-from everlast.engine.planner.design_rules import rules
+from everlast.engine.planner.design_rules import ClientTests, rules
 from everlast.engine.planner.steps import Chain, Check, Receipt, Step
 from everlast.engine.schedule import RoundSpec, Schedule
 
@@ -128,6 +128,8 @@ class _Context:
     n: int
     delta: float
     acct: Accountant
+    tests: ClientTests | None = None
+    """The schedule's per-client quotas and burn-rate signal (Theorem Q+), when on."""
 
     def spec(self, i: int) -> RoundSpec | None:
         """Round i's parameters (rounds past the last listed one repeat it, if it repeats)."""
@@ -144,15 +146,17 @@ def certify(
     *,
     repeat_last: bool | None = None,
     design: Design | None = None,
+    tests: ClientTests | None = None,
 ) -> Certificate:
     """Certify ``schedule`` run on ``n`` training examples (the route: the module docstring).
 
     ``delta`` is the target delta of each chain (tight: epsilon is minimised at this delta and no
     printed delta exceeds it; paper accounting: the chain's own delta is reported). A bare
     sequence of rounds (e.g. the paper's schedule, which the engine cannot run) is accepted; its
-    design defaults to the paper's.
+    design defaults to the paper's. ``tests``: per-client quotas and the burn-rate signal of a bare
+    sequence of rounds (a ``Schedule`` carries its own).
     """
-    ctx = _context(schedule, n, accountant(accounting), delta, repeat_last, design)
+    ctx = _context(schedule, n, accountant(accounting), delta, repeat_last, design, tests)
     runnable_reason, checks, warnings = _runnable_checks(ctx)
     training = _training_chain(ctx, runnable_reason)
     queries = _query_chain(ctx)
@@ -170,16 +174,17 @@ def certify(
 
 
 def _context(schedule: Schedule | Sequence[RoundSpec], n: int, acct: Accountant, delta: float,
-             repeat_last: bool | None, design: Design | None) -> _Context:
+             repeat_last: bool | None, design: Design | None, tests: ClientTests | None = None) -> _Context:
     if isinstance(schedule, Schedule):
         rounds, rep, dsg = schedule.rounds, schedule.repeat_last, schedule.design
+        tests = ClientTests.of(schedule.quotas, schedule.burn)
     else:
         rounds, rep, dsg = tuple(schedule), True, PAPER  # a bare list of rounds: the paper's schedule
     if not rounds:
         raise ValueError("a schedule needs at least one round")
     if not 0.0 < delta < 1.0:
         raise ValueError("delta must lie in (0, 1)")
-    return _Context(rounds, rep if repeat_last is None else repeat_last, design or dsg, n, delta, acct)
+    return _Context(rounds, rep if repeat_last is None else repeat_last, design or dsg, n, delta, acct, tests)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,11 +330,12 @@ class _RoundQueries:
         return self.steps[0]
 
 
-def in_round_step(design: Design, spec: RoundSpec, rnd: int, cap_floor: float = 0.0) -> Step:
+def in_round_step(design: Design, spec: RoundSpec, rnd: int, cap_floor: float = 0.0,
+                  tests: ClientTests | None = None) -> Step:
     """Step Q0 of the query chain: the other answers of the query's own round (Theorem Q for the
     target-charged design; not valid for the paper's). ``cap_floor``: the largest halting-cap
     probability of any round of the schedule (a cap may act in any round)."""
-    ir = rules(design).in_round(spec, cap_floor)
+    ir = rules(design).in_round(spec, cap_floor, tests)
     inputs: dict[str, float | int | str | bool | None] = {
         "c": spec.c, "R": spec.R, "design": design.name, "eps_h": ir.eps_h, "delta_cap_h": ir.delta_cap_h,
     }
@@ -340,7 +346,7 @@ def in_round_step(design: Design, spec: RoundSpec, rnd: int, cap_floor: float = 
 def _round_queries(ctx: _Context, i: int, cap_floor: float) -> _RoundQueries:
     """Q0-Q6 for a query of round i."""
     cur, nxt = ctx.rounds[i - 1], ctx.spec(i + 1)
-    q0 = in_round_step(ctx.design, cur, i, cap_floor)
+    q0 = in_round_step(ctx.design, cur, i, cap_floor, ctx.tests)
     if nxt is None:
         after = Step.make("queries", f"after round {i}", "nothing follows the last round", 0.0, 0.0, {}, i)
         return _RoundQueries(0.0, 0.0, [q0, after], (), "")

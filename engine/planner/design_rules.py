@@ -19,9 +19,13 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
 
+from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, Design, NoisePlan, noise_plan
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.noise import exact_scale
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import bt
 from everlast.engine.planner import composition as comp
@@ -32,11 +36,41 @@ from everlast.engine.planner.accuracy import Reading, RoundAccuracy, schedule_ac
 from everlast.engine.planner.learning import d2_floor, p_top
 from everlast.engine.planner.steps import Chain, Check, Receipt, Step
 from everlast.engine.planner.top_rate import top_rate_exact
+from everlast.engine.quotas import Quotas, quota_plan
+from everlast.engine.quotas import epsilon as quota_epsilon
 from everlast.engine.schedule import RoundSpec
 
 LEMMA_Q = ("Theorem Q (in-round step: AboveThreshold, Dwork-Roth Thm 3.23, discrete form, on the round's "
            "top count; Lemma Cap for the hard cap)")
+LEMMA_Q_PLUS = ("Theorem Q+ (in-round step: the halting test, each client's quota test and the burn-rate "
+                "signal, each on its own noise; Lemma Cap for the hard cap; docs/privacy/genericbbl.md 5.5)")
 LEMMA_FALSE = "Claim E.6, in-round step (FALSE for this design; the halting-channel audit)"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTests:
+    """A schedule's per-client quotas and burn-rate signal (``engine.quotas``, ``engine.burn``), as the
+    in-round step charges them: eps_q (Lemma AT on the querying client's count) and eps_b (Lemma
+    DL(iv) on its window's release), at the exact scales the engine runs."""
+
+    quotas: Quotas | None = None
+    burn: Burn | None = None
+
+    def epsilon(self, spec: RoundSpec | None = None) -> Fraction:
+        """eps_q + eps_b at the engine's exact scales (they do not depend on the round)."""
+        out = Fraction(0)
+        if self.quotas is not None:
+            out += (quota_epsilon(quota_plan(self.quotas, spec)) if spec is not None else
+                    1 / exact_scale(2.0 / self.quotas.eps) + 2 / exact_scale(4.0 / self.quotas.eps))
+        if self.burn is not None:
+            out += self.burn.epsilon
+        return out
+
+    @classmethod
+    def of(cls, quotas: Quotas | None, burn: Burn | None) -> ClientTests | None:
+        return None if quotas is None and burn is None else cls(quotas, burn)
+
+
 BETA_H_SHARE = 1e-3
 """Premature-halt probability of the noisy halting test, as a share of beta_i (accuracy only)."""
 
@@ -72,8 +106,9 @@ class DesignRules(abc.ABC):
         """Steps 1-2 of Phi_rnd under the tight accounting: the round's answers at total delta Delta."""
 
     @abc.abstractmethod
-    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
-        """Step Q0: what a query costs in the other answers of its own round."""
+    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0, tests: ClientTests | None = None) -> InRound:
+        """Step Q0: what a query costs in the other answers of its own round (``tests``: the
+        schedule's per-client quotas and burn-rate signal, when on)."""
 
     @abc.abstractmethod
     def accuracy_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
@@ -135,16 +170,21 @@ class TargetCharged(DesignRules):
             f"round {rnd}: no split of Delta = {Delta:.3g} certifies the round (c = {plan.c}, eps0 = {eps0:.3g})")
         return Receipt(r.E, Delta, steps, (), reason)
 
-    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
+    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0, tests: ClientTests | None = None) -> InRound:
         """Theorem Q (docs/privacy/genericbbl.md 5): eps_h of the halting test at the exact scales,
         with Lemma Cap's delta for the hard cap; ``cap_floor`` is the largest cap probability over
-        the schedule's rounds (a cap may act in any round: 5.3, step 1)."""
+        the schedule's rounds (a cap may act in any round: 5.3, step 1). With per-client quotas and
+        the burn-rate signal, Theorem Q+ (5.5): eps_h + eps_q + eps_b, the cap's delta unchanged."""
         try:
             eps_h, cap = halting_test(self.design, spec)
+            extra = tests.epsilon(spec) if tests is not None else Fraction(0)
         except InvalidSchedule as exc:
             return InRound(math.inf, 0.0, False, 0.0, 0.0, LEMMA_Q, (f"not runnable exactly: {exc}",))
         d_h = max(cap, cap_floor)
-        return InRound(eps_h, at.cap_charge(eps_h, d_h), True, eps_h, d_h, LEMMA_Q)
+        if not extra:
+            return InRound(eps_h, at.cap_charge(eps_h, d_h), True, eps_h, d_h, LEMMA_Q)
+        eps = up(Fraction(eps_h) + extra)
+        return InRound(eps, at.cap_charge(eps, d_h), True, eps_h, d_h, LEMMA_Q_PLUS)
 
     def halt_budget_of(self, spec: RoundSpec, policy_budget: Callable[[], int]) -> int:
         """c0 less the margin by which the noisy test fires early only w.p. <= 1e-3 beta_i (the
@@ -211,7 +251,7 @@ class PaperDesign(DesignRules):
                                 "delta_instance": d_i}, rnd))
         return Receipt(E, Delta, tuple(steps), checks, reason)
 
-    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0) -> InRound:
+    def in_round(self, spec: RoundSpec, cap_floor: float = 0.0, tests: ClientTests | None = None) -> InRound:
         """Not valid: both channels of docs/privacy/genericbbl.md 4 are open."""
         problems = []
         if spec.c <= spec.R:

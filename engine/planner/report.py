@@ -225,7 +225,9 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
     r1 = p.rounds[0]
     d["design"] = {"name": c.design, "halting": c.halting, "restarts": c.restarts,
                    "query_private_by_design": Design.named(c.design).query_private,
-                   "eps_h": r1.halt_eps, **RETIRED_DESIGN_KEYS}
+                   "eps_h": r1.halt_eps, **RETIRED_DESIGN_KEYS,
+                   "quotas": None if t.quotas is None else t.quotas.to_dict(),
+                   "burn": None if t.burn is None else t.burn.to_dict()}
     td = _targets_design(t)
     d["targets"] = {"epsilon": t.epsilon, "delta": t.delta, "alpha": t.alpha, "beta": t.beta,
                     "concept": t.concept, "vc_dim": t.vc, "halts": t.halts, "k": t.k,
@@ -368,6 +370,19 @@ def design_line(c: Certificate, eps_h: float | None = None) -> str:
     return line
 
 
+def clients_line(t: Targets) -> str:
+    """The per-client quotas and burn-rate signal a plan runs, and what they cost (Theorem Q+)."""
+    parts = []
+    if t.quotas is not None:
+        parts.append(f"per-client quotas (a client over {fmt(t.quotas.share)} of the halting threshold is refused; "
+                     f"eps_q = {fmt(t.quotas.eps)})")
+    if t.burn is not None:
+        parts.append(f"a burn-rate signal (a noisy top count per {fmt(t.burn.window)} queries; "
+                     f"eps_b = {fmt(t.burn.eps)})")
+    return ("  with " + " and ".join(parts) + ": charged to every query in the in-round step (Theorem Q+, "
+            "docs/privacy/genericbbl.md 5.5)")
+
+
 def _queries_lines(c: Certificate) -> list[str]:
     if c.query_private:
         return [f"  queries:       epsilon = {fmt(c.epsilon_queries)}, delta = {fmt(c.delta_queries)} "
@@ -448,6 +463,7 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
         f"alpha = {fmt(t.alpha)}, beta = {fmt(t.beta)}; accounting = {t.accounting}, "
         f"halts = {t.halts}",
         design_line(c, p.rounds[0].halt_eps),
+        *([clients_line(t)] if t.quotas is not None or t.burn is not None else []),
         "",
         summary_sentence(p, achievable),
         f"  training set:  epsilon = {_eps_text(c.epsilon_training, c.training_reason)}, "

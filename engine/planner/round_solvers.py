@@ -24,15 +24,17 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
 
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import composition as comp
 from everlast.engine.planner import target_charging as tc
 from everlast.engine.planner import theorem_b as tb
+from everlast.engine.planner.above_threshold import up
 from everlast.engine.planner.accuracy import ENSEMBLE_BETA_SHARE, STRICT_BETA_SHARE, ensemble_error, mean_error_bound
 from everlast.engine.planner.bt import accuracy_t
-from everlast.engine.planner.design_rules import BETA_H_SHARE
+from everlast.engine.planner.design_rules import BETA_H_SHARE, ClientTests
 from everlast.engine.planner.learning import chunk_size, d2_floor, halt_budget
 from everlast.engine.planner.top_rate import top_rate
 
@@ -103,6 +105,9 @@ class TargetChargedSolver:
         o = self.P.o
         tq, tr = at.scales(o.eps_h)
         eps_in = at.at_epsilon(tr, tq)
+        tests = ClientTests.of(o.quotas, o.burn)
+        if tests is not None:  # Theorem Q+: the quota tests and the burn-rate signal add theirs
+            eps_in = up(Fraction(eps_in) + tests.epsilon())
         delta_in = IN_ROUND_DELTA_SHARE * delta
         return eps_in, delta_in, delta_in / at.cap_charge(eps_in, 1.0)
 

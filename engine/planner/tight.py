@@ -40,12 +40,14 @@ from dataclasses import dataclass
 from scipy.optimize import minimize_scalar
 
 from everlast.engine import roots
+from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, Design
 from everlast.engine.planner import amplification as amp
 from everlast.engine.planner.accountants import DELTA_CAP, TIGHT, TIGHT_LEMMA_C1, LabelBoostLemma, TightAccountant
 from everlast.engine.planner.accuracy import Reading
 from everlast.engine.planner.learning import HaltBudget, LambdaLog, labelboost_size
 from everlast.engine.planner.round_solvers import SOLVERS, Band, Infeasible, RoundSize
+from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import RoundSpec
 
 RATE_SHAVE = 1.0 - 1e-9
@@ -76,6 +78,10 @@ class TightOptions:
     """theta: alpha_i = theta alpha/2^i sets lambda_i; the rest of alpha pays each round's answers."""
     labelboost: LabelBoostLemma = "direct"
     """LabelBoost's privacy: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
+    quotas: Quotas | None = None
+    """Per-client quotas the schedule will run (their test is charged to every query: Theorem Q+)."""
+    burn: Burn | None = None
+    """The burn-rate signal the schedule will run (charged to every query: Theorem Q+)."""
 
     @property
     def accountant(self) -> TightAccountant:

@@ -38,7 +38,7 @@ def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -
     assert d["halts"] == "split-votes" and d["accounting"] == "tight"
     assert d["design"] == {"name": "target-charged", "halting": "noisy", "restarts": "none",
                            "query_private_by_design": True, "eps_h": 0.01, "eps_r": None,
-                           "block_bound": None}
+                           "block_bound": None, "quotas": None, "burn": None}
     assert (d["halting"], d["restarts"]) == ("noisy", "none")
     assert d["query_private"] is True and d["conditional_on"] is None and d["meets_targets"] is True
     assert "engine's mechanism" in d["describes"]
