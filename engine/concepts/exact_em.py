@@ -43,7 +43,8 @@ from everlast.engine.learner.exact import (
     gamma,
     invert,
 )
-from everlast.engine.learner.sampler import _add, _norm, exponents, sample_cell
+from everlast.engine.learner.exponents import exponents
+from everlast.engine.learner.sampler import _add, _norm, sample_cell
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
@@ -121,7 +122,7 @@ def sample_range(sizes: I64, V: I64, bits: BitSource, fast: bool = True) -> Rang
     dichotomy once.
 
     *Proposal and acceptance.* With Lemma X3's exponents mA_a, mB_b, mD of dA_a, dB_b, dD (epsilon = 1;
-    ``sampler.exponents``), alpha_a = s_a 2^{-mA_a}, beta_b = s_b 2^{-mB_b}:
+    ``exponents.exponents``), alpha_a = s_a 2^{-mA_a}, beta_b = s_b 2^{-mB_b}:
 
         V(E) = 2^{-mD},   V(a, a) = C(s_a, 2) 2^{-mD},   V(a, b) = alpha_a beta_b,
         acc(E) = acc(a, a) = e^{-dD/2} 2^{mD},   acc(a, b) = (e^{-dA_a/2} 2^{mA_a}) (e^{-dB_b/2} 2^{mB_b}),

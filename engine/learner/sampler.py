@@ -36,27 +36,16 @@ from everlast.engine.learner.exact import (
     bernoulli_exp,
     invert,
 )
+from everlast.engine.learner.exponents import exponents
 from everlast.engine.learner.hypothesis import Hypothesis
+from everlast.engine.learner.stumps import sample_stump_rows
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
 
-INV_2LN2 = 0.7213475204444817
-"""fl(1 / (2 ln 2)); tests check it against a 400-digit value."""
-M_SHAVE = 1.0 - 2.0**-48
-"""Relative shave that keeps the float estimate of g / ln 2 below the true value (Lemma X3)."""
 MAX_EPS_ERRORS = 1e13
 """eps * n above this is refused: it keeps g / ln 2 <= 2^46, where Lemma X3 bounds the acceptance
 exponent by 1."""
-
-
-def exponents(eps: float, de: I64) -> I64:
-    """m = floor(fl(fl(fl(eps de) c) M_SHAVE)) with c = fl(1/(2 ln 2)): an integer in
-    [0, g / ln 2] for g = eps de / 2 (Lemma X3: the float estimate carries at most 4 roundings, each
-    of relative size <= 2^-53, which the shave 2^-48 dominates). ``de`` >= 0 integers < 2^53."""
-    f = de.astype(np.float64)
-    t = (f if eps == 1.0 else eps * f) * INV_2LN2  # fl(1.0 x) = x: the same roundings
-    return np.floor(t * M_SHAVE).astype(np.int64)
 
 
 def _g(eps: float, de: int) -> Fraction:
@@ -196,6 +185,4 @@ def sample(concept: str, pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int
     """The exponential mechanism for ``concept`` on validated positions and labels."""
     if concept == "intervals":
         return sample_interval(cells(pos, y, lo_pos, hi_pos), eps, bits, fast)
-    from everlast.engine.learner.stumps import sample_stump_rows  # (it imports ``exponents`` from here)
-
     return sample_stump_rows(pos, None, y, lo_pos, hi_pos, eps, bits, concept, fast)

@@ -38,8 +38,8 @@ from everlast.engine.learner.exact import (
     float_decide,
     invert,
 )
+from everlast.engine.learner.exponents import exponents
 from everlast.engine.learner.hypothesis import Hypothesis
-from everlast.engine.learner.sampler import exponents
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]

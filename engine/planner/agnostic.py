@@ -24,8 +24,10 @@ Pure functions; |H| exact (``hypothesis_count``), logs in float with the planner
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from everlast.engine import roots
 from everlast.engine.learner.hypothesis import hypothesis_count
 from everlast.engine.learner.tree import level_epsilons
 from everlast.engine.planner import learner as pl
@@ -89,22 +91,14 @@ def excess(shape: ClassShape, n: int, epsilon: float, beta: float) -> float:
     return best * (1 + pl.SLACK)
 
 
-def _least_n(ok_at: object, start: int = 1) -> int:
+def _least_n(ok_at: Callable[[int], bool], start: int = 1) -> int:
     """The least n >= start with ok(n), for a condition monotone in n (doubling, then bisection)."""
-    assert callable(ok_at)
     hi = max(start, 2)
     while not ok_at(hi):
         hi *= 2
         if hi > 1 << 62:
             raise ValueError("no n satisfies the bound")
-    lo = max(1, hi // 2)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok_at(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    return roots.smallest_int(ok_at, max(1, hi // 2) - 1, hi)
 
 
 def n_for_excess(shape: ClassShape, alpha: float, epsilon: float, beta: float) -> int:
@@ -142,8 +136,5 @@ def tree_best_alpha(shape: ClassShape, n: int, epsilon: float, beta: float) -> f
     """The least alpha Theorem T2 proves at n (1.0 if none below 1)."""
     if not tree_realizable_holds(shape, n, epsilon, 1.0 - 1e-12, beta):
         return 1.0
-    lo, hi = 0.0, 1.0 - 1e-12
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if tree_realizable_holds(shape, n, epsilon, mid, beta) else (mid, hi)
-    return hi
+    return roots.smallest_float(lambda a: tree_realizable_holds(shape, n, epsilon, a, beta), 0.0, 1.0 - 1e-12,
+                                steps=50)

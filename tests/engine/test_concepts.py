@@ -432,7 +432,7 @@ class ZeroBits:
 
 def stage1_exact(sizes: list[int], V: list[int]) -> tuple[list[Fraction], list[int], list[int], int]:
     """omega_E, omega_0, ..., omega_q of ``sample_range``'s docstring, from its definition."""
-    from everlast.engine.learner.sampler import exponents
+    from everlast.engine.learner.exponents import exponents
 
     v = np.array(V, dtype=np.int64)
     mA = [int(x) for x in exponents(1.0, v - v.min())]
@@ -565,7 +565,7 @@ def test_range_float_pass_beyond_int32_exponent_shifts(dD: int) -> None:
     (mB = mD), so omega = (2^-mD, 3 2^-2mD, 2 2^-mD, 2^-mD) and the cumulative law is
     (1/4, 1/4 + ~2^-mD, 3/4, 1). Too wide for exact rationals, so checked in floats (relative 1e-12)."""
     sizes, V = np.array([1, 1, 2]), np.array([dD, 0, 0])
-    from everlast.engine.learner.sampler import exponents
+    from everlast.engine.learner.exponents import exponents
 
     mA, mB = exponents(1.0, V - V.min()), exponents(1.0, V.max() - V)
     mD = int(exponents(1.0, np.array([dD]))[0])

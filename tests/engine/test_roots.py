@@ -166,3 +166,21 @@ def test_float_invariant_side_with_non_monotone_predicate() -> None:
     assert flicker(r)
     s = roots.largest_float(lambda x: not flicker(x), 0.0, 1.0, steps=60)
     assert not flicker(s)
+
+
+# -- every bisection goes through engine.roots ------------------------------------------------------
+
+
+def test_no_hand_written_bisection_outside_roots() -> None:
+    """A loop that halves a bracket by hand is the helper written again: call engine.roots instead."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    halving = re.compile(r"^\s*mid\w*\s*=\s*(\(\s*\w+\s*\+\s*\w+\s*\)\s*//\s*2|0\.5\s*\*\s*\(\s*\w+\s*\+\s*\w+\s*\)"
+                         r"|\(\s*\w+\s*\+\s*\w+\s*\)\s*/\s*2(\.0)?|math\.sqrt\(\s*\w+\s*\*\s*\w+\s*\))\s*$", re.M)
+    hits = [f"{p.relative_to(root)}: {m.group(0).strip()}"
+            for folder in ("engine", "peers", "cli", "adversary_sim", "daemon", "bench", "scripts")
+            for p in sorted((root / folder).rglob("*.py")) if p.name != "roots.py"
+            for m in halving.finditer(p.read_text())]
+    assert not hits, "hand-written bisection (use everlast.engine.roots):\n" + "\n".join(hits)

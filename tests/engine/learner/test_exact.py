@@ -22,7 +22,7 @@ from everlast.engine.learner.exact import (
     gamma,
     ln2_bounds,
 )
-from everlast.engine.learner.sampler import INV_2LN2, exponents
+from everlast.engine.learner.exponents import INV_2LN2, exponents
 from tests.engine.learner.helpers import ScriptedBits, dyadic, exact_index
 
 TWO64 = 1 << 64

@@ -18,7 +18,7 @@ from everlast.engine.learner.exact import Bits
 from everlast.engine.learner.ordinals import FLOAT64_POINTS
 from everlast.engine.learner.stumps import SPLIT_SCALE
 from everlast.engine.learner.tree import Tree, level_epsilons, sample_tree
-from everlast.engine.serving import restore
+from everlast.engine.restore import restore
 from tests.engine.learner.test_sampler import _chi2
 
 G = 4  # grid positions 0..3, cuts 0..4
