@@ -44,7 +44,7 @@ from everlast.engine.errors import CorruptState, InvalidSchedule
 from everlast.engine.noise import NoiseStream, exact_scale
 
 if TYPE_CHECKING:
-    from everlast.engine.schedule import RoundSpec
+    from everlast.engine.round_spec import RoundSpec
 
 I64 = NDArray[np.int64]
 B = NDArray[np.bool_]

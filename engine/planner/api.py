@@ -42,10 +42,10 @@ from everlast.engine.planner.learning import (
     split_votes_failure,
     vc_dimension,
 )
+from everlast.engine.planner.options import Band, TightOptions
 from everlast.engine.planner.paper import PaperSchedule, paper_schedule
-from everlast.engine.planner.round_solvers import Band
 from everlast.engine.planner.steps import Check, Step
-from everlast.engine.planner.tight import RoundPlan, TightOptions, solve
+from everlast.engine.planner.tight import RoundPlan, solve
 from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import RoundSpec, Schedule
 

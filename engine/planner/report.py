@@ -39,9 +39,10 @@ from everlast.engine.planner.api import (
 from everlast.engine.planner.capacity import ENGINE_MEMORY, one_engine_rounds, schedule_capacity
 from everlast.engine.planner.chain import Certificate, exact_rate
 from everlast.engine.planner.design_rules import rules
+from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.paper import paper_schedule
 from everlast.engine.planner.steps import Check, Step
-from everlast.engine.planner.tight import TightOptions, solve
+from everlast.engine.planner.tight import solve
 
 SCHEMA_VERSION = 2
 """The version of the JSON contract this module writes (see the module docstring)."""

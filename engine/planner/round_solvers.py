@@ -25,7 +25,6 @@ import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Literal
 
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import composition as comp
@@ -36,10 +35,8 @@ from everlast.engine.planner.accuracy import ENSEMBLE_BETA_SHARE, STRICT_BETA_SH
 from everlast.engine.planner.bt import accuracy_t
 from everlast.engine.planner.design_rules import BETA_H_SHARE, ClientTests
 from everlast.engine.planner.learning import chunk_size, d2_floor, halt_budget
+from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.top_rate import top_rate
-
-if TYPE_CHECKING:
-    from everlast.engine.planner.tight import TightOptions
 
 IN_ROUND_DELTA_SHARE = 1e-3
 """Share of the query chain's delta given to the in-round step (Lemma Cap's charge for the caps)."""
@@ -54,7 +51,6 @@ X_FACTORS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2)
 """eps0 T as multiples of the accuracy floor ln(2/p_i)/(1/2 - gamma - rho_i) the planner tries."""
 TOP_RATE_MARGIN = 1.02
 """The halt budget is sized on the estimate's top rate raised by 2% (the certifier checks the exact one)."""
-Band = Literal["planned", "alpha"]
 
 
 class Infeasible(Exception):

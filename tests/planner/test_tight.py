@@ -11,8 +11,9 @@ import pytest
 from everlast.engine.design import DEFAULT, PAPER
 from everlast.engine.planner import Targets, plan
 from everlast.engine.planner.accuracy import schedule_accuracy
+from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.report import CALIBRATION, calibration_crosscheck
-from everlast.engine.planner.tight import TightOptions, solve
+from everlast.engine.planner.tight import solve
 
 PAPER_FIELDS = {"halting": "paper", "restarts": "per-top"}
 

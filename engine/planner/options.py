@@ -1,0 +1,50 @@
+"""The tight planner's options (``engine.planner.tight``), shared with its round solvers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from everlast.engine.burn import Burn
+from everlast.engine.design import DEFAULT, Design
+from everlast.engine.planner.accountants import TIGHT, TIGHT_LEMMA_C1, LabelBoostLemma, TightAccountant
+from everlast.engine.planner.accuracy import Reading
+from everlast.engine.planner.learning import HaltBudget, LambdaLog
+from everlast.engine.quotas import Quotas
+
+Band = Literal["planned", "alpha"]
+
+
+@dataclass(frozen=True, slots=True)
+class TightOptions:
+    halts: HaltBudget = "paper"
+    k: float = 2.0
+    rounds: int = 12
+    lambda_log: LambdaLog = "log2"
+    boundaries: int = 1
+    cap_c: bool = True
+    """Cap the paper's halt budget at R_i (False only to reproduce docs/notes/calibration.md table (iii))."""
+    accuracy_floors: bool = True
+    """Raise T_i to Claim D.2's and D.7's accuracy floors (privacy-neutral: a larger T only helps)."""
+    design: Design = DEFAULT
+    """engine.design: target-charged (noisy halting, threshold c0 = budget + g_low, hard cap
+    c = c0 + g_high; docs/privacy/genericbbl.md 5) or paper (c = the halt budget)."""
+    eps_h: float = 0.01
+    """eps_h of the noisy halting test (charged to every query, Theorem Q)."""
+    reading: Reading = "per-query"
+    """Theorem A's reading of an answer's accuracy (docs/privacy/genericbbl.md 6.3): per query (its
+    own noise inside the hypothesis) or every answer (a union bound over the round)."""
+    band: Band = "planned"
+    """The band's half-width: chosen per round by the planner, or the paper's gamma_i = alpha_i."""
+    accuracy_share: float = 0.7
+    """theta: alpha_i = theta alpha/2^i sets lambda_i; the rest of alpha pays each round's answers."""
+    labelboost: LabelBoostLemma = "direct"
+    """LabelBoost's privacy: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
+    quotas: Quotas | None = None
+    """Per-client quotas the schedule will run (their test is charged to every query: Theorem Q+)."""
+    burn: Burn | None = None
+    """The burn-rate signal the schedule will run (charged to every query: Theorem Q+)."""
+
+    @property
+    def accountant(self) -> TightAccountant:
+        return TIGHT if self.labelboost == "direct" else TIGHT_LEMMA_C1
