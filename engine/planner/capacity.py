@@ -1,13 +1,16 @@
 """What one engine needs for each round of a schedule: its D-hat points, its length in queries and
 the memory it holds (accuracy- and privacy-neutral: only whether one machine can run it).
 
-A round keeps D-hat in memory (``engine.reservoir``: m_D points of 8 bytes per coordinate), and its
-transition holds the next round's D-hat beside it while LabelBoost and the random order run. The
-transition's own working memory per D-hat point was measured with ``tracemalloc`` around
-``Predictor.transition`` (``python -m bench.engine --memory``): about 1 byte for thresholds and
-intervals, about 84 bytes per coordinate for stumps (their LabelBoost enumerates every
-coordinate's dichotomies). One engine orders at most 2^32 D-hat points
-(``engine.design.MAX_D_HAT``).
+A round keeps D-hat in memory (``engine.reservoir``: m_D points of 8 bytes per coordinate, and
+their m_D positions when it keeps fewer queries than it answers), and its transition holds the next
+round's D-hat beside it while LabelBoost relabels, S_{i+1} (lambda T = m_D points in a planned
+schedule) is drawn in its random order and the next round's positions are drawn. The constants are
+peaks measured with ``tracemalloc`` over a steady round and its transition, ``python -m
+bench.capacity`` (which prints the measured/model ratio: at most 1 from 2^18 points on; the next
+round's order, drawn on a second core, moves the peak by up to ~20% from run to run; smaller
+rounds carry a fixed ~2 MB of batches and never strain a machine). One engine orders at most 2^32
+D-hat points (``engine.design.MAX_D_HAT``). The process's own fixed memory (the interpreter,
+numpy, the broker client: a few hundred MB) comes on top.
 """
 
 from __future__ import annotations
@@ -20,10 +23,23 @@ from everlast.engine.schedule import RoundSpec
 
 POINT_BYTES = 8
 """Bytes per coordinate of a stored point (float64)."""
-TRANSITION_BYTES = {"thresholds": 1.0, "intervals": 1.0, "stumps": 84.0}
-"""A transition's working memory per D-hat point (per coordinate for stumps), measured."""
+POSITION_BYTES = 42
+"""Per D-hat point when a round keeps fewer queries than it answers (m_D < R): its int64 position
+and the scratch of drawing the next round's (``random_order.sorted_subset``), measured."""
+TRANSITION_BYTES = {"thresholds": 18.0, "intervals": 18.0, "stumps": 84.0}
+"""Per D-hat point (per coordinate for stumps): what the round and its transition hold besides the
+two D-hats (S_{i+1}, its labels, the random order, LabelBoost's scratch), measured by
+``python -m bench.capacity`` and rounded up."""
 ENGINE_MEMORY = 16 * 2**30
 """The memory one engine is planned with by default (bytes; ``everlast plan --engine-memory``)."""
+
+
+def round_bytes(m_D: int, next_m_D: int, R: int, concept: str = "thresholds", coords: int = 1) -> int:
+    """The model of a round's peak memory: this round's D-hat, the next round's, the kept positions
+    (m_D < R) and the transition's working memory."""
+    work = TRANSITION_BYTES.get(concept, TRANSITION_BYTES["thresholds"]) * (coords if concept == "stumps" else 1)
+    positions = POSITION_BYTES * m_D if m_D < R else 0
+    return int(POINT_BYTES * coords * (m_D + next_m_D) + positions + work * m_D)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +57,10 @@ def schedule_capacity(rounds: Sequence[RoundSpec], concept: str = "thresholds", 
                       engine_memory: int = ENGINE_MEMORY, repeat_last: bool = True) -> tuple[RoundCapacity, ...]:
     """Per listed round: what it needs, and whether one engine of ``engine_memory`` bytes runs it."""
     coords = dim if concept == "stumps" else 1
-    work = TRANSITION_BYTES.get(concept, 8.0) * (coords if concept == "stumps" else 1)
     out = []
     for i, r in enumerate(rounds):
         nxt = rounds[i + 1] if i + 1 < len(rounds) else (r if repeat_last else None)
-        mem = int(POINT_BYTES * coords * (r.m_D + (nxt.m_D if nxt is not None else 0)) + work * r.m_D)
+        mem = round_bytes(r.m_D, nxt.m_D if nxt is not None else 0, r.R, concept, coords)
         reason = ""
         if r.m_D > MAX_D_HAT:
             reason = f"D-hat of {r.m_D:.3g} points is beyond the 2^32 one engine orders"

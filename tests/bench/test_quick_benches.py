@@ -64,3 +64,12 @@ def test_bench_accuracy_quick() -> None:
     assert all(r["dataset"] == "bananas" and 0.0 <= r["mean"] <= 1.0 for r in rows)
     assert all((r["epsilon"] is None) == (r["fits"] == 1 and not r["method"].startswith(("everlast", "diffpriv")))
                for r in rows)
+
+
+def test_bench_capacity_quick() -> None:
+    """Every row has a finite peak and ratio; no ratio is asserted (the peak moves with the second
+    core's timing), only that the model is the right order of magnitude."""
+    rows = _run("bench.capacity")["capacity"]
+    assert {r["concept"] for r in rows} == {"thresholds", "intervals", "stumps"}
+    for r in rows:
+        assert r["peak_bytes"] > 0 and math.isfinite(r["ratio"]) and 0.2 < r["ratio"] < 5.0
