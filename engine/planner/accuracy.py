@@ -4,10 +4,11 @@
 For round i with T classifiers of lambda points, thresholds lo (``engine.design.noise_plan``) and
 per-query noise DLap(t), a query's answer is 1{v(x) + z >= lo}. Lemma A1 bounds the error of that
 hypothesis against the round's labels g_i by P[|z| >= k] + T ebar/(lo - k + 1) for any k, ebar the
-classifiers' average error (Markov's inequality); Lemma A2 bounds ebar from Theorem A.2's tail at
-sample size lambda (``mean_error_bound``) and Hoeffding's inequality over the T independent chunks
-(``ensemble_error``); Claims E.1-E.3 (the paper) bound the labels' error a_i = sum_{j=2}^{i}
-alpha_j. Two readings of an answer's accuracy (the doc says why both):
+classifiers' average error (Markov's inequality); Lemma A2 bounds ebar by the epsilon-net theorem
+over the disagreement regions at sample size lambda (``mean_error_bound``) and Hoeffding's
+inequality over the T independent chunks (``ensemble_error``); Claim E.1, made exact by Lemma R
+(``relabel_size``), bounds the labels' error a_i = sum_{j=2}^{i} 2 alpha_j. Two readings of an
+answer's accuracy (the doc says why both):
 
 * ``per-query``: the hypothesis is randomized by the answer's own noise; a flip probability
   P[|z| >= k] is charged inside the bound;
@@ -28,9 +29,11 @@ from typing import Literal
 
 import mpmath
 
+from everlast.engine import roots
 from everlast.engine.design import Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner.above_threshold import up
+from everlast.engine.planner.learning import labelboost_size
 from everlast.engine.schedule import RoundSpec
 
 Reading = Literal["per-query", "every-answer"]
@@ -39,32 +42,60 @@ ENSEMBLE_BETA_SHARE = 1.0
 """Lemma A2's failure budget per round, as a share of the round's beta_i."""
 STRICT_BETA_SHARE = 0.5
 """The every-answer reading's union bound over the round's noises, as a share of beta_i."""
-_GRID = 4096
 _DPS = 40
 
 
-@functools.lru_cache(maxsize=4096)
+def log_pairs_growth(k: int, d: int) -> float:
+    """ln of a bound on the growth function of the disagreement regions {h Delta g : h, g in C} on k
+    points: its trace is fixed by the traces of h and g, so it is at most Pi_C(k)^2 <= (e k/d)^{2d}
+    (Sauer-Shelah, k >= d); 2^k always bounds it; a class of VC dimension 0 has one region."""
+    if d <= 0:
+        return 0.0
+    if k <= d:
+        return k * math.log(2.0)
+    return min(k * math.log(2.0), 2.0 * d * math.log(math.e * k / d))
+
+
+@functools.lru_cache(maxsize=8192)
 def tail_bound(lam: int, d: int, a: float) -> float:
-    """Theorem A.2 (Blumer et al. 1989) solved for beta at sample size lambda: a consistent
-    hypothesis on lambda i.i.d. points has error > a with probability <= 2^{1 - (a lambda -
-    8 d log2(13/a))/4}, when that is < 1/2 (and a < 1/2); 1.0 otherwise."""
-    if not 0.0 < a < 0.5:
+    """P[some h, g in C agree on lambda i.i.d. points yet disagree on mass > a] <= 2 Pi(2 lambda)
+    2^{-a lambda/2}, Pi the disagreement regions' growth function (the epsilon-net theorem of
+    Haussler-Welzl 1987 with the constants of Blumer et al. 1989, Thm A2.1, for a lambda >= 8;
+    ``log_pairs_growth``); 1 when that says nothing. Uniform over the pair: it holds for labels
+    chosen after seeing the points (Lemma A2)."""
+    if not 0.0 < a < 1.0 or a * lam < 8.0:
         return 1.0
-    x = (a * lam - 8.0 * d * math.log2(13.0 / a)) / 4.0
-    if x <= 2.0:  # 2^{1 - x} >= 1/2: Theorem A.2 says nothing here
-        return 1.0
-    return min(1.0, float(2.0 ** (1.0 - x)))
+    lg = math.log(2.0) + log_pairs_growth(2 * lam, d) - a * lam / 2.0 * math.log(2.0)
+    return 1.0 if lg >= 0.0 else math.exp(lg)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=65536)
 def mean_error_bound(lam: int, d: int) -> float:
-    """mu(lambda): an upper bound on the expected error of a consistent hypothesis on lambda points
-    (Lemma A2): integral over a of P[error > a] <= min(1, tail_bound(a)), by an upper Riemann sum on
-    [0, 1/2) (the bound decreases in a) plus (1/2) tail_bound(1/2-) for [1/2, 1]."""
-    h = 0.5 / _GRID
-    total = math.fsum(tail_bound(lam, d, j * h) if j else 1.0 for j in range(_GRID)) * h
-    last = tail_bound(lam, d, 0.5 - 1e-12)
-    return min(1.0, up(Fraction(total) * (1 + Fraction(1, 10**9)) + Fraction(last) / 2))
+    """mu(lambda): an upper bound on E[U], U the largest disagreement mass of two hypotheses of C that
+    agree on lambda i.i.d. points (Lemma A2): E[U] = integral over a in [0, 1] of P[U > a] <= a_0 +
+    integral_{a_0}^{1} min(1, e^{C - k a}) da, a_0 = 8/lambda, with ``tail_bound`` = e^{C - k a}
+    (C = ln 2 + ln Pi(2 lambda), k = lambda ln(2)/2); the integral in closed form, rounded up."""
+    a0 = 8.0 / lam
+    if a0 >= 1.0:
+        return 1.0
+    C = math.log(2.0) + log_pairs_growth(2 * lam, d)
+    k = lam * math.log(2.0) / 2.0
+    s = max(a0, C / k)  # below s the bound is 1 (or a < a_0)
+    if s >= 1.0:
+        return 1.0
+    total = s + (math.exp(C - k * s) - math.exp(C - k)) / k
+    return min(1.0, up(Fraction(total) * (1 + Fraction(1, 10**9))))
+
+
+def relabel_size(alpha: float, beta: float, d: int) -> int:
+    """The smallest m with 4 Pi(2m) e^{-alpha m/8} <= beta: then, except w.p. beta, every pair h, g
+    of C with empirical disagreement <= alpha on m i.i.d. points disagrees on mass <= 2 alpha
+    (Anthony and Shawe-Taylor 1993, Thm 2.1, with gamma = 1/2, over the disagreement regions; the
+    relabelling step of Claim E.1, docs/privacy/genericbbl.md 6.3)."""
+    def fails(m: int) -> bool:  # with a margin for the float evaluation
+        return math.log(4.0) + log_pairs_growth(2 * m, d) - alpha * m / 8.0 > math.log(beta) - 1e-9
+
+    return roots.smallest_int(lambda m: not fails(m), 1, 1 << 62)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -74,16 +105,23 @@ def ensemble_error(mu: float, T: int, beta_e: float) -> float:
     if mu >= 1.0:
         return 1.0
     target = math.log(1.0 / beta_e) / T
-    lo, hi = mu, 1.0
-    if _kl(hi, mu) <= target:
+    if _kl(1.0, mu) <= target * (1.0 + 1e-9):
         return 1.0
-    for _ in range(80):  # KL(x || mu) increases in x >= mu: bisect for KL = target
-        mid = 0.5 * (lo + hi)
-        if _kl(mid, mu) >= target:
-            hi = mid
-        else:
-            lo = mid
-    return math.nextafter(hi, math.inf)
+    # KL(x || mu) increases in x >= mu: the smallest x with KL >= target (with a relative margin for
+    # the float KL's cancellation near mu), then confirmed at 40 digits and moved up until it holds
+    x = roots.smallest_float(lambda u: _kl(u, mu) >= target * (1.0 + 1e-9), mu, 1.0, steps=80)
+    x = math.nextafter(x, math.inf)
+    while x < 1.0 and not _kl_exact_at_least(x, mu, T, beta_e):
+        x = min(1.0, x + max(1e-12, (x - mu) * 1e-6))
+    return x
+
+
+def _kl_exact_at_least(u: float, m: float, T: int, beta_e: float) -> bool:
+    """T KL(u || m) >= ln(1/beta_e), evaluated at 40 digits."""
+    with mpmath.workdps(_DPS):
+        U, M = mpmath.mpf(u), mpmath.mpf(m)
+        kl = U * mpmath.log(U / M) + (1 - U) * mpmath.log((1 - U) / (1 - M))
+        return bool(T * kl >= -mpmath.log(mpmath.mpf(beta_e)))
 
 
 def _kl(u: float, m: float) -> float:
@@ -125,8 +163,8 @@ class RoundAccuracy:
 def round_accuracy(spec: RoundSpec, design: Design, rnd: int, labels: float, vc: int,
                    reading: Reading = "per-query") -> RoundAccuracy:
     """Theorem A's bound for round ``rnd`` (``labels`` = a_i, the schedule's inherited labelling
-    error). A round the engine cannot run, or with too few points per chunk for Theorem A.2, gets
-    the trivial bound 1 and a note."""
+    error). A round the engine cannot run, or whose bound reaches 1, gets the trivial bound 1 and a
+    note."""
     try:
         plan = noise_plan(design, spec)
     except InvalidSchedule as exc:
@@ -142,7 +180,7 @@ def round_accuracy(spec: RoundSpec, design: Design, rnd: int, labels: float, vc:
         return RoundAccuracy(rnd, reading, bound, labels, 0.0, ens, ebar, mu, k, beta_e + beta_z)
     k, flips, ens = _best_k(plan.query, spec.T, ebar, plan.lo)
     bound = min(1.0, up(Fraction(labels) + Fraction(flips) + Fraction(ens)))
-    note = "" if bound < 1.0 else "lambda too small for Theorem A.2 (mu = 1/2 or more): no accuracy proven"
+    note = "" if bound < 1.0 else "Theorem A's bound reaches 1 (lambda or T too small): no accuracy proven"
     return RoundAccuracy(rnd, reading, bound, labels, flips, ens, ebar, mu, k, beta_e, note)
 
 
@@ -153,8 +191,9 @@ def _markov(T: int, ebar: float, lo: int, k: int) -> float:
 
 
 def _best_k(t: Fraction, T: int, ebar: float, lo: int) -> tuple[int, float, float]:
-    """The k minimising P[|z| >= k] + T ebar/(lo - k + 1) (unimodal in k: a golden search on the
-    integers, then the neighbourhood)."""
+    """A k minimising P[|z| >= k] + T ebar/(lo - k + 1) (a ternary search on the integers, then the
+    neighbourhood; the clipped Markov term can make it miss the optimum, never the bound's validity:
+    any k gives a valid bound)."""
 
     def f(k: int) -> float:
         return flip_probability(t, k) + _markov(T, ebar, lo, k)
@@ -172,28 +211,49 @@ def _best_k(t: Fraction, T: int, ebar: float, lo: int) -> tuple[int, float, floa
 
 def _strict_k(t: Fraction, R: int, beta_z: float) -> int:
     """The smallest k with R P[|z| >= k] <= beta_z (the every-answer reading's union bound)."""
-    k = 1
-    while R * flip_probability(t, k) > beta_z:
-        k *= 2
-    lo, hi = k // 2, k
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if R * flip_probability(t, mid) <= beta_z:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return roots.smallest_int_from(lambda k: R * flip_probability(t, k) <= beta_z, 1)
 
 
 def labels_error(alphas: Sequence[float]) -> list[float]:
-    """a_i = sum_{j=2}^{i} alpha_j for each listed round (Claim E.1: g_1 = c, and each relabelling
-    adds alpha_j), rounded up."""
+    """a_i = sum_{j=2}^{i} 2 alpha_j for each listed round (Claim E.1 made exact: g_1 = c, and each
+    relabelling adds at most 2 alpha_j, ``relabel_size``), rounded up."""
     out, acc = [], Fraction(0)
     for i, a in enumerate(alphas, start=1):
         if i >= 2:
-            acc += Fraction(a)
+            acc += 2 * Fraction(a)
         out.append(up(acc))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RelabelNeed:
+    """Round i's LabelBoost sample S-hat against what Claim E.1 (made exact) asks of it: m_S >=
+    Lemma C.2's size (empirical error <= alpha_{i+1} on S-hat) and ``relabel_size`` (that error
+    becomes a disagreement <= 2 alpha_{i+1} on D)."""
+
+    round: int
+    m_S: int
+    need: int
+    labelboost: int
+    relabel: int
+
+
+def relabel_needs(rounds: Sequence[RoundSpec], vc: int) -> tuple[RelabelNeed, ...]:
+    """The relabelling's sample-size needs of every listed round (the last round relabels for its
+    own repetition, at its own alpha and beta)."""
+    out = []
+    for i, r in enumerate(rounds, start=1):
+        nxt = rounds[i] if i < len(rounds) else r
+        lb = labelboost_size(r.m_D, nxt.alpha, nxt.beta, vc)
+        rl = relabel_size(nxt.alpha, nxt.beta, vc)
+        out.append(RelabelNeed(i, r.m_S, max(lb, rl), lb, rl))
+    return tuple(out)
+
+
+def relabel_failure(rounds: Sequence[RoundSpec]) -> float:
+    """Claim E.1's failure probability over the listed rounds: 2 beta_i for each relabelling into
+    round i >= 2 (Lemma C.2's beta_i and the relative bound's beta_i), rounded up."""
+    return up(sum((2 * Fraction(r.beta) for r in rounds[1:]), Fraction(0)))
 
 
 def schedule_accuracy(rounds: Sequence[RoundSpec], design: Design, vc: int,

@@ -32,7 +32,7 @@ from everlast.engine.planner import composition as comp
 from everlast.engine.planner import target_charging as tc
 from everlast.engine.planner import theorem_b as tb
 from everlast.engine.planner.above_threshold import up
-from everlast.engine.planner.accuracy import Reading, RoundAccuracy, schedule_accuracy
+from everlast.engine.planner.accuracy import Reading, RelabelNeed, RoundAccuracy, relabel_needs, schedule_accuracy
 from everlast.engine.planner.learning import d2_floor, p_top
 from everlast.engine.planner.steps import Chain, Check, Receipt, Step
 from everlast.engine.planner.top_rate import top_rate_exact
@@ -43,7 +43,8 @@ from everlast.engine.schedule import RoundSpec
 LEMMA_Q = ("Theorem Q (in-round step: AboveThreshold, Dwork-Roth Thm 3.23, discrete form, on the round's "
            "top count; Lemma Cap for the hard cap)")
 LEMMA_Q_PLUS = ("Theorem Q+ (in-round step: the halting test, each client's quota test and the burn-rate "
-                "signal, each on its own noise; Lemma Cap for the hard cap; docs/privacy/genericbbl.md 5.5)")
+                "signal, each on its own noise; Lemma Cap for the hard cap; client ids treated as public; "
+                "docs/privacy/genericbbl.md 5.5)")
 LEMMA_FALSE = "Claim E.6, in-round step (FALSE for this design; the halting-channel audit)"
 
 
@@ -135,6 +136,10 @@ class DesignRules(abc.ABC):
         """Theorem A's bound per round, where the design has one (docs/privacy/genericbbl.md 6.3)."""
         return ()
 
+    def relabel_needs(self, rounds: Sequence[RoundSpec], vc: int) -> tuple[RelabelNeed, ...]:
+        """What Theorem A's relabelling chain asks of each S-hat, where the design has Theorem A."""
+        return ()
+
     def halt_rule_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
         """Accuracy checks of the paper's own halt rule (c = 64 alpha R), when it is used."""
         return []
@@ -205,7 +210,7 @@ class TargetCharged(DesignRules):
                       early <= BETA_H_SHARE * spec.beta * (1.0 + 1e-9), early, BETA_H_SHARE * spec.beta, rnd)]
 
     def top_rate_of(self, spec: RoundSpec, boundaries: int) -> float:
-        """The split-votes model with the round's own noise (``top_rate``, docs/halt_budget.md 4)."""
+        """The split-votes model with the round's own noise (``top_rate``, docs/halt_budget.md 3b)."""
         try:
             plan = noise_plan(self.design, spec)
         except InvalidSchedule:
@@ -214,6 +219,9 @@ class TargetCharged(DesignRules):
 
     def answer_accuracy(self, rounds: Sequence[RoundSpec], vc: int, reading: Reading) -> tuple[RoundAccuracy, ...]:
         return schedule_accuracy(rounds, self.design, vc, reading)
+
+    def relabel_needs(self, rounds: Sequence[RoundSpec], vc: int) -> tuple[RelabelNeed, ...]:
+        return relabel_needs(rounds, vc)
 
     def accuracy_checks(self, spec: RoundSpec, rnd: int) -> list[Check]:
         """None: Theorem A (docs/privacy/genericbbl.md 6.3) bounds the answers' error from the whole

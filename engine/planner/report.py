@@ -21,11 +21,14 @@ Lemma S are retired).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 from everlast.engine.design import PAPER, Design
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner.above_threshold import up
 from everlast.engine.planner.accountants import ENGINE, PUBLISHED, TIGHT, Accountant
+from everlast.engine.planner.accuracy import relabel_failure
 from everlast.engine.planner.api import (
     Achievable,
     DesignCost,
@@ -187,7 +190,9 @@ def accuracy_json(p: Plan) -> dict[str, Any] | None:
     if not accs:
         return None
     return {"reading": p.targets.accuracy, "alpha": p.targets.alpha,
-            "bound": max(a.bound for a in accs), "failure": math.fsum(a.failure for a in accs),
+            "bound": max(a.bound for a in accs),
+            "failure": up(Fraction(math.fsum(a.failure for a in accs)) * (1 + Fraction(1, 10**12))
+                          + Fraction(relabel_failure(p.rounds))),
             "rounds": [{"round": a.round, "bound": a.bound, "labels": a.labels, "flips": a.flips,
                         "ensemble": a.ensemble, "ebar": a.ebar, "mu": a.mu, "k": a.k,
                         **({"note": a.note} if a.note else {})} for a in accs],
@@ -196,10 +201,10 @@ def accuracy_json(p: Plan) -> dict[str, Any] | None:
 
 ACCURACY_NOTE = {
     "per-query": ("each answer's hypothesis, randomized by the answer's own noise, errs under the query "
-                  "distribution w.p. <= bound (Theorem A, docs/privacy/genericbbl.md 6.3; the labels' chain is "
-                  "the paper's Claim E.1); listed rounds only"),
+                  "distribution w.p. <= bound (Theorem A, docs/privacy/genericbbl.md 6.3, with the labels' "
+                  "chain of Claim E.1 made exact); listed rounds only"),
     "every-answer": ("every answer's hypothesis, its noise fixed (Definition 3.1 literally), errs w.p. <= bound "
-                     "(Theorem A with a union bound over each round; the labels' chain is the paper's Claim E.1); "
+                     "(Theorem A with a union bound over each round, the labels' chain of Claim E.1 made exact); "
                      "listed rounds only"),
 }
 
@@ -343,6 +348,10 @@ def schedule_table(p: Plan, max_rows: int = 6) -> str:
 
 def summary_sentence(p: Plan, achievable: Achievable | None) -> str:
     t = p.targets
+    if not p.meets_targets:
+        return (f"the schedule planned for epsilon = {fmt(t.epsilon)} (n = {fmt(p.n_required)}) does NOT "
+                f"meet it: it certifies epsilon = {fmt(p.certificate.epsilon_claimed)}, delta = "
+                f"{fmt(p.certificate.delta)} (see the chain below).")
     if achievable is None:
         return f"epsilon = {fmt(t.epsilon)} needs n = {fmt(p.n_required)} training examples."
     n = achievable.n
@@ -380,8 +389,9 @@ def clients_line(t: Targets) -> str:
     if t.burn is not None:
         parts.append(f"a burn-rate signal (a noisy top count per {fmt(t.burn.window)} queries; "
                      f"eps_b = {fmt(t.burn.eps)})")
+    ids = "; client ids treated as public" if t.quotas is not None else ""
     return ("  with " + " and ".join(parts) + ": charged to every query in the in-round step (Theorem Q+, "
-            "docs/privacy/genericbbl.md 5.5)")
+            f"docs/privacy/genericbbl.md 5.5{ids})")
 
 
 def _queries_lines(c: Certificate) -> list[str]:
@@ -452,7 +462,7 @@ def accuracy_text(p: Plan) -> str:
     worst = max(acc["rounds"], key=lambda r: r["bound"])
     return (f"  accuracy:      every answer errs w.p. <= {fmt(acc['bound'])} (alpha = {fmt(acc['alpha'])}; "
             f"{acc['reading']} reading, Theorem A; worst round {worst['round']}), except w.p. <= "
-            f"{fmt(acc['failure'])} (plus the relabelling chain's, Claim E.1)")
+            f"{fmt(acc['failure'])} (the relabelling chain's included)")
 
 
 def plan_text(p: Plan, achievable: Achievable | None = None,
