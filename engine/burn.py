@@ -8,8 +8,10 @@ when a window's last query has been taken the engine releases
     noisy_tops_w = (tops among the window's answered queries) + eta_w,    eta_w ~ DLap(1/eps_b),
 
 eta_w from the round's own stream (``Purpose.BURN``, one draw per window in window order: replayable and
-independent of batching). A query lies in one window, so it moves one release by at most 1 (Lemma
-DL(iv): eps_b per query); on the training side the releases are post-processing of the outcomes
+independent of batching). A query lies in one window, so, given which queries are answered, it moves
+its own window's release by at most 1 (Lemma DL(iv): eps_b per query); which queries are answered
+can change through the halting and quota tests, which Theorem Q+ (step 2) conditions on and pays for
+with eps_h and eps_q. On the training side the releases are post-processing of the outcomes
 Lemma TC treats as released. A window the round does not complete (it halted, or R is not a multiple
 of W) is never released. The releases come back in ``Answers.burn`` as rows (round, window, noisy_tops).
 """

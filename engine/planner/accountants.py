@@ -18,7 +18,8 @@ Two accountants share this interface:
 
 * :data:`TIGHT` (``--accounting tight``, the default): the engine's mechanism. Rounds by the
   design's own lemmas (``design_rules``), subsampling by Balle-Barthe-Gaboardi 2018 Thm 10,
-  LabelBoost by Lemma C.1, deltas allotted so that no printed delta exceeds its target.
+  LabelBoost by the direct Lemma LB (``TIGHT_LEMMA_C1``: by Lemma C.1, the ablation), deltas
+  allotted so that no printed delta exceeds its target.
 * :data:`PUBLISHED` (``--accounting paper``): the paper's lemmas as published (Lemma C.3,
   Observation 2, Claim 2.7, Lemma C.1), stated for its idealised mechanism (continuous Laplace
   noise on real vote shares). It prices the paper's design only and describes that idealised

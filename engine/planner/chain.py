@@ -21,7 +21,8 @@ The route, in the order a reader follows it (:func:`certify`):
    (Q0, Theorem Q), then Phi_{i+1} (Q1-Q4), LabelBoost with an unlabeled-part neighbour (Q5), the
    subsample D-hat_i (Q6); the worst round is reported, composed with its Q0 (Q7).
 
-Delta allocation (tight): Delta_1 = delta/r_1 and Delta_{i+1} = (delta - delta_in)/(4e r_D), each
+Delta allocation (tight): Delta_1 = delta/r_1 and Delta_{i+1} = (delta - delta_in)/(f r_D) (f = 1
+under Lemma LB, 4e under Lemma C.1), each
 shaved to the largest float whose product with its rate is <= the target, so no printed delta
 exceeds its target; E is the smallest level the round certifies at that Delta. A failed privacy
 precondition makes the chain's epsilon +inf with the reason; no number is made up.
@@ -339,6 +340,9 @@ def in_round_step(design: Design, spec: RoundSpec, rnd: int, cap_floor: float = 
     inputs: dict[str, float | int | str | bool | None] = {
         "c": spec.c, "R": spec.R, "design": design.name, "eps_h": ir.eps_h, "delta_cap_h": ir.delta_cap_h,
     }
+    if tests is not None:  # Theorem Q+: the quota tests' and the burn-rate signal's charges
+        inputs["eps_q"] = float(ClientTests(tests.quotas).epsilon(spec)) if tests.quotas is not None else None
+        inputs["eps_b"] = float(ClientTests(burn=tests.burn).epsilon(spec)) if tests.burn is not None else None
     return Step.make("queries", f"in-round answers, round {rnd}", ir.lemma, ir.epsilon, ir.delta,
                      inputs, rnd, valid=ir.valid, note=ir.note)
 
@@ -421,7 +425,8 @@ def _room(delta: float, d_in: float) -> float:
 
 def _refuse_in_round(step: Step, delta: float) -> Step:
     """Q0 whose own delta already reaches the target: the query chain cannot be certified at delta."""
-    note = (f"the halting test's hard-cap charge (Lemma Cap: (1 + e^eps_h) delta_h = {step.delta:.3g}) is not "
+    note = (f"the halting test's hard-cap charge (Lemma Cap: (1 + e^e') delta_h, e' the in-round epsilon, "
+            f"= {step.delta:.3g}) is not "
             f"below the target delta = {delta:.3g} (widen c - c0, raise eps_h, or certify at a larger delta)")
     return Step.make("queries", step.name, step.lemma, math.inf, step.delta, dict(step.inputs), step.round,
                      valid=False, note=note)

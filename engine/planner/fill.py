@@ -22,7 +22,7 @@ for the paper's design.
 
 :func:`hand_round` puts them together for the sample schedules (simulate, demo, the compose sample,
 the adversary simulator): eps0 by :func:`sample_eps0`, c sized from the top rate with the round's
-own noise (``top_rate``, docs/halt_budget.md 4) so that its own i.i.d. stream does not halt it, and
+own noise (``top_rate``, docs/halt_budget.md 3b) so that its own i.i.d. stream does not halt it, and
 the test filled.
 """
 

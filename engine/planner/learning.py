@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from everlast.engine import roots
+
 LambdaLog = Literal["log2", "ln"]
 HaltBudget = Literal["paper", "split-votes"]
 
@@ -73,6 +75,15 @@ def split_votes_failure(c: int, R: int, p: float) -> float:
         return 1.0
     x = c / mean - 1.0
     return math.exp(-x * x / (2.0 + x) * mean)
+
+
+def chernoff_budget(R: int, p: float, beta: float, k: float) -> int:
+    """The split-votes halt budget for R queries of top rate p: ceil(k R p), raised (where R p is
+    small) to the smallest c with ``split_votes_failure(c, R, p)`` <= beta; at most R."""
+    c = max(1, min(R, math.ceil(k * R * p)))
+    if c >= R or split_votes_failure(c, R, p) <= beta:
+        return c
+    return min(R, roots.smallest_int_from(lambda n: split_votes_failure(n, R, p) <= beta, c + 1, limit=1 << 62))
 
 
 def labelboost_size(m_D: int, alpha: float, beta: float, vc_dim: int) -> int:

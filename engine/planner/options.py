@@ -13,6 +13,7 @@ from everlast.engine.planner.learning import HaltBudget, LambdaLog
 from everlast.engine.quotas import Quotas
 
 Band = Literal["planned", "alpha"]
+Chunks = Literal["sized", "alpha"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +37,14 @@ class TightOptions:
     own noise inside the hypothesis) or every answer (a union bound over the round)."""
     band: Band = "planned"
     """The band's half-width: chosen per round by the planner, or the paper's gamma_i = alpha_i."""
-    accuracy_share: float = 0.7
-    """theta: alpha_i = theta alpha/2^i sets lambda_i; the rest of alpha pays each round's answers."""
+    accuracy_share: float = 0.5
+    """theta: the relabelling chain's share of alpha (a_i = 2 sum_{j=2}^i alpha_j <= theta alpha);
+    the rest of alpha pays each round's own answers (Theorem A)."""
+    chunks: Chunks = "sized"
+    """How lambda_i and alpha_i are set (docs/privacy/genericbbl.md 6.3): ``sized`` spreads theta alpha
+    evenly over the K - 1 relabellings (alpha_i = theta alpha/(2(K - 1)), which LabelBoost's sample
+    S-hat pays) and sizes each round's chunks for its ensemble share alone; ``alpha`` is the paper's
+    alpha_i = theta alpha/2^i with lambda_i from Theorem A.2 at alpha_i."""
     labelboost: LabelBoostLemma = "direct"
     """LabelBoost's privacy: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
     quotas: Quotas | None = None

@@ -5,8 +5,9 @@ Gaussian-DP estimates); the final schedule is sized with ``exact=True`` and then
 ``chain.certify`` from the schedule alone.
 
 * :class:`TargetChargedSolver` (docs/privacy/genericbbl.md 6.3, Theorem A): alpha is the bound
-  every answer's error must meet. alpha_i = theta alpha/2^i sets lambda_i (Theorem A.2); what the
-  relabelling chain (a_i) leaves is split between the per-query flip probability p_i and the
+  every answer's error must meet. theta alpha pays the relabelling chain (alpha_i, LabelBoost's
+  sample sizes; ``TightOptions.chunks``), lambda_i is sized for the round's answers
+  (``sized_chunk``); what the relabelling chain (a_i) leaves is split between the per-query flip probability p_i and the
   ensemble's disagreement ebar_i/rho_i, so T (1/2 - gamma - rho_i) >= ln(2/p_i)/eps0 (per-query
   reading; every-answer: ln(2 R_i/beta_z)/eps0). The band gamma_i and x = eps0 T are chosen per
   round: a narrow band spends fewer tops but makes each charged step less likely to be a top
@@ -21,22 +22,32 @@ Gaussian-DP estimates); the final schedule is sized with ``exact=True`` and then
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from everlast.engine import roots
+from everlast.engine.noise import exact_scale
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import composition as comp
 from everlast.engine.planner import target_charging as tc
 from everlast.engine.planner import theorem_b as tb
 from everlast.engine.planner.above_threshold import up
-from everlast.engine.planner.accuracy import ENSEMBLE_BETA_SHARE, STRICT_BETA_SHARE, ensemble_error, mean_error_bound
+from everlast.engine.planner.accuracy import (
+    ENSEMBLE_BETA_SHARE,
+    STRICT_BETA_SHARE,
+    Reading,
+    ensemble_error,
+    labels_error,
+    mean_error_bound,
+)
 from everlast.engine.planner.bt import accuracy_t
 from everlast.engine.planner.design_rules import BETA_H_SHARE, ClientTests
-from everlast.engine.planner.learning import chunk_size, d2_floor, halt_budget
+from everlast.engine.planner.learning import chernoff_budget, chunk_size, d2_floor, halt_budget
 from everlast.engine.planner.options import TightOptions
-from everlast.engine.planner.top_rate import top_rate
+from everlast.engine.planner.top_rate import top_rate, top_rate_exact
 
 IN_ROUND_DELTA_SHARE = 1e-3
 """Share of the query chain's delta given to the in-round step (Lemma Cap's charge for the caps)."""
@@ -49,8 +60,36 @@ GAMMAS = (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08)
 """Band half-widths the planner tries per round (shares of T)."""
 X_FACTORS = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2)
 """eps0 T as multiples of the accuracy floor ln(2/p_i)/(1/2 - gamma - rho_i) the planner tries."""
+CHUNK_BAND = 0.02
+"""Search only: the band half-width assumed when sizing the chunks (``sized_chunk``)."""
+CHUNK_SLACK = 1.1
+"""Search only: ebar over mu (Lemma A2's Hoeffding margin) assumed when sizing the chunks."""
 TOP_RATE_MARGIN = 1.02
 """The halt budget is sized on the estimate's top rate raised by 2% (the certifier checks the exact one)."""
+
+
+def sized_chunk(left: float, vc: int, reading: Reading) -> int:
+    """lambda for a round whose answers may err by ``left`` = alpha - a_i: the lambda minimising
+    lambda/(1/2 - gamma - rho(lambda)), rho = ebar/(the ensemble's share of ``left``), which is
+    lambda T up to the privacy terms (T ~ 1/(1/2 - gamma - rho)); a geometric grid of 2% steps.
+    Search only: the certifier recomputes Theorem A from the schedule."""
+    share = left * ((1.0 - FLIP_SHARE) if reading == "per-query" else 1.0)
+    w0 = 0.5 - CHUNK_BAND
+
+    def cost(lam: int) -> float:
+        w = w0 - CHUNK_SLACK * mean_error_bound(lam, vc) / share
+        return lam / w if w > 0.0 else math.inf
+
+    lam = max(1, math.ceil(8.0 * CHUNK_SLACK / (w0 * share)))
+    best, best_cost, worse = lam, cost(lam), 0
+    while worse < 20:  # cost falls, then rises (lambda grows faster than 1/w shrinks)
+        lam = math.ceil(lam * 1.02) + 1
+        c = cost(lam)
+        if c < best_cost:
+            best, best_cost, worse = lam, c, 0
+        else:
+            worse += 1 if math.isfinite(c) else 0
+    return best
 
 
 class Infeasible(Exception):
@@ -87,10 +126,16 @@ class TargetChargedSolver:
     def __init__(self, P: _Problem, alpha: float, beta: float, vc: int) -> None:
         self.P, self.alpha, self.vc = P, alpha, vc
         o = P.o
-        self.a = [o.accuracy_share * alpha / 2**i for i in range(1, P.K + 1)]
-        self.b = [beta / 2 ** (i + 2) for i in range(1, P.K + 1)]
-        self.lam = [chunk_size(a, b, vc, o.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
-        self.labels = [sum(self.a[1:i]) for i in range(1, P.K + 1)]
+        K, theta = P.K, o.accuracy_share
+        self.b = [beta / 2 ** (i + 2) for i in range(1, K + 1)]
+        if o.chunks == "sized":  # theta alpha spread over the K - 1 relabellings; chunks for the ensemble
+            self.a = [theta * alpha / (2 * (K - 1))] * K
+            self.labels = labels_error(self.a)
+            self.lam = [sized_chunk(alpha - a_i, vc, o.reading) for a_i in self.labels]
+        else:  # the paper's alpha_i = theta alpha/2^i, lambda_i by Theorem A.2 at alpha_i
+            self.a = [theta * alpha / 2**i for i in range(1, K + 1)]
+            self.labels = labels_error(self.a)
+            self.lam = [chunk_size(a, b, vc, o.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
         self.mu = [mean_error_bound(lam, vc) for lam in self.lam]
         self.T_guess: dict[int, int] = {}
         """Per round, the T the ensemble's error bound was last evaluated at (Lemma A2 tightens with T)."""
@@ -119,39 +164,51 @@ class TargetChargedSolver:
         return math.log(2.0 / p), ebar / ((1.0 - FLIP_SHARE) * left)
 
     def round_t(self, i: int, R: int, E: float, Delta: float, exact: bool) -> RoundSize:
-        """The round's size, with the ensemble's error bound (Lemma A2) evaluated at a T no larger
-        than the round's own (valid: the bound only tightens with T). The guess moves towards the
-        fixed point with the fast estimate; the exact pass then runs once (twice if its T falls
-        below the guess). A guess too small can leave no room for the margin: it grows first."""
-        guess = self.T_guess.get(i, 1000)
-        while True:
+        """The round's size, with the ensemble's error bound (Lemma A2) evaluated at a guess G of T
+        and T never below G (valid: the bound only tightens with T). The fixed point is the smallest
+        G whose round is feasible and needs no more than G classifiers (an up-set: a larger G only
+        shrinks the margin the round needs): bracketed geometrically from the last round's G, then
+        bisected to 2% with the fast estimate. The exact pass runs at that G, and once more at the
+        T it needs when that is smaller."""
+        sizes: dict[int, RoundSize] = {}
+
+        def settles(G: int) -> bool:
             try:
-                size = self._round(i, R, E, Delta, False, guess)
-                break
+                sizes[G] = self._round(i, R, E, Delta, False, G)
             except Infeasible:
-                if guess > 1 << 40:
-                    raise
-                guess *= 8
-        for _ in range(6):
-            if guess <= size.T <= guess * 1.02:
-                break
-            guess = max(1, size.T if guess <= size.T else math.floor(size.T / 1.02))
-            size = self._round(i, R, E, Delta, False, guess)
+                return False
+            return sizes[G].t_acc <= G
+
+        guess = self.T_guess.get(i, 1000)
+        if settles(guess):
+            lo, hi = guess, guess
+            while lo > 1 and settles(lo):
+                hi, lo = lo, max(1, math.floor(lo / 1.25))
+            if lo == hi:  # G = 1 settles
+                lo = 0
+        else:
+            lo, hi = guess, math.ceil(guess * 1.25)
+            while not settles(hi):
+                if hi > 1 << 40:
+                    raise Infeasible(f"round {i}: no number of classifiers leaves room for the accuracy margin")
+                lo, hi = hi, math.ceil(hi * 1.25)
+        G = roots.smallest_int(settles, lo, hi, rel_tol=0.02) if hi - lo > 1 else hi
+        size = sizes[G] if G in sizes else self._round(i, R, E, Delta, False, G)
         if exact:
-            size = self._round(i, R, E, Delta, True, guess)
-            while guess > size.T:  # evaluate the bound at the smaller T: valid by construction
-                guess = size.T
-                size = self._round(i, R, E, Delta, True, guess)
-        elif guess > size.T:
-            size = self._round(i, R, E, Delta, False, size.T)
-        self.T_guess[i] = guess
+            size = self._round(i, R, E, Delta, True, G)
+            if size.t_acc < G:
+                with contextlib.suppress(Infeasible):
+                    size, G = self._round(i, R, E, Delta, True, size.t_acc), size.t_acc
+        self.T_guess[i] = G
         return size
 
     def _round(self, i: int, R: int, E: float, Delta: float, exact: bool, T_guess: int) -> RoundSize:
+        """The round at the ensemble's bound for ``T_guess`` classifiers: T = max(x/eps0, T_guess)
+        (``t_acc``: the first alone)."""
         o = self.P.o
         L, rho = self._margins(i, R, T_guess)
         gammas = GAMMAS if o.band == "planned" else (self.a[i - 1],)
-        best: tuple[int, float, float, int, int] | None = None
+        best: tuple[int, int, float, float, int, int] | None = None
         for g in gammas:
             w = 0.5 - g - rho
             if w <= 0.0:
@@ -162,30 +219,44 @@ class TargetChargedSolver:
                 q = _q(g, x)
                 eps0 = _approx_tct_eps0(E, Delta, c, R, q)
                 if eps0 > 0.0:
-                    T = math.ceil(x / eps0)
-                    if best is None or best[0] > T:
-                        best = (T, g, x, c0, c)
+                    need = math.ceil(x / eps0)
+                    key = (max(need, T_guess), need)
+                    if best is None or best[:2] > key:
+                        best = (*key, g, x, c0, c)
         if best is None:
             raise Infeasible(f"round {i}: no band leaves room for the accuracy margin")
-        T, g, x, c0, c = best
+        T, need, g, x, c0, c = best
         if exact:
-            eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * g * math.ceil(x / e0)) - 1))
-            eps0 *= 1.0 - 1e-9
-            if not eps0 > 0.0:
-                raise Infeasible(f"round {i}: no per-query level meets the round budget")
-            T = math.ceil(x / eps0)
+            for _ in range(4):  # the halt budget at the exact top rate of the round it sizes (9.2)
+                # the band's m at T = x/e0 alone: T_guess can only raise T, hence m and q (Lemma Q), and
+                # max_eps0's argument needs q(e0, m(e0)) to fall with e0, which a floor on T would break
+                eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * g * math.ceil(x / e0)) - 1))
+                eps0 *= 1.0 - 1e-9
+                if not eps0 > 0.0:
+                    raise Infeasible(f"round {i}: no per-query level meets the round budget")
+                need = math.ceil(x / eps0)
+                T = max(need, T_guess)
+                if o.halts != "split-votes":
+                    break
+                rate = _exact_rate(T, g, eps0, self.lam[i - 1], o.boundaries)
+                c0_x, c_x = self._caps(i, R, g, x, rate)
+                if c0_x <= c0:
+                    break
+                c0, c = c0_x, c_x
         else:
-            eps0 = x / T
-        return RoundSize(T, R, c, eps0, math.nan, math.nan, 1, T, c0, g)
+            eps0 = x / need
+        return RoundSize(T, R, c, eps0, math.nan, math.nan, 1, need, c0, g)
 
-    def _caps(self, i: int, R: int, g: float, x: float) -> tuple[int, int]:
+    def _caps(self, i: int, R: int, g: float, x: float, rate: float | None = None) -> tuple[int, int]:
         """(c0, c): the halting test's threshold (the halt budget plus the premature-fire margin)
-        and its hard cap (Lemma T), for a round of R queries with band g and eps0 T = x."""
+        and its hard cap (Lemma T), for a round of R queries with band g and eps0 T = x (``rate``:
+        the top rate, if known exactly)."""
         P, o = self.P, self.P.o
         b, lam = self.b[i - 1], self.lam[i - 1]
         if o.halts == "split-votes":
-            rate = _cached_top_rate(g, _up_to_grid(1.0 / x), lam, o.boundaries) * TOP_RATE_MARGIN
-            c_util = max(1, min(R, math.ceil(o.k * R * rate)))
+            if rate is None:
+                rate = _cached_top_rate(g, _up_to_grid(1.0 / x), lam, o.boundaries) * TOP_RATE_MARGIN
+            c_util = chernoff_budget(R, rate, b, o.k)
         else:
             c_util = halt_budget(o.halts, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
         # premature halts (accuracy): the margin for a probability rounded down to a power of two,
@@ -252,6 +323,13 @@ SOLVERS: dict[str, type[TargetChargedSolver] | type[PaperSolver]] = {
 @functools.lru_cache(maxsize=65536)
 def _cached_top_rate(gamma: float, sigma: float, lam: int, boundaries: int) -> float:
     return top_rate(gamma, sigma, lam, boundaries)
+
+
+def _exact_rate(T: int, g: float, eps0: float, lam: int, boundaries: int) -> float:
+    """The top rate of the round the engine runs (integer band, DLap(1/eps0); ``top_rate_exact``)."""
+    gf = Fraction(g)
+    lo, hi = math.ceil(T * (Fraction(1, 2) - gf)), math.floor(T * (Fraction(1, 2) + gf))
+    return top_rate_exact(T, lo, hi, exact_scale(1.0 / eps0), lam, boundaries)
 
 
 def _up_to_grid(sigma: float) -> float:

@@ -4,24 +4,28 @@ two designs (engine.design).
 Privacy side (never weakened):
   * target-charged: eps0_i is the largest per-query level whose round meets the budget (E, Delta)
     by Lemmas Q and TC (``target_charging.max_eps0``); there is no gap condition, and T_i is set by
-    accuracy: every answer's noise below gamma_i T_i - 1 (``chain.tct_accuracy_t``);
+    accuracy: Theorem A's bound on every answer's error (``round_solvers.TargetChargedSolver``);
   * paper: each of the min(c_i, R_i) BetweenThresholds instances is Theorem B (discrete, one top);
     the instances' (eps_inst, delta_mu) make the KOV composition meet (E, Delta) (the delta split
     optimised), and (eps', band slack) minimise T_i (``theorem_b.plan_instance``);
-  * rates come from BBG: r_1 = (e^eps - 1)/(e^{E_1 + res} - 1), r_D = (e^eps - 1)/(e^{3 + E_2 +
-    res} - 1) (both capped at 1), with Delta_1 = delta/r_1 and Delta_2 = delta/(4e r_D), where
-    ``res`` reserves room for eps_LS = ln(1 + r_S (e^3 - 1)) and is checked a posteriori;
+  * rates come from BBG: r_1 = (e^eps - 1)/(e^{E_1 + res} - 1), r_D = (e^{eps_D} - 1)/(e^{L + E_2 +
+    res} - 1) (both capped at 1; L = ln 4 by Lemma LB, 3 by Lemma C.1; eps_D = eps - the in-round
+    step), with Delta_1 = delta/r_1 and Delta_2 = delta_D/(f r_D) (f = 1 by Lemma LB, 4e by Lemma
+    C.1), where ``res`` reserves room for LabelBoost's labeled-part charge subsampled at r_S and
+    is checked a posteriori;
   * round 1's BT is charged to the training chain (budget E_1), rounds >= 2 to the query chain
     (budget E_2); the two budgets are chosen to minimise n.
 
-Accuracy side (tunable, never affects privacy): lambda_i (Theorem A.2), alpha_i = alpha/2^i,
-gamma_i = alpha_i, the halt budget c_i (policy "paper" = min(R_i, 64 alpha_i R_i), or
-"split-votes"), T floors from Claims D.2 and D.7, |S-hat_i| from Lemma C.2 and Claim E.1.
+Accuracy side (tunable, never affects privacy): lambda_i, alpha_i and gamma_i per design (the
+target-charged design: ``round_solvers.TargetChargedSolver``, docs/privacy/genericbbl.md 6.3; the
+paper's: Theorem A.2 at alpha_i = alpha/2^i, gamma_i = alpha_i, T floors from Claims D.2 and D.7),
+the halt budget c_i (policy "paper" = min(R_i, 64 alpha_i R_i), or "split-votes"), |S-hat_i| from
+Lemma C.2 and Lemma R (Claim E.1 made exact).
 
 Sizes chain backwards: R_i = ceil(lambda_{i+1} T_{i+1} / r_D), so T_i depends on T_{i+1}. Rounds
 1..K are listed; round K repeats (``repeat_last``) and is solved as a fixed point (its R_K feeds
 its own next round). Its alpha stays alpha_K: beyond round K the accuracy argument of Claim E.1
-(sum of alpha_j) is not covered (accuracy only). T_1 moves by a factor 2^{-(K-1)} of the tail's
+(sum of 2 alpha_j) is not covered (accuracy only). T_1 moves by a factor 2^{-(K-1)} of the tail's
 change, so K = 12 fixes n to many digits.
 
 Rounding: T, R, c, n rounded up; m_S, m_D are exact sizes with realised rates m/N never above the
@@ -34,6 +38,7 @@ schedule is then recomputed exactly, and ``chain.certify`` re-derives its epsilo
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,6 +47,7 @@ from scipy.optimize import minimize_scalar
 from everlast.engine import roots
 from everlast.engine.planner import amplification as amp
 from everlast.engine.planner.accountants import DELTA_CAP
+from everlast.engine.planner.accuracy import relabel_size
 from everlast.engine.planner.learning import labelboost_size
 from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.round_solvers import SOLVERS, Infeasible, RoundSize
@@ -279,7 +285,7 @@ def _solve_with_reserve(P: _Problem, res: float) -> TightSchedule:
             m_D = P.lam[i - 1] * rt.T
             a_n, b_n, lam_n = P.a[i - 1], P.b[i - 1], P.lam[i - 1]
         S_size = P.lam[i - 1] * rt.T
-        m_S = min(S_size, max(labelboost_size(m_D, a_n, b_n, P.vc), lam_n))
+        m_S = min(S_size, max(labelboost_size(m_D, a_n, b_n, P.vc), relabel_size(a_n, b_n, P.vc), lam_n))
         eps_ls, _ = amp.bbg(min(1.0, math.nextafter(m_S / S_size, math.inf)), P.acct.labelboost_eps("labeled"), 0.0)
         specs.append(RoundSpec(
             T=rt.T, lam=P.lam[i - 1], R=rt.R, c=rt.c, eps_bt=rt.eps0, alpha=P.a[i - 1], m_S=m_S, m_D=m_D,
@@ -298,7 +304,9 @@ def _solve_with_reserve(P: _Problem, res: float) -> TightSchedule:
 
 def _argmin(f: Callable[[float], float], lo: float, hi: float) -> float:
     """Bounded scalar minimisation (search only: any value is privacy-valid)."""
-    res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+    with warnings.catch_warnings():  # an infeasible (inf) probe makes scipy's parabola step NaN: harmless
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
     x = float(res.x)
     best, fx = x, f(x)
     for cand in (lo, lo + 1e-3):

@@ -1,14 +1,14 @@
 """How often honest traffic lands in a target-charged round's band when the per-query noise is as
-wide as the band (accuracy only: it sizes the halt budget; docs/halt_budget.md 4).
+wide as the band (accuracy only: it sizes the halt budget; docs/halt_budget.md 3b).
 
 The split-votes rule (``learning.p_top``) counts the queries whose vote share lies in the band. A
 target-charged round sized by Theorem A has noise of scale t ~ T/30 on the count, several times
 the band's width, so a query is a top when its count *plus its noise* lands in the band. Under the
 rule's model (docs/halt_budget.md 2: continuous data with a density at each of the b boundaries,
-realizable labels, midpoint ERM on lambda points), a query at quantile distance u from a boundary
-has vote share S = (1 - 2u)^lambda/2 on one side (1 - S on the other; the thresholds are symmetric,
-T - hi = lo, so both sides give the same top probability), u having density b near the boundary.
-With y = lambda u:
+realizable labels, midpoint ERM on lambda points), a query at quantile distance u from the nearest
+boundary has vote share S = (1 - 2u)^lambda/2 on one side (1 - S on the other; the thresholds are
+symmetric, T - hi = lo, so both sides give the same top probability), u having density 2b near 0
+(b boundaries, two sides each). With y = 2 lambda u (density b/lambda):
 
     p_top = E_z[P(T S + z in [lo, hi])]
           = g0 + (b/lambda) integral_0^{lambda/b} (P_z([lo, hi] - T S(y)) - g0) dy,

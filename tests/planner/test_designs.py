@@ -1,7 +1,8 @@
 """The two designs (engine.design) in the planner: designs() plans both, the default
 (target-charged) is query-private and the cheapest; planned schedules pass the engine's validation
 for their design and re-certify from the schedule alone; retired designs are refused with the
-reason; and the target-charged design's data-cost targets (n <= 2e12 at epsilon 1, 1.5e9 at 8)."""
+reason; and the target-charged design's data-cost targets (n <= 1e8 at epsilon 1, 1e7 at 8, every
+round on one engine at epsilon 1)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import PlanInfeasible, Targets, best_epsilon, certify, cheapest_sound, designs, plan
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner.accuracy import schedule_accuracy
+from everlast.engine.planner.api import EPS_H_CHOICES, choose_eps_h
 from everlast.engine.planner.design_rules import BETA_H_SHARE
 from everlast.engine.schedule import RoundSpec, Schedule
 
@@ -33,7 +35,9 @@ def test_designs_plans_both_and_the_default_is_the_cheapest_proven() -> None:
     assert default.n_required is not None and paper.n_required is not None
     assert default.n_required < paper.n_required
     assert default.n_required == plan(EIGHT).n_required
-    assert default.in_round_epsilon == pytest.approx(0.01) and "Theorem Q" in default.in_round_lemma
+    # eps_h is the planner's choice (api.choose_eps_h); the in-round step charges exactly it
+    assert default.in_round_epsilon == pytest.approx(choose_eps_h(EIGHT)) and "Theorem Q" in default.in_round_lemma
+    assert choose_eps_h(EIGHT) in EPS_H_CHOICES
 
 
 @pytest.mark.parametrize("fields", [{}, PAPER], ids=["target-charged", "paper"])
@@ -59,7 +63,7 @@ def test_schedule_passes_engine_validation_and_recertifies(fields: dict[str, str
 def test_target_charged_rounds_have_their_halting_test_and_accuracy_floor() -> None:
     p = plan(EIGHT)
     for r in p.rounds:
-        assert r.halt_eps == 0.01 and r.halt_threshold is not None and r.delta_bt is None
+        assert r.halt_eps == choose_eps_h(EIGHT) and r.halt_threshold is not None and r.delta_bt is None
         assert r.halt_threshold < r.c  # the test fires below the hard cap...
         tq, tr = at.scales(r.halt_eps)
         assert at.at_tail(r.c - r.halt_threshold, tq, tr) <= 1e-9  # ...and the cap almost never binds
@@ -69,7 +73,12 @@ def test_target_charged_rounds_have_their_halting_test_and_accuracy_floor() -> N
     acc = [x for x in p.checks if x.name.startswith("Theorem A")]
     assert len(acc) == len(p.rounds) and all(x.holds for x in acc)
     bounds = schedule_accuracy(p.rounds, DEFAULT, 1)
-    assert max(a.bound for a in bounds) <= EIGHT.alpha * (1 + 1e-9)
+    assert max(a.bound for a in bounds) <= EIGHT.alpha
+    # the relabelling chain's sample sizes (Lemma C.2, Lemma R) and the total accuracy failure
+    relabel = [x for x in p.checks if x.name.startswith("relabelling")]
+    assert len(relabel) == len(p.rounds) and all(x.holds for x in relabel)
+    total = [x for x in p.checks if x.name.startswith("accuracy failure")]
+    assert len(total) == 1 and total[0].holds and total[0].value <= EIGHT.beta
 
 
 @pytest.mark.parametrize(("fields", "retired"), [({"halting": "never"}, "never"),
@@ -93,14 +102,15 @@ def test_issue_13_epsilon_1() -> None:
     p = plan(Targets(epsilon=1.0, delta=1e-6, alpha=0.1, halts="split-votes"))
     c = p.certificate
     assert c.design == "target-charged" and c.query_private
-    assert p.n_required <= 2e12 and p.meets_targets
-    # certified for the engine's mechanism; one engine cannot hold round 2's 5e12-point D-hat
-    assert p.schedule is None and "2^32" in p.not_runnable_reason
+    assert p.n_required <= 1e8 and p.meets_targets
+    # chunks sized for the ensemble keep every round's D-hat about the same size: one engine runs them
+    assert p.schedule is not None and not p.not_runnable_reason
+    assert max(r.m_D for r in p.rounds) < 3 * min(r.m_D for r in p.rounds)
 
 
 def test_issue_13_epsilon_8() -> None:
     p = plan(EIGHT)
-    assert p.certificate.query_private and p.n_required <= 1.5e9 and p.meets_targets
+    assert p.certificate.query_private and p.n_required <= 1e7 and p.meets_targets
 
 
 @pytest.mark.slow

@@ -35,14 +35,21 @@ def test_papers_design_plans_meet_targets_and_are_runnable(eps: float, halts: st
         assert spec.delta_bt is not None and 0 < spec.delta_bt < 1 and spec.halt_eps is None
 
 
-@pytest.mark.parametrize("fields", [PAPER_FIELDS, pytest.param({}, marks=pytest.mark.slow)],
-                         ids=["paper", "target-charged"])
-def test_papers_halt_budget_at_epsilon_1_is_not_runnable(fields: dict[str, str]) -> None:
-    """The paper's c_i = 64 alpha_i R_i is ~1e4 times the real top rate: round 1 needs more queries
-    than the engine counts exactly, and the plan says so instead of certifying."""
-    p = plan(Targets(epsilon=1.0, halts="paper", **fields))  # type: ignore[arg-type]
+def test_papers_halt_budget_at_epsilon_1_is_not_runnable() -> None:
+    """The paper's c_i = 64 alpha_i R_i is ~1e4 times the real top rate: for the paper's design round
+    1 needs more queries than the engine counts exactly, and the plan says so instead of certifying."""
+    p = plan(Targets(epsilon=1.0, halts="paper", **PAPER_FIELDS))  # type: ignore[arg-type]
     assert p.schedule is None and "2^62" in p.not_runnable_reason
     assert math.isinf(p.certificate.epsilon) and not p.meets_targets
+
+
+@pytest.mark.slow
+def test_papers_halt_budget_costs_the_target_charged_design_a_thousandfold() -> None:
+    """Under the paper's halt budget the target-charged design is certified but needs ~2e11
+    examples, and round 1's D-hat is beyond the 2^32 points one engine orders."""
+    p = plan(Targets(epsilon=1.0, halts="paper"))
+    assert p.meets_targets and p.n_required > 1000 * plan(Targets(epsilon=1.0)).n_required
+    assert p.schedule is None and "2^32" in p.not_runnable_reason
 
 
 def test_target_charged_rounds_are_sized_by_accuracy() -> None:
@@ -51,7 +58,7 @@ def test_target_charged_rounds_are_sized_by_accuracy() -> None:
     t = Targets(epsilon=8.0, halts="split-votes")
     p = plan(t)
     for spec, rp in zip(p.rounds, p.round_plans, strict=True):
-        assert rp.t_accuracy == spec.T and "Theorem A" in rp.binding and spec.gamma is not None
+        assert rp.t_accuracy <= spec.T and "Theorem A" in rp.binding and spec.gamma is not None
     bounds = schedule_accuracy(p.rounds, p.schedule.design if p.schedule else DEFAULT, 1)
     assert all(a.bound <= t.alpha * (1 + 1e-9) for a in bounds)
     assert all(a.bound > 0.5 * t.alpha for a in bounds[:1])  # and T is not oversized: round 1 uses the budget
