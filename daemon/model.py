@@ -20,8 +20,8 @@ from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
-from everlast.daemon.partition import Served, Suspension
-from everlast.daemon.privacy import Guarantee, learner_guarantee, plan_model
+from everlast.daemon.partition import BurnTally, Served, Suspension
+from everlast.daemon.privacy import Guarantee, certify_running, learner_guarantee, plan_model
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError
 from everlast.engine.learner.domain import Domain, grid_covered_by
@@ -50,6 +50,9 @@ class ModelRuntime:
     n_train: int
     domain: Domain | None = None
     """The private learner's declared domain (None for GenericBBL)."""
+    adopted: str | None = None
+    """Set when a restored checkpoint runs another schedule than the configuration's: what differs
+    (``schedule`` and ``guarantee`` are then the checkpoint's; ``Service`` logs it)."""
 
     @property
     def id(self) -> str:
@@ -149,6 +152,7 @@ class ModelRuntime:
                 log_end=int(meta.get("log_end", 0)),
                 verified=bool(meta.get("handover", False)),
                 suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
+                burn=BurnTally.from_meta(meta.get("burn")),
                 journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
                 else None,
             )
@@ -180,6 +184,7 @@ class ModelRuntime:
                 "mechanism under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')."
             )
         if not isinstance(p, PrivateLearner):
+            self._adopt(getattr(p, "schedule", None))
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
@@ -195,6 +200,19 @@ class ModelRuntime:
                 "the configuration, or fit anew under a new model id (docs/OPERATIONS.md, 'Serving the private "
                 "learner')."
             )
+
+    def _adopt(self, running: Any) -> None:
+        """A GenericBBL model keeps the schedule it was created with (its checkpoint holds it). When
+        the configuration now says otherwise (quotas or the burn-rate signal added or removed, other
+        rounds), the certificate reported is recomputed for the schedule that runs: every number
+        printed is the running mechanism's."""
+        if not isinstance(running, Schedule) or self.schedule is None or running == self.schedule:
+            return
+        a, b = running.to_dict(), self.schedule.to_dict()
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        self.adopted = ", ".join(diff) or "the schedule"
+        self.schedule = running
+        self.guarantee = certify_running(self.cfg, running, self.n_train)
 
     def info(self) -> dict[str, Any]:
         return {"model": self.id, "concept": self.cfg.concept, "n_train": self.n_train, **self.guarantee.to_json()}

@@ -213,9 +213,9 @@ def test_a_checkpoint_is_never_served_under_the_other_mechanism(tmp_path: Path) 
 class Counting(PrivateLearner):
     calls = 0
 
-    def answer(self, x: Any) -> Any:
+    def answer(self, x: Any, clients: Any = None) -> Any:
         type(self).calls += 1
-        return super().answer(x)
+        return super().answer(x, clients)
 
 
 def _learner(domain: Any = None) -> PrivateLearner:
