@@ -150,11 +150,11 @@ async def _partitions(consumer: Any, topic: str) -> list[int]:
     raise RuntimeError(f"topic {topic} has no partitions (does it exist?)")
 
 
-def sample_model(quotas: bool) -> dict[str, Any]:
-    """The compose sample's ``[[models]]`` entry (deploy/compose/everlast.toml), paths made absolute;
-    without its quotas when ``quotas`` is false."""
+def sample_model(quotas: bool, model_id: str = MODEL) -> dict[str, Any]:
+    """The compose sample's ``[[models]]`` entry (deploy/compose/everlast.toml), paths made absolute,
+    under the id ``model_id``; without its quotas when ``quotas`` is false."""
     raw = tomllib.loads((COMPOSE / "everlast.toml").read_text())
-    m = dict(next(m for m in raw["models"] if m["id"] == MODEL))
+    m = dict(next(m for m in raw["models"] if m["id"] == MODEL), id=model_id)
     for k in ("data", "schedule"):
         m[k] = str(COMPOSE / m[k])
     if not quotas:
@@ -170,9 +170,10 @@ def _toml(v: Any) -> str:
     return json.dumps(v)
 
 
-def write_config(root: Path, model: dict[str, Any], bootstrap: str | None, seed: int) -> Path:
-    """A daemon configuration for the scenario: the model, its own topics and checkpoints, metrics
-    on any free port, the embedded broker on any free port unless ``bootstrap`` is given."""
+def write_config(root: Path, models: list[dict[str, Any]], bootstrap: str | None, seed: int) -> Path:
+    """A daemon configuration for the scenario: the models (``[[models]]`` entries, each given the
+    seed), their own topics and checkpoints, metrics on any free port, the embedded broker on any
+    free port unless ``bootstrap`` is given."""
     from everlast.daemon.broker import free_port
 
     tag = os.urandom(4).hex()
@@ -181,8 +182,9 @@ def write_config(root: Path, model: dict[str, Any], bootstrap: str | None, seed:
              f'labels = "availability.labels.{tag}"', f'dead_letters = "availability.dead-letters.{tag}"',
              "[consumer]", f'group_id = "availability-{tag}"', "fetch_max_wait_ms = 5", "session_timeout_ms = 6000",
              "heartbeat_interval_ms = 500", "[checkpoint]", f'dir = "{root / "checkpoints"}"', "journal = false",
-             "[metrics]", 'host = "127.0.0.1"', "port = 0", "[log]", 'level = "WARNING"',
-             "[[models]]", *[f"{k} = {_toml(v)}" for k, v in model.items()], f"seed = {seed}"]
+             "[metrics]", 'host = "127.0.0.1"', "port = 0", "[log]", 'level = "WARNING"']
+    for m in models:
+        lines += ["[[models]]", *[f"{k} = {_toml(v)}" for k, v in m.items()], f"seed = {seed}"]
     path = root / "everlast.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -222,7 +224,7 @@ async def run_availability(*, quotas: bool = True, seed: int = 0, bootstrap: str
     daemon_log.addHandler(lines)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="everlast-availability-") as tmp:
-        cfg = load(write_config(Path(tmp), model, bootstrap, seed))
+        cfg = load(write_config(Path(tmp), [model], bootstrap, seed))
         stop = asyncio.Event()
         status: dict[str, Any] = {}
         daemon = asyncio.create_task(serve(cfg, stop, status, handle_signals=False))
