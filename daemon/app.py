@@ -31,6 +31,12 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
         g = m.guarantee
         if m.mechanism == "private-learner":
             log.info("model %s: %s", m.id, learner_line(m))
+            if m.domain is not None and m.domain.kind == "grid":  # the same line whatever the data
+                log.warning("model %s: its domain is a grid of %d points: the certificate holds only if it was "
+                            "chosen without looking at the training data (the values the input can take); a grid "
+                            "made of training values publishes them through which queries are refused. The "
+                            "daemon does not check it against the data: that check would itself be a release "
+                            "(docs/privacy/learner.md 1)", m.id, m.domain.size)
             for w in g.warnings[1:]:
                 log.warning("model %s: %s", m.id, w)
             if g.weak:

@@ -11,7 +11,6 @@ learner with other settings, is refused (its certificate would not be the one re
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +23,11 @@ from everlast.daemon.partition import BurnTally, Served, Suspension
 from everlast.daemon.privacy import Guarantee, certify_running, learner_guarantee, plan_model
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError
-from everlast.engine.learner.domain import Domain, grid_covered_by
+from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import Servable
-
-DERIVED_GRID_LOG_P = math.log(1e-9)
-"""Refuse a grid that the training data cover when an independent grid would do so with
-probability below this (``engine.learner.domain.grid_covered_by``)."""
 
 
 def learner_spec(cfg: ModelConfig) -> dict[str, Any]:
@@ -104,17 +99,9 @@ class ModelRuntime:
             domain.positions(xs, "training")
         except EngineError as exc:
             raise ConfigError(f"model {cfg.id}: {exc}") from None
-        covered = grid_covered_by(domain, xs)
-        if covered is not None and covered[1] < DERIVED_GRID_LOG_P:
-            k, log_p = covered
-            where = f" (coordinate {k})" if concept.point_dim > 1 else ""
-            raise ConfigError(
-                f"model {cfg.id}: every one of the declared grid's {domain.size} points occurs in the training "
-                f"set{where}; a grid chosen independently of the data would show that with probability below "
-                f"e^{log_p:.0f}. A grid derived from the training data publishes it: a query off the grid is "
-                "refused, on it answered (docs/privacy/learner.md 1). Declare the domain before seeing the data (the "
-                "values the input can take), or use a range or all of float64."
-            )
+        # No check of the domain against the data: whether the daemon starts must not depend on the
+        # training set (a refusal that neighbouring data sets can flip is a release no theorem covers;
+        # docs/privacy/learner.md 1). A grid gets a start-up warning, the same for every data set.
         g = learner_guarantee(cfg, n, domain.size, domain.describe(), domain.kind)
         return cls(cfg, concept, None, g, n, domain)
 

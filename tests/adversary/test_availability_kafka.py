@@ -7,6 +7,8 @@ halts the model and B's later queries are refused too (the behaviour before quot
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -22,9 +24,24 @@ def play(*flags: str) -> dict[str, object]:
     return out
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_row(quotas: str) -> tuple[int, ...]:
+    """The README table's figures (A ok, A refused, B ok, B refused) for quotas ``on`` or ``off``."""
+    line = next(ln for ln in README.read_text().splitlines() if ln.startswith(f"| {quotas} "))
+    return tuple(int(v.replace(",", "")) for v in re.findall(r"\d[\d,]*(?= /| \()|(?<=/ )\d[\d,]*", line))
+
+
+def figures(out: dict[str, object]) -> tuple[int, ...]:
+    a, b = out["clients"]["A"], out["clients"]["B"]  # type: ignore[index]
+    return a["ok"], a["refused"], b["ok"], b["refused"]
+
+
 @pytest.mark.broker
 def test_with_quotas_the_prober_is_refused_and_the_other_client_answered_in_full() -> None:
     out = play()
+    assert figures(out) == readme_row("on")  # the clients take turns: every run of seed 0 answers alike
     a, b = out["clients"]["A"], out["clients"]["B"]  # type: ignore[index]
     assert b == {"sent": 5_000, "ok": 5_000, "refused": 0, "reasons": {}}
     assert a["sent"] == 10_000 and a["refused"] > 5_000 and set(a["reasons"]) == {"client-quota"}
@@ -38,6 +55,7 @@ def test_with_quotas_the_prober_is_refused_and_the_other_client_answered_in_full
 @pytest.mark.broker
 def test_without_quotas_the_prober_halts_the_model_for_both_clients() -> None:
     out = play("--no-quotas")
+    assert figures(out) == readme_row("off")
     a, b = out["clients"]["A"], out["clients"]["B"]  # type: ignore[index]
     assert out["halted"] is True and out["quotas"] is None and out["quota_fired"] == []
     assert set(a["reasons"]) == {"halted"} and set(b["reasons"]) == {"halted"} and b["refused"] > 0
