@@ -2,7 +2,8 @@
 
 Decoding runs msgspec (C) against the query schema of ``daemon.wire`` once per record and keeps
 the results as parallel lists, with the record indices grouped by record key (a model's queries
-share its key). A record msgspec does not accept goes through the reference decoder
+share its key), and each record's client: the value of its client header (``client_of``), which
+the operator's gateway sets. A record msgspec does not accept goes through the reference decoder
 ``wire.decode_query``, which names the exact reason and recovers the id where it can; so the
 fast path never accepts what the reference rejects, and never loses a reason. Checks that need
 arrays (finiteness, the model's dimension) are the processor's, vectorized per model.

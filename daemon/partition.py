@@ -32,7 +32,13 @@ Decisions, in the order ``feed`` takes them:
    (``Servable.capacity``). The batch is cut at the first query beyond any model's capacity (two
    models on one partition: the earliest), the rest is parked and the partition paused while the
    transitions run; ``transition_done`` then ``resume`` picks the parked records up.
-6. **Answers**: one ``answer`` call per model and batch. ``InvalidInput`` (nothing changed) is
+6. **Answers**: one ``answer`` call per model and batch, with each query's client (the record's
+   client header, ``Batch.clients``; ``None`` = the anonymous client) in record order, so that a
+   replay (the journal keeps the headers) gives the same answers. What an answer releases beside
+   its labels is passed on: ``client-quota`` refusals (counted), after which query a client's
+   quota test fired (an ``Event`` naming the client, at most ``QUOTA_LOG_LINES`` per model and
+   round) and the burn-rate windows it completed (summed per round in ``Served.burn``, saved with
+   the checkpoints). ``InvalidInput`` (nothing changed) is
    narrowed to the queries that cause it, which get ``invalid`` records (``domain``): in one
    vectorized step when the engine says which queries lie outside its declared domain
    (``engine.serving.DomainScreen``: the private learner), else query by query. Any other engine

@@ -14,6 +14,11 @@ records meanwhile.
 Every processed record is in the journal, durably, before its label is produced; a checkpoint of
 the partition drops the rows it covers.
 
+What an answer releases beside its labels reaches the operator here: a WARNING line naming the
+client whose quota fired (never rate-limited; bounded by the processor), per-model counters of
+quota firings and refusals (no client label: a label per id would grow without bound), and the
+round's summed burn-rate releases and its c0 as gauges (the halt-budget alerts read them).
+
 Shutdown (SIGTERM): stop fetching; let the batch in flight finish, waiting for the broker's
 acknowledgements at most ``drain_timeout_s``; then the hand-over checkpoint of every partition.
 ``clean`` says whether those checkpoints cover every published answer (``app`` logs "stopped
