@@ -166,6 +166,8 @@ def test_the_client_is_the_last_client_header_and_a_missing_or_empty_one_is_anon
     assert b.clients == [None, b"A", None] and b.xarr is not None  # the fast path with client headers
     assert b.clients_of([1, 2]) == [b"A", None] and b.clients_of([0, 2]) == [None, None]
     assert codec.decode(recs([0.1, 0.2], [None, None]), 65_536).clients is None
+    fast = codec.decode(recs([0.1, 0.2, 0.3], [b"A", b"", b"B"]), 65_536)  # one header each: list operations
+    assert fast.clients == [b"A", None, b"B"] and fast.xarr is not None
     js = [Rec(0, b"s", b'{"id": 1, "x": 0.5}', [("content-type", b"application/json"), (h, b"J")])]
     d = codec.decode(js, 65_536, h)
     assert d.json_at == {0} and d.clients == [b"J"]
