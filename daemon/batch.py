@@ -102,7 +102,7 @@ class Batch:
             return None
         if idx[-1] - idx[0] + 1 == len(idx):
             return cs[idx[0] : idx[-1] + 1]
-        return [cs[i] for i in idx]
+        return list(itemgetter(*idx)(cs)) if len(idx) > 1 else [cs[idx[0]]]
 
 
 def client_of(headers: Any, name: str) -> bytes | None:
