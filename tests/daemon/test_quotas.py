@@ -311,3 +311,19 @@ def test_quota_and_burn_series_are_bounded_and_timings_can_be_left_out() -> None
     from tests.deploy.helpers import exposition_labels
 
     assert all(not ({"client", "client_id"} & labels) for labels in exposition_labels().values())
+
+
+def test_the_start_up_line_prints_the_certificate_with_its_quotas_and_burn_rate_signal(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from everlast.daemon.app import prepare_models
+
+    with caplog.at_level(logging.INFO, logger="everlast.daemon"):
+        prepare_models(load(write(tmp_path / "on", "quotas = { share = 0.2, eps = 0.2 }\n"
+                                                   "burn = { window = 1000, eps = 0.1 }")))
+        prepare_models(load(write(tmp_path / "off")))
+    lines = [r.getMessage() for r in caplog.records]
+    on = next(ln for ln in lines if "per-client quotas on" in ln)
+    assert "query epsilon 11.3" in on and "share 0.2 of the halting threshold, eps_q 0.2" in on
+    assert "a noisy top count per 1,000 queries, eps_b 0.1" in on and "Theorem Q+" in on
+    assert any("per-client quotas off, burn-rate signal off" in ln for ln in lines)
+    assert any("runs no burn-rate signal: the halt-budget alerts have no data" in ln for ln in lines)
