@@ -128,9 +128,13 @@ async def replay(
     progress: Callable[[int], None] | None = None,
     producer_kwargs: dict[str, Any] | None = None,
     fmt: str = "msgpack",
+    client: str | None = None,
+    client_header: str = "everlast-client",
 ) -> ReplayReport:
     """``fmt``: ``msgpack`` (the daemon's fast path) or ``json`` (queries with the content-type
-    header; their labels are JSON too, readable by any consumer such as kcat)."""
+    header; their labels are JSON too, readable by any consumer such as kcat). ``client``: the
+    client id every query carries in the header ``client_header`` (as an operator's gateway would
+    set it; the per-client quotas read it); ``None``: no header, the anonymous client."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     if fmt not in ("msgpack", "json"):
@@ -185,7 +189,8 @@ async def replay(
         consumer_task = asyncio.create_task(consume())
         qparts = sorted(await producer.partitions_for(queries_topic))
         part = int(producer._partitioner(key, qparts, qparts))
-        headers = [("content-type", b"application/json")] if fmt == "json" else None
+        headers = ([("content-type", b"application/json")] if fmt == "json" else []) + (
+            [(client_header, client.encode())] if client else [])
         encode = _json_payload if fmt == "json" else _msgpack_payload
         tick = batch if not rate or stream.adaptive else max(1, min(batch, int(rate * 0.01)))
         t0 = time.perf_counter()

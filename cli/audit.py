@@ -1,5 +1,7 @@
 """``everlast audit``: play the privacy game of Definition 3.4 / Figure 1 many times and print an
-empirical lower bound on epsilon beside the epsilon the planner claims (docs/ADVERSARY.md)."""
+empirical lower bound on epsilon beside the epsilon the planner claims (docs/ADVERSARY.md); or
+(``--game availability``) play the availability scenario -- a boundary prober and an i.i.d. client on
+one model -- through a real daemon on the embedded broker (``adversary_sim.availability_kafka``)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,13 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
 
 
 @click.command("audit")
-@click.option("--game", type=click.Choice(GAMES), required=True,
-              help="training: neighbouring training sets; query: two query streams differing in one query.")
+@click.option("--game", type=click.Choice([*GAMES, "availability"]), required=True,
+              help="training: neighbouring training sets; query: two query streams differing in one query; "
+                   "availability: the README's prober (client A) and an i.i.d. client (B) at the same time on the "
+                   "compose sample's model, through `everlast serve` on the embedded broker (per-client quotas).")
+@click.option("--quotas/--no-quotas", "quotas", default=True, show_default=True,
+              help="--game availability: run the sample model with its per-client quotas, or without them (the "
+                   "prober then halts the model for both clients).")
 @click.option("--trials", type=click.IntRange(min=6), default=2000, show_default=True,
               help="Games played in total (half in each world).")
 @click.option("--mechanism", type=click.Choice(["generic-bbl", "private-learner"]), default="generic-bbl",
@@ -64,10 +71,14 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
 def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, design_name: str | None,
           halting: str | None, restarts: str | None, wait_run: int, probe_offset: float | None, theta: int,
           queries: int | None, confidence: float, seed: int, epsilon: float, concept: str, depth: int,
-          as_json: bool) -> None:
+          as_json: bool, quotas: bool) -> None:
     """Empirical privacy audit: epsilon lower bound (Clopper-Pearson) vs the planner's claim.
 
-    With no design option it audits the product's default design (target-charged)."""
+    With no design option it audits the product's default design (target-charged). --game availability
+    plays the availability scenario instead (no privacy bound: who was answered)."""
+    if game == "availability":
+        _audit_availability(quotas, seed, as_json)
+        return
     if mechanism == "private-learner":
         _audit_learner(game, trials, variant, attack, confidence, seed, epsilon, as_json, concept, depth)
         return
@@ -113,6 +124,33 @@ def _audit_learner(game: str, trials: int, variant: str, attack: str, confidence
         emit_json(out)
     else:
         _print_human(out)
+
+
+def _audit_availability(quotas: bool, seed: int, as_json: bool) -> None:
+    import asyncio
+
+    from everlast.adversary_sim.availability_kafka import COMPOSE, run_availability
+
+    if not (COMPOSE / "everlast.toml").is_file():
+        raise click.ClickException(f"the compose sample is not at {COMPOSE} (run from a checkout of the repository)")
+    with progress(15_000, "audit availability", unit="q") as bar:
+        out = asyncio.run(run_availability(quotas=quotas, seed=seed, progress=bar.update))
+    if as_json:
+        emit_json(out)
+        return
+    q = out["quotas"]
+    click.echo(f"availability audit: model {out['model']} (the compose sample), per-client quotas "
+               + (f"on (share {q['share']:g}, eps_q {q['eps']:g})" if q else "off") + f", seed {out['seed']}")
+    click.echo(f"{'client':>8} {'sent':>7} {'ok':>7} {'refused':>8}  reasons")
+    for name, c in out["clients"].items():
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["reasons"].items())) or "-"
+        click.echo(f"{name:>8} {c['sent']:>7} {c['ok']:>7} {c['refused']:>8}  {reasons}")
+    click.echo(f"model halted: {'yes' if out['halted'] else 'no'} (round {out['round']}); quota fired for: "
+               f"{', '.join(out['quota_fired']) or 'nobody'}")
+    if out["burn_noisy_tops"] is not None:
+        click.echo(f"burn-rate signal: ~{out['burn_noisy_tops']} tops (noisy) in the round's first "
+                   f"{out['burn_queries']:,} queries; halt budget c = {out['halt_budget']:,}, halting threshold "
+                   f"c0 = {out['halt_threshold']:,}")
 
 
 def _fmt(x: Any) -> str:

@@ -39,6 +39,10 @@ from everlast.engine.concepts import from_spec
               help="Query format (the labels come back in it): JSON keeps the labels topic readable by kcat and "
                    "other JSON consumers; msgpack is the daemon's fastest path.")
 @click.option("--batch", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--client", default=None, metavar="NAME",
+              help="Send every query with the record header everlast-client: NAME, as an operator's gateway would "
+                   "(the model's per-client quotas count it as client NAME) [default: no header, the anonymous "
+                   "client].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
               help="Seconds to wait for the last answers.")
@@ -53,8 +57,8 @@ from everlast.engine.concepts import from_spec
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, model: str, concept: str, dim: int,
                distribution: str, stream_name: str, input_path: Path | None, queries: int, rate: float | None,
-               fmt: str, batch: int, seed: int, timeout_s: float, record_path: Path | None, truth: str | None,
-               as_json: bool) -> None:
+               fmt: str, batch: int, client: str | None, seed: int, timeout_s: float, record_path: Path | None,
+               truth: str | None, as_json: bool) -> None:
     """Produce queries, match the label records by id, report throughput, latency, statuses, accuracy.
     Adaptive streams run closed-loop: each batch waits for its answers. The prober (--stream prober)
     hunts the decision boundary until the model halts: point it only at a throwaway model (a halted
@@ -77,11 +81,11 @@ def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, mo
     with progress(queries, "replay") as bar:
         rep = asyncio.run(replay(bootstrap_servers, queries_topic, labels_topic, model, stream,
                                  queries, rate=rate, batch=batch, timeout_s=timeout_s,
-                                 record=record_path is not None, progress=bar.update, fmt=fmt))
+                                 record=record_path is not None, progress=bar.update, fmt=fmt, client=client))
     if record_path is not None:
         write_record(record_path, rep)
     out = {**rep.to_json(), "model": model, "stream": stream_name, "distribution": distribution, "concept": concept,
-           "offered_rate_qps": rate, "format": fmt,
+           "offered_rate_qps": rate, "format": fmt, "client": client,
            "accuracy_against": against, "accuracy_is_the_models": truth is not None or stream_name == "recorded"}
     extra = getattr(stream, "report", None)
     if callable(extra):

@@ -17,7 +17,7 @@ from everlast.daemon.config import Config
 from everlast.daemon.errors import ConfigError
 from everlast.daemon.metrics import HealthServer, Metrics
 from everlast.daemon.model import ModelRuntime
-from everlast.daemon.service import Service
+from everlast.daemon.service import Service, client_tests_line, publish_guarantee
 
 log = logging.getLogger("everlast.daemon")
 
@@ -31,6 +31,12 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
         g = m.guarantee
         if m.mechanism == "private-learner":
             log.info("model %s: %s", m.id, learner_line(m))
+            if m.domain is not None and m.domain.kind == "grid":  # the same line whatever the data
+                log.warning("model %s: its domain is a grid of %d points: the certificate holds only if it was "
+                            "chosen without looking at the training data (the values the input can take); a grid "
+                            "made of training values publishes them through which queries are refused. The "
+                            "daemon does not check it against the data: that check would itself be a release "
+                            "(docs/privacy/learner.md 1)", m.id, m.domain.size)
             for w in g.warnings[1:]:
                 log.warning("model %s: %s", m.id, w)
             if g.weak:
@@ -40,7 +46,7 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
         eps_t = "none" if g.epsilon_training == float("inf") else f"{g.epsilon_training:.4g}"
         eps_q = "none" if g.epsilon_queries == float("inf") else f"{g.epsilon_queries:.4g}"
         log.info(
-            "model %s: %s, n=%d, training-set epsilon %s, query epsilon %s (delta %.2g, %s accounting)",
+            "model %s: %s, n=%d, training-set epsilon %s, query epsilon %s (delta %.2g, %s accounting); %s",
             m.id,
             m.concept.name,
             m.n_train,
@@ -48,7 +54,12 @@ def prepare_models(cfg: Config) -> dict[str, ModelRuntime]:
             eps_q,
             g.delta,
             g.accounting,
+            client_tests_line(g.details),
         )
+        if g.query_private and g.details.get("burn") is None:
+            log.warning("model %s runs no burn-rate signal: the halt-budget alerts have no data for it (give "
+                        "[[models]] burn = { window = .., eps = .. }; docs/OPERATIONS.md, 'The burn-rate signal')",
+                        m.id)
         if g.weak:
             log.warning("model %s: the training-set guarantee is weak (epsilon %s); see `everlast plan`", m.id, eps_t)
         if not g.query_private:
@@ -106,19 +117,15 @@ async def serve(
     given, receives the bound metrics port and the service object (for tests and tools)."""
     models = prepare_models(cfg)
     warn_operator(cfg)
-    metrics = Metrics()
-    metrics.declare(models, without_rounds={m.id for m in models.values() if m.mechanism == "private-learner"})
+    metrics = Metrics(expose_timings=cfg.metrics.expose_timings)
+    metrics.declare(models, without_rounds={m.id for m in models.values() if m.mechanism == "private-learner"},
+                    with_burn={m.id for m in models.values() if m.schedule is not None and m.schedule.burn is not None})
     try:
         metrics.build.info({"version": version("everlast")})
     except PackageNotFoundError:
         metrics.build.info({"version": "dev"})
     for m in models.values():
-        g = m.guarantee
-        metrics.eps.labels(model=m.id, protects="training").set(g.epsilon_training)
-        metrics.eps.labels(model=m.id, protects="queries").set(g.epsilon_queries)
-        metrics.delta.labels(model=m.id, protects="training").set(g.delta)
-        metrics.delta.labels(model=m.id, protects="queries").set(g.delta)
-        metrics.describe(m.id, m.mechanism, m.cfg.concept, m.n_train, g.details)
+        publish_guarantee(metrics, m)
     broker: EmbeddedBroker | None = None
     bootstrap = cfg.broker.bootstrap_servers
     if bootstrap is None:

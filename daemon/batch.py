@@ -2,7 +2,8 @@
 
 Decoding runs msgspec (C) against the query schema of ``daemon.wire`` once per record and keeps
 the results as parallel lists, with the record indices grouped by record key (a model's queries
-share its key). A record msgspec does not accept goes through the reference decoder
+share its key), and each record's client: the value of its client header (``client_of``), which
+the operator's gateway sets. A record msgspec does not accept goes through the reference decoder
 ``wire.decode_query``, which names the exact reason and recovers the id where it can; so the
 fast path never accepts what the reference rejects, and never loses a reason. Checks that need
 arrays (finiteness, the model's dimension) are the processor's, vectorized per model.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Annotated, Any
 
 import msgpack
@@ -60,6 +62,9 @@ class Batch:
     """Records in JSON (the others are msgpack)."""
     xarr: NDArray[np.float64] | None = None
     """Every record's coordinate, when each record passed the schema with exactly one."""
+    clients: list[bytes | None] | None = None
+    """Each record's client (``client_of``: the client header's value; None: the anonymous client);
+    ``None`` when no record names one (every query is the anonymous client's)."""
 
     def __len__(self) -> int:
         return len(self.records)
@@ -87,19 +92,78 @@ class Batch:
             {i - start: r for i, r in self.rejected.items() if i >= start},
             {i - start for i in self.json_at if i >= start},
             None if self.xarr is None else self.xarr[start:],
+            None if self.clients is None else self.clients[start:],
         )
 
+    def clients_of(self, idx: list[int]) -> list[bytes | None] | None:
+        """The clients of the records ``idx`` (ascending), in order; ``None``: all anonymous."""
+        cs = self.clients
+        if cs is None or not idx:
+            return None
+        if idx[-1] - idx[0] + 1 == len(idx):
+            return cs[idx[0] : idx[-1] + 1]
+        return list(itemgetter(*idx)(cs)) if len(idx) > 1 else [cs[idx[0]]]
 
-def decode(records: Sequence[Any], max_bytes: int) -> Batch:
-    """Decode and check the schema of a fetched batch (offset order)."""
-    return _decode_clean(records, max_bytes) or _decode_each(records, max_bytes)
+
+def client_of(headers: Any, name: str) -> bytes | None:
+    """The record's client id: the value of its last header ``name`` (exact, case-sensitive, as Kafka's
+    ``Headers.lastHeader``: a gateway that appends its own header overrides any a client sent), or
+    ``None`` (the anonymous client) when there is none or it is empty."""
+    if not headers:
+        return None
+    for k, v in reversed(headers):
+        if k == name:
+            return bytes(v) if v else None
+    return None
+
+
+def _is_json(headers: Any) -> bool:
+    return bool(headers) and wire.content_type(headers) == "json"
+
+
+CLIENT_HEADER = "everlast-client"
+"""The default client header (``consumer.client_header``)."""
+
+
+def decode(records: Sequence[Any], max_bytes: int, client_header: str = CLIENT_HEADER) -> Batch:
+    """Decode and check the schema of a fetched batch (offset order); each record's client is the
+    value of its header ``client_header`` (``client_of``)."""
+    hs = [r.headers for r in records]
+    clients = _only_clients(hs, client_header)
+    if clients is not None:  # the common batch with quotas: one header per record, the client's
+        b = _decode_clean(records, max_bytes) or _decode_each(records, max_bytes)
+        if b"" in clients:
+            clients = [c or None for c in clients]
+        b.clients = clients
+        return b
+    headers = any(hs)
+    b = (None if headers and any(map(_is_json, hs)) else _decode_clean(records, max_bytes)) or _decode_each(
+        records, max_bytes)
+    if headers:
+        named = [client_of(h, client_header) for h in hs]
+        if any(c is not None for c in named):
+            b.clients = named
+    return b
+
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+def _only_clients(hs: list[Any], name: str) -> list[bytes | None] | None:
+    """Every record's client when each record carries exactly one header, the client's (list
+    operations at C speed, no Python step per record); ``None`` for any other batch."""
+    if not hs or not hs[0] or set(map(len, hs)) != {1}:
+        return None
+    firsts = list(map(_FIRST, hs))
+    if set(map(_FIRST, firsts)) != {name}:
+        return None
+    return list(map(_SECOND, firsts))
 
 
 def _decode_clean(records: Sequence[Any], max_bytes: int) -> Batch | None:
-    """The common batch, in whole-list operations: msgpack records (no headers) that all pass the
-    schema with one finite coordinate. ``None`` for any other batch (decoded record by record)."""
-    if any(r.headers for r in records):
-        return None
+    """The common batch, in whole-list operations: msgpack records (no header but a client's) that
+    all pass the schema with one finite coordinate. ``None`` for any other batch (decoded record by
+    record)."""
     values = [r.value for r in records]
     if None in values or max(map(len, values)) > max_bytes:
         return None
@@ -145,7 +209,7 @@ def _decode_each(records: Sequence[Any], max_bytes: int) -> Batch:
         g.append(i)
         value = r.value
         headers = r.headers
-        js = bool(headers) and wire.content_type(headers) == "json"
+        js = _is_json(headers)
         if js:
             batch.json_at.add(i)
         if value is not None and len(value) <= max_bytes:

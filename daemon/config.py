@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from everlast.daemon.errors import ConfigError
@@ -83,6 +83,11 @@ class ConsumerConfig(_Strict):
     heartbeat_interval_ms: int = Field(1_000, ge=50)
     max_records: int = Field(5_000, ge=1, description="records per fetch (bounds in-flight work)")
     max_record_bytes: int = Field(65_536, ge=64, description="larger query records are invalid")
+    client_header: str = Field(
+        "everlast-client", min_length=1, max_length=255,
+        description="the record header naming a query's client for the per-client quotas; the operator's gateway "
+                    "sets it from an authenticated identity (a missing or empty header: the shared anonymous client)",
+    )
 
 
 class CheckpointConfig(_Strict):
@@ -109,6 +114,11 @@ class MetricsConfig(_Strict):
     exit_linger_s: float = Field(
         30.0, ge=0, description="after a fatal error, keep /metrics up until one scrape has read it (at most this long)"
     )
+    expose_timings: bool = Field(
+        True, description="export the timing and CPU series (batch, transition and checkpoint seconds, process_*): "
+                          "functions of the data, for operators who own it (docs/OPERATIONS.md, 'Who may read "
+                          "/metrics'); false registers none of them"
+    )
 
 
 class LogConfig(_Strict):
@@ -122,6 +132,52 @@ class TargetsConfig(_Strict):
     alpha: float = Field(gt=0, lt=0.5)
     beta: float = Field(0.05, gt=0, lt=1)
     accounting: Literal["tight", "paper"] = "tight"
+
+
+class QuotasConfig(_Strict):
+    """Per-client top quotas (GenericBBL, target-charged; docs/privacy/genericbbl.md 5.5)."""
+
+    share: float = Field(gt=0, le=1, description="a client whose tops in a round pass this share of the round's "
+                                                 "halting threshold c0 (noisy test) is refused until the round ends")
+    eps: float = Field(gt=0, description="eps_q: the quota test's privacy cost, added to every query's epsilon "
+                                         "(Theorem Q+)")
+
+    @model_validator(mode="after")
+    def _engine_accepts(self) -> QuotasConfig:
+        from everlast.engine.errors import InvalidSchedule
+        from everlast.engine.quotas import Quotas
+
+        try:
+            Quotas(self.share, self.eps)
+        except InvalidSchedule as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class BurnConfig(_Strict):
+    """The private burn-rate signal (GenericBBL, target-charged; docs/privacy/genericbbl.md 5.5)."""
+
+    window: int = Field(ge=1, description="queries per window: each completed window releases its noisy top count")
+    eps: float = Field(gt=0, description="eps_b: each window's noise is DLap(1/eps_b); added to every query's "
+                                         "epsilon (Theorem Q+)")
+
+    @model_validator(mode="after")
+    def _engine_accepts(self) -> BurnConfig:
+        from everlast.engine.burn import Burn
+        from everlast.engine.errors import InvalidSchedule
+
+        try:
+            Burn(self.window, self.eps)
+        except InvalidSchedule as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+BurnSetting = Annotated[
+    Annotated[BurnConfig, Tag("burn-table")] | Annotated[Literal[False], Tag("burn-off")],
+    Discriminator(lambda v: "burn-off" if v is False else "burn-table"),
+]
+"""``{ window = .., eps = .. }``, or ``false`` (off)."""
 
 
 class RangeDomain(_Strict):
@@ -204,6 +260,15 @@ class ModelConfig(_Strict):
     schedule: Path | None = Field(None, description="a JSON schedule file; its privacy is certified at start")
     targets: TargetsConfig | None = Field(None, description="privacy targets; the planner makes the schedule")
     learner: LearnerConfig | None = Field(None, description="the private learner's settings (its mechanism only)")
+    quotas: QuotasConfig | None = Field(
+        None, description="generic-bbl: per-client top quotas, e.g. { share = 0.2, eps = 0.05 } (default: off); the "
+                          "client is the record header consumer.client_header"
+    )
+    burn: BurnSetting | None = Field(
+        None, description="generic-bbl: the private burn-rate signal, e.g. { window = 100000, eps = 0.01 }; false: "
+                          "off. Default: on for a planned model (window R_1 / 100, eps 0.01, charged in its "
+                          "certificate), as the schedule file says for a schedule"
+    )
     seed: int | None = Field(
         None, description="generic-bbl: root seed, for tests only (a known seed makes every noise value "
                           "reproducible: warned at start-up); default OS entropy (the checkpoint keeps it either way)"
@@ -216,6 +281,14 @@ class ModelConfig(_Strict):
             raise ValueError("model id must be 1-128 characters of [A-Za-z0-9._-]")
         return v
 
+    @field_validator("burn", mode="before")
+    @classmethod
+    def _burn_on_is_a_table(cls, v: Any) -> Any:
+        if v is True:
+            raise ValueError("burn = true names no window: give { window = .., eps = .. }, or false to turn it off "
+                             "(a planned model has it on by default)")
+        return v
+
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
         if self.mechanism == "private-learner":
@@ -225,6 +298,9 @@ class ModelConfig(_Strict):
             if self.schedule is not None or self.targets is not None:
                 raise ValueError(f"model {self.id}: 'schedule' and 'targets' are GenericBBL's; the private learner "
                                  "takes its settings from [models.learner]")
+            if self.quotas is not None or self.burn is not None:
+                raise ValueError(f"model {self.id}: 'quotas' and 'burn' are GenericBBL's (they act on a round's halt "
+                                 "budget); the private learner never halts or refuses")
             if self.seed is not None:
                 raise ValueError(
                     f"model {self.id}: the private learner takes no seed: its one fit draws 128 bits of OS "
@@ -304,7 +380,8 @@ def load(path: Path | None = None, overrides: dict[str, Any] | None = None) -> C
 def _explain(exc: ValidationError) -> str:
     lines = []
     for e in exc.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "config"
+        # (a union's branch names and validator wrappers are no settings: left out)
+        where = ".".join(str(p) for p in e["loc"] if not any(c in str(p) for c in "[-")) or "config"
         lines.append(f"{where}: {e['msg']}")
     return "invalid configuration:\n  " + "\n  ".join(lines)
 

@@ -1,7 +1,12 @@
 """Structured logs: text or one JSON object per line. Log call sites pass counts, model ids,
-partitions and offsets only; never a query, an id chosen by a client, or a training value.
+partitions and offsets only; never a query, an id chosen by a client, or a training value. One
+exception, by design: the line that says a client's quota test fired names the client -- the id the
+operator's gateway set in the record's client header, a released fact (docs/privacy/genericbbl.md 5.5,
+remark 4), quoted and escaped.
 Repeated client and retry warnings (a broker outage makes aiokafka log every reconnect attempt) are
-rate-limited: one line per message every few seconds, then a count of what was suppressed."""
+rate-limited: one line per message every few seconds, then a count of what was suppressed. Records
+marked ``UNLIMITED`` (the quota lines, bounded at their source: at most a hundred per model and
+round) are never dropped: each names another client."""
 
 from __future__ import annotations
 
@@ -10,6 +15,9 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+
+UNLIMITED = "everlast_unlimited"
+"""``extra={UNLIMITED: True}``: a record the rate limit must pass (bounded where it is logged)."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,6 +45,8 @@ class RateLimit(logging.Filter):
         self.dropped: dict[tuple[str, str], int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, UNLIMITED, False):
+            return True
         if record.levelno >= logging.ERROR and not record.name.startswith("aiokafka"):
             return True
         if record.levelno < logging.WARNING and not record.name.startswith("aiokafka"):

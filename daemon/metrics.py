@@ -1,10 +1,18 @@
 """Prometheus metrics and the health endpoints.
 
-Every metric is public information (counts of queries and records, rounds, schedule parameters,
-timings, the planner's guarantee) or a function of what the mechanism releases (labels, refusals,
-halts). Nothing is computed from votes, training data or query values. The count of tops used in
-the current round moves with each query's outcome, so it is *not* exported unless
-``metrics.expose_halts_used`` is set (docs/PRIVACY.md explains the leak).
+Every metric but two groups is public information (counts of queries and records, rounds, schedule
+parameters, the planner's guarantee) or a function of what the mechanism releases (labels, refusals
+and their reasons, halts, after which query a client's quota fired, the burn-rate releases). Nothing
+is computed from votes, training data or query values, and no label holds a client id (label values
+come from fixed sets: model ids, statuses, reason codes, partitions).
+
+The two exceptions (docs/privacy/genericbbl.md 8):
+
+* the count of tops used in the current round moves with each query's outcome, so it is *not*
+  exported unless ``metrics.expose_halts_used`` is set;
+* timings and CPU (batch, transition and checkpoint seconds, ``process_*``) are functions of the
+  data (a round transition's exact samplers run a data-dependent number of steps): operator-only,
+  for readers who own the data; ``metrics.expose_timings = false`` registers none of them.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ PREFIX = "everlast"
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, expose_timings: bool = True) -> None:
         r = self.registry = registry or CollectorRegistry()
+        timed = r if expose_timings else CollectorRegistry()  # not exported: observed and dropped
         self.build = Info(f"{PREFIX}_build", "Build information", registry=r)
         self.queries = Counter(f"{PREFIX}_queries_total", "Query records by outcome", ["model", "status"], registry=r)
         self.invalid = Counter(
@@ -74,22 +83,22 @@ class Metrics:
         )
         self.transition_seconds = Histogram(
             f"{PREFIX}_round_transition_seconds",
-            "Duration of a round transition",
+            "Duration of a round transition (a function of the data: operator-only)",
             ["model"],
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800),
-            registry=r,
+            registry=timed,
         )
         self.batch_seconds = Histogram(
             f"{PREFIX}_batch_seconds",
-            "Fetch-to-ack latency of a processed batch",
+            "Fetch-to-ack latency of a processed batch (operator-only: transitions on other partitions share the CPU)",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
-            registry=r,
+            registry=timed,
         )
         self.lag = Gauge(
             f"{PREFIX}_consumer_lag_records", "High watermark minus processed offset", ["partition"], registry=r
         )
         self.checkpoint_seconds = Histogram(
-            f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write", registry=r
+            f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write (operator-only)", registry=timed
         )
         self.checkpoint_failures = Counter(
             f"{PREFIX}_checkpoint_failures_total", "Checkpoint writes (or reads) that failed", registry=r
@@ -115,15 +124,49 @@ class Metrics:
             ["model", "quantity"],
             registry=r,
         )
-        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        self.quota_refusals = Counter(
+            f"{PREFIX}_client_quota_refusals_total",
+            "Queries refused because their client spent its share of the round's halt budget (client-quota)",
+            ["model"],
+            registry=r,
+        )
+        self.quota_fired = Counter(
+            f"{PREFIX}_client_quota_fired_total",
+            "Clients cut off for the rest of a round by their quota test (the log names each one)",
+            ["model"],
+            registry=r,
+        )
+        self.burn_noisy_tops = Gauge(
+            f"{PREFIX}_round_burn_noisy_tops",
+            "The round's burn-rate releases summed: a differentially private estimate of the tops spent in "
+            "the windows released so far (Theorem Q+)",
+            ["model"],
+            registry=r,
+        )
+        self.burn_queries = Gauge(
+            f"{PREFIX}_round_burn_queries",
+            "Queries of the round covered by its released burn-rate windows (windows x W)",
+            ["model"],
+            registry=r,
+        )
+        self.halt_threshold = Gauge(
+            f"{PREFIX}_round_halt_threshold",
+            "The halting test's threshold c0 of the current round: the model halts near this many tops (schedule)",
+            ["model"],
+            registry=r,
+        )
+        ProcessCollector(registry=timed)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
         self.scrapes = 0
         """/metrics requests served (the exit path waits for one after a failure)."""
 
-    def declare(self, models: Iterable[str], without_rounds: Collection[str] = ()) -> None:
+    def declare(self, models: Iterable[str], without_rounds: Collection[str] = (),
+                with_burn: Collection[str] = ()) -> None:
         """Create every labelled series at zero, so that ``rate()`` and ``increase()`` see the first
         refusal, dead letter or transition instead of a series that appears with it. A model of a
         mechanism without rounds (``without_rounds``: the private learner) gets no round or halt
-        series at all: it never transitions or halts (``everlast_model_info`` says so)."""
+        series at all: it never transitions or halts (``everlast_model_info`` says so); a model
+        without the burn-rate signal (not in ``with_burn``) gets no burn series (the alerts on them
+        have no data for it)."""
         for m in models:
             for status in ("ok", "refused", "invalid"):
                 self.queries.labels(model=m, status=status)
@@ -133,18 +176,26 @@ class Metrics:
             self.rounds_completed.labels(model=m)
             self.transition_seconds.labels(model=m)
             self.halted.labels(model=m).set(0)
+            self.quota_refusals.labels(model=m)
+            self.quota_fired.labels(model=m)
+            if m in with_burn:
+                self.burn_noisy_tops.labels(model=m).set(0)
+                self.burn_queries.labels(model=m).set(0)
         for code in CODES:
             self.invalid.labels(reason=code)
             self.dead_letters.labels(reason=code)
 
     def describe(self, model: str, mechanism: str, concept: str, n_train: int, details: Mapping[str, Any]) -> None:
         """The model's public description: ``everlast_model_info`` (mechanism, rounds, halts, class,
-        domain), its n, and for the private learner the accuracy its certificate proves."""
+        domain, per-client quotas and the burn-rate signal on or off), its n, and for the private
+        learner the accuracy its certificate proves."""
         learner = mechanism == "private-learner"
         self.model.labels(model=model).info({
             "mechanism": mechanism, "concept": concept,
             "rounds": "none" if learner else "yes", "halts": "never" if learner else "possible",
             "domain": str(details.get("domain_kind", "")),  # float64 | range | grid: a fixed set
+            "quotas": "on" if details.get("quotas") else "off",
+            "burn": "on" if details.get("burn") else "off",
         })
         self.training_examples.labels(model=model).set(n_train)
         if learner:

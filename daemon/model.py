@@ -11,7 +11,6 @@ learner with other settings, is refused (its certificate would not be the one re
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,19 +19,15 @@ from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
-from everlast.daemon.partition import Served, Suspension
-from everlast.daemon.privacy import Guarantee, learner_guarantee, plan_model
+from everlast.daemon.partition import BurnTally, Served, Suspension
+from everlast.daemon.privacy import Guarantee, certify_running, learner_guarantee, plan_model
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError
-from everlast.engine.learner.domain import Domain, grid_covered_by
+from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import Servable
-
-DERIVED_GRID_LOG_P = math.log(1e-9)
-"""Refuse a grid that the training data cover when an independent grid would do so with
-probability below this (``engine.learner.domain.grid_covered_by``)."""
 
 
 def learner_spec(cfg: ModelConfig) -> dict[str, Any]:
@@ -50,6 +45,9 @@ class ModelRuntime:
     n_train: int
     domain: Domain | None = None
     """The private learner's declared domain (None for GenericBBL)."""
+    adopted: str | None = None
+    """Set when a restored checkpoint runs another schedule than the configuration's: what differs
+    (``schedule`` and ``guarantee`` are then the checkpoint's; ``Service`` logs it)."""
 
     @property
     def id(self) -> str:
@@ -101,17 +99,9 @@ class ModelRuntime:
             domain.positions(xs, "training")
         except EngineError as exc:
             raise ConfigError(f"model {cfg.id}: {exc}") from None
-        covered = grid_covered_by(domain, xs)
-        if covered is not None and covered[1] < DERIVED_GRID_LOG_P:
-            k, log_p = covered
-            where = f" (coordinate {k})" if concept.point_dim > 1 else ""
-            raise ConfigError(
-                f"model {cfg.id}: every one of the declared grid's {domain.size} points occurs in the training "
-                f"set{where}; a grid chosen independently of the data would show that with probability below "
-                f"e^{log_p:.0f}. A grid derived from the training data publishes it: a query off the grid is "
-                "refused, on it answered (docs/privacy/learner.md 1). Declare the domain before seeing the data (the "
-                "values the input can take), or use a range or all of float64."
-            )
+        # No check of the domain against the data: whether the daemon starts must not depend on the
+        # training set (a refusal that neighbouring data sets can flip is a release no theorem covers;
+        # docs/privacy/learner.md 1). A grid gets a start-up warning, the same for every data set.
         g = learner_guarantee(cfg, n, domain.size, domain.describe(), domain.kind)
         return cls(cfg, concept, None, g, n, domain)
 
@@ -149,6 +139,7 @@ class ModelRuntime:
                 log_end=int(meta.get("log_end", 0)),
                 verified=bool(meta.get("handover", False)),
                 suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
+                burn=BurnTally.from_meta(meta.get("burn")),
                 journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
                 else None,
             )
@@ -180,6 +171,7 @@ class ModelRuntime:
                 "mechanism under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')."
             )
         if not isinstance(p, PrivateLearner):
+            self._adopt(getattr(p, "schedule", None))
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
@@ -195,6 +187,19 @@ class ModelRuntime:
                 "the configuration, or fit anew under a new model id (docs/OPERATIONS.md, 'Serving the private "
                 "learner')."
             )
+
+    def _adopt(self, running: Any) -> None:
+        """A GenericBBL model keeps the schedule it was created with (its checkpoint holds it). When
+        the configuration now says otherwise (quotas or the burn-rate signal added or removed, other
+        rounds), the certificate reported is recomputed for the schedule that runs: every number
+        printed is the running mechanism's."""
+        if not isinstance(running, Schedule) or self.schedule is None or running == self.schedule:
+            return
+        a, b = running.to_dict(), self.schedule.to_dict()
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        self.adopted = ", ".join(diff) or "the schedule"
+        self.schedule = running
+        self.guarantee = certify_running(self.cfg, running, self.n_train)
 
     def info(self) -> dict[str, Any]:
         return {"model": self.id, "concept": self.cfg.concept, "n_train": self.n_train, **self.guarantee.to_json()}

@@ -32,7 +32,13 @@ Decisions, in the order ``feed`` takes them:
    (``Servable.capacity``). The batch is cut at the first query beyond any model's capacity (two
    models on one partition: the earliest), the rest is parked and the partition paused while the
    transitions run; ``transition_done`` then ``resume`` picks the parked records up.
-6. **Answers**: one ``answer`` call per model and batch. ``InvalidInput`` (nothing changed) is
+6. **Answers**: one ``answer`` call per model and batch, with each query's client (the record's
+   client header, ``Batch.clients``; ``None`` = the anonymous client) in record order, so that a
+   replay (the journal keeps the headers) gives the same answers. What an answer releases beside
+   its labels is passed on: ``client-quota`` refusals (counted), after which query a client's
+   quota test fired (an ``Event`` naming the client, at most ``QUOTA_LOG_LINES`` per model and
+   round) and the burn-rate windows it completed (summed per round in ``Served.burn``, saved with
+   the checkpoints). ``InvalidInput`` (nothing changed) is
    narrowed to the queries that cause it, which get ``invalid`` records (``domain``): in one
    vectorized step when the engine says which queries lie outside its declared domain
    (``engine.serving.DomainScreen``: the private learner), else query by query. Any other engine
@@ -49,6 +55,7 @@ from __future__ import annotations
 import bisect
 import enum
 import hashlib
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,7 +67,7 @@ from everlast.daemon import wire
 from everlast.daemon.batch import Batch, Id, LabelEncoder
 from everlast.engine.errors import EngineError, InvalidInput
 from everlast.engine.phases import Phase
-from everlast.engine.serving import DomainScreen, Refusal, Servable
+from everlast.engine.serving import Answers, DomainScreen, Refusal, Servable
 
 Headers = list[tuple[str, bytes]]
 Out = tuple[bytes | None, bytes, Headers]
@@ -123,6 +130,57 @@ class Suspension:
 
 
 @dataclass
+class BurnTally:
+    """The released burn-rate windows of a round (``engine.burn``; ``Answers.burn``): their count and
+    the sum of their noisy top counts. A sum of released values (post-processing, Theorem Q+): public,
+    like the releases themselves."""
+
+    round: int = 0
+    windows: int = 0
+    """Windows released in ``round`` (they are released in order: queries [0, windows * W))."""
+    noisy_tops: int = 0
+
+    def add(self, rows: NDArray[np.int64]) -> None:
+        """Rows (round, window, noisy_tops) of one ``answer`` call (one round)."""
+        if not rows.size:
+            return
+        rnd = int(rows[-1, 0])
+        if rnd != self.round:
+            self.round, self.windows, self.noisy_tops = rnd, 0, 0
+        mine = rows[rows[:, 0] == rnd]
+        self.windows = max(self.windows, int(mine[:, 1].max()) + 1)
+        self.noisy_tops += int(mine[:, 2].sum())
+
+    def of_round(self, rnd: int) -> tuple[int, int]:
+        """(windows released, their noisy top count) in round ``rnd``."""
+        return (self.windows, self.noisy_tops) if self.round == rnd else (0, 0)
+
+    def to_meta(self) -> list[int]:
+        return [self.round, self.windows, self.noisy_tops]
+
+    @classmethod
+    def from_meta(cls, v: Any) -> BurnTally:
+        try:
+            r, w, t = (int(a) for a in v)
+        except (TypeError, ValueError):
+            return cls()
+        return cls(r, w, t)
+
+
+QUOTA_LOG_LINES = 100
+"""At most this many log lines per model and round name a client whose quota fired; the rest are
+counted (``everlast_client_quota_fired_total``) and summarised in one line."""
+
+
+def show_client(client: bytes | None) -> str:
+    """A client id for a log line: quoted and escaped (ids come from the operator's gateway, but a
+    log line must never carry raw control characters), at most 256 characters."""
+    if client is None:
+        return "(the anonymous client: no client header)"
+    return json.dumps(client.decode("utf-8", "backslashreplace")[:256])
+
+
+@dataclass
 class Served:
     """A model as its partition serves it: the engine and what the daemon tracks about it."""
 
@@ -148,6 +206,10 @@ class Served:
     phase: Phase = Phase.ANSWERING
     broken: bool = False
     """The engine raised in this process: it is never called again (a restored one is fresh)."""
+    burn: BurnTally = field(default_factory=BurnTally)
+    """The burn-rate releases of the current round, summed (saved with the checkpoints)."""
+    quota_lines: tuple[int, int] = (0, 0)
+    """(round, quota firings seen in it): bounds the log lines that name clients."""
 
     def __post_init__(self) -> None:
         self.round, self.phase = self.engine.round, self.engine.phase
@@ -162,8 +224,9 @@ class Event:
     """Something an operator should read in the log (``Service`` logs it)."""
 
     kind: str
-    """``halted``, ``exhausted``, ``suspended``, ``log_replaced``, ``log_deleted``, ``journal`` or
-    ``round``."""
+    """``halted``, ``exhausted``, ``suspended``, ``log_replaced``, ``log_deleted``, ``journal``,
+    ``round``, ``quota`` (a client's quota test fired: ``detail`` names the client and where) or
+    ``quota_many`` (more than ``QUOTA_LOG_LINES`` such lines in a round)."""
     model: str | None = None
     round: int = 0
     detail: str = ""
@@ -183,6 +246,10 @@ class Step:
     """Rejected records by reason (each also a dead letter)."""
     answered: int = 0
     """Queries an engine consumed (the checkpoint cadence counts them)."""
+    quota_refused: dict[str, int] = field(default_factory=dict)
+    """Queries refused for their client's quota (``client-quota``), by model."""
+    quota_fired: dict[str, int] = field(default_factory=dict)
+    """Clients whose quota test fired (at most one per client and round), by model."""
     transitions: list[str] = field(default_factory=list)
     """Models whose round ended: run their transitions, then call ``transition_done``."""
     pause: bool = False
@@ -602,8 +669,9 @@ class PartitionProcessor:
               step: Step) -> _Answered:
         """The engine's labels and refusal codes for the queries ``q`` (their points ``x``), its
         round, and a suspension reason if the engine failed on them."""
+        clients = b.clients_of(q)
         try:
-            ans = m.engine.answer(x)
+            ans = m.engine.answer(x, clients)
         except InvalidInput:
             bad = _outside(m.engine, x)
             if bad is None or not bad.any():
@@ -615,6 +683,7 @@ class PartitionProcessor:
             assert s is not None
             return [-1] * len(q), [0] * len(q), s.round, s.reason
         step.answered += ans.consumed
+        self._released(m, ans, clients, q, b, step)
         labels, refusals = ans.labels.tolist(), ans.refusals.tolist()
         if ans.consumed < len(q):  # fewer than its capacity promised: the engine is inconsistent
             breach = RuntimeError("answer consumed fewer queries than capacity allowed")
@@ -624,6 +693,34 @@ class PartitionProcessor:
             rest = len(q) - ans.consumed
             return labels + [-1] * rest, refusals + [0] * rest, ans.round, None if not rest else s.reason
         return labels, refusals, ans.round, None
+
+    def _released(self, m: Served, ans: Answers, clients: list[bytes | None] | None, q: list[int], b: Batch,
+                  step: Step) -> None:
+        """What an answer released beside its labels: the burn-rate windows it completed (summed per
+        round), its quota refusals (counted), and after which queries a client's quota test fired
+        (Theorem Q+, remark 4: a released fact; an event names the client, never a query value)."""
+        if ans.burn.size:
+            m.burn.add(ans.burn)
+        if not ans.quota_fired.size:
+            return
+        refused = int(np.count_nonzero(ans.refusals == Refusal.CLIENT_QUOTA))
+        if refused:
+            step.quota_refused[m.id] = step.quota_refused.get(m.id, 0) + refused
+        fired = np.flatnonzero(ans.quota_fired).tolist()
+        if not fired:
+            return
+        step.quota_fired[m.id] = step.quota_fired.get(m.id, 0) + len(fired)
+        rnd, seen = m.quota_lines
+        if rnd != ans.round:
+            rnd, seen = ans.round, 0
+        for j in fired:  # at most one per client and round
+            seen += 1
+            if seen <= QUOTA_LOG_LINES:
+                who = show_client(None if clients is None else clients[j])
+                step.events.append(Event("quota", m.id, rnd, f"{who} (offset {b.offset(q[j])})"))
+            elif seen == QUOTA_LOG_LINES + 1:
+                step.events.append(Event("quota_many", m.id, rnd, str(QUOTA_LOG_LINES)))
+        m.quota_lines = (rnd, seen)
 
     def _call_inside(self, m: Served, x: NDArray[np.float64], q: list[int], bad: NDArray[np.bool_], b: Batch,
                      rejected: dict[int, wire.Rejected], step: Step) -> _Answered:
@@ -646,8 +743,9 @@ class PartitionProcessor:
         on batching) and reject the ones it refuses to take, as outside the model's domain."""
         labels, refusals, rnd = [], [], m.round
         for j, i in enumerate(q):
+            one = b.clients_of([i])
             try:
-                a = m.engine.answer(x[j : j + 1])
+                a = m.engine.answer(x[j : j + 1], one)
             except InvalidInput:
                 rejected[i] = wire.Rejected("domain", wire.MSG_DOMAIN, b.ids[i], m.id, b.content_type(i))
                 labels.append(-1)
@@ -660,6 +758,7 @@ class PartitionProcessor:
                 rest = len(q) - j
                 return labels + [-1] * rest, refusals + [0] * rest, s.round, s.reason
             step.answered += a.consumed
+            self._released(m, a, one, [i], b, step)
             labels.append(int(a.labels[0]))
             refusals.append(int(a.refusals[0]))
             rnd = a.round

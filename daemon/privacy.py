@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -9,8 +10,10 @@ from typing import Any
 
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.errors import ConfigError
+from everlast.engine.burn import Burn
 from everlast.engine.concepts import ConceptClass
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import Schedule
 
 
@@ -47,7 +50,7 @@ class Guarantee:
         }
 
 
-def _from_certificate(cert: Any) -> Guarantee:
+def _from_certificate(cert: Any, schedule: Schedule) -> Guarantee:
     return Guarantee(
         accounting=str(cert.accounting),
         epsilon_training=float(cert.epsilon_training),
@@ -55,12 +58,60 @@ def _from_certificate(cert: Any) -> Guarantee:
         delta=float(cert.delta),
         query_private=bool(cert.query_private),
         warnings=tuple(cert.warnings),
+        details={"quotas": None if schedule.quotas is None else schedule.quotas.to_dict(),
+                 "burn": None if schedule.burn is None else schedule.burn.to_dict()},
     )
 
 
+def certify_running(cfg: ModelConfig, schedule: Schedule, n: int) -> Guarantee:
+    """The certificate of the schedule a model actually runs (a restored checkpoint keeps the schedule
+    it was created with, which may differ from what the configuration plans now)."""
+    from everlast.engine.planner import certify
+
+    t = cfg.targets
+    cert = certify(schedule, n) if t is None else certify(schedule, n, accounting=t.accounting, delta=t.delta)
+    return _from_certificate(cert, schedule)
+
+
+DEFAULT_BURN_EPS = 0.01
+"""eps_b of a planned model's default burn-rate signal (Theorem Q+ adds it to every query's epsilon)."""
+DEFAULT_BURN_WINDOWS = 100
+"""A planned model's default burn window is R_1 / this (about a hundred releases per round)."""
+
+
+def configured_quotas(cfg: ModelConfig) -> Quotas | None:
+    return None if cfg.quotas is None else Quotas(cfg.quotas.share, cfg.quotas.eps)
+
+
+def configured_burn(cfg: ModelConfig) -> Burn | None:
+    return Burn(cfg.burn.window, cfg.burn.eps) if cfg.burn else None
+
+
+def _with_client_tests(cfg: ModelConfig, schedule: Schedule) -> Schedule:
+    """A schedule file with the model's configured quotas and burn-rate signal (a file may carry them
+    itself: then the configuration must say the same, or nothing)."""
+    q_cfg, b_cfg = configured_quotas(cfg), configured_burn(cfg)
+    for name, want, have in (("quotas", q_cfg, schedule.quotas), ("burn", b_cfg, schedule.burn)):
+        if want is not None and have is not None and want != have:
+            raise ConfigError(f"model {cfg.id}: the schedule file sets {name} = {have.to_dict()} and the "
+                              f"configuration {name} = {want.to_dict()}: give it in one place")
+    if cfg.burn is False and schedule.burn is not None:
+        raise ConfigError(f"model {cfg.id}: burn = false, but the schedule file runs the burn-rate signal "
+                          f"({schedule.burn.to_dict()}): remove it from one of them")
+    quotas = q_cfg or schedule.quotas
+    burn = b_cfg or schedule.burn
+    if quotas == schedule.quotas and burn == schedule.burn:
+        return schedule
+    try:
+        return dataclasses.replace(schedule, quotas=quotas, burn=burn)
+    except InvalidSchedule as exc:
+        raise ConfigError(f"model {cfg.id}: {exc}") from None
+
+
 def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule, Guarantee]:
-    """A schedule file is certified as given; targets are planned, and refused (saying what would
-    work) when n is too small for them."""
+    """A schedule file is certified as given (with the model's configured quotas and burn-rate signal
+    added); targets are planned, and refused (saying what would work) when n is too small for them.
+    A planned target-charged model runs the burn-rate signal by default (``default_burn``)."""
     from everlast.engine.planner import PlanInfeasible, Targets, best_epsilon, certify, plan
 
     if cfg.schedule is not None:
@@ -70,6 +121,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
             raise ConfigError(f"model {cfg.id}: cannot read schedule {cfg.schedule}: {exc}") from None
         except InvalidSchedule as exc:
             raise ConfigError(f"model {cfg.id}: {exc}") from None
+        schedule = _with_client_tests(cfg, schedule)
         cert = certify(schedule, n)
         if not math.isfinite(cert.epsilon_training):
             raise ConfigError(
@@ -77,7 +129,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
                 f"Complete a hand-written schedule (`everlast complete SCHEDULE --n {n}`) or let the planner "
                 f"make one (`everlast plan --n {n}`)."
             )
-        return schedule, _from_certificate(cert)
+        return schedule, _from_certificate(cert, schedule)
     t = cfg.targets
     assert t is not None
     targets = Targets(
@@ -90,6 +142,14 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
         accounting=t.accounting,
         halts="split-votes",  # the CLI's default: the paper's c_i ~1e4 x the real top rate
     )
+    quotas, burn = configured_quotas(cfg), configured_burn(cfg)
+    if t.accounting != "tight" and (quotas is not None or burn is not None):
+        raise ConfigError(f"model {cfg.id}: per-client quotas and the burn-rate signal run with the target-charged "
+                          "design, which the tight accounting plans (accounting = \"paper\" plans the paper's)")
+    auto_burn = t.accounting == "tight" and cfg.burn is None
+    if auto_burn:  # the window does not enter the charge (eps_b does): set from R_1 once the plan is made
+        burn = Burn(1, DEFAULT_BURN_EPS)
+    targets = dataclasses.replace(targets, quotas=quotas, burn=burn)
     floor = bbl_floor(targets)
     if n < floor:  # refused in milliseconds: the planner's search takes seconds to minutes
         raise ConfigError(
@@ -114,7 +174,15 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
             f"model {cfg.id}: GenericBBL needs {p.n_required:.3g} training examples for epsilon = {t.epsilon} at "
             f"alpha = {t.alpha} (the training set has {n:,}); {better}. {what_works(cfg, targets, n)}"
         )
-    return p.schedule, _from_certificate(certify(p.schedule, n, accounting=t.accounting, delta=t.delta))
+    schedule = default_burn(p.schedule) if auto_burn else p.schedule
+    return schedule, _from_certificate(certify(schedule, n, accounting=t.accounting, delta=t.delta), schedule)
+
+
+def default_burn(schedule: Schedule) -> Schedule:
+    """The planned schedule with its default burn-rate signal: eps_b = ``DEFAULT_BURN_EPS`` (already
+    charged by the plan) and a window of R_1 / ``DEFAULT_BURN_WINDOWS`` queries."""
+    window = max(1, schedule.rounds[0].R // DEFAULT_BURN_WINDOWS)
+    return dataclasses.replace(schedule, burn=Burn(window, DEFAULT_BURN_EPS))
 
 
 def bbl_floor(t: Any) -> int:

@@ -14,6 +14,11 @@ records meanwhile.
 Every processed record is in the journal, durably, before its label is produced; a checkpoint of
 the partition drops the rows it covers.
 
+What an answer releases beside its labels reaches the operator here: a WARNING line naming the
+client whose quota fired (never rate-limited; bounded by the processor), per-model counters of
+quota firings and refusals (no client label: a label per id would grow without bound), and the
+round's summed burn-rate releases and its c0 as gauges (the halt-budget alerts read them).
+
 Shutdown (SIGTERM): stop fetching; let the batch in flight finish, waiting for the broker's
 acknowledgements at most ``drain_timeout_s``; then the hand-over checkpoint of every partition.
 ``clean`` says whether those checkpoints cover every published answer (``app`` logs "stopped
@@ -41,6 +46,7 @@ from everlast.daemon.config import Config
 from everlast.daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
 from everlast.daemon.journal import FILENAME as JOURNAL_FILE
 from everlast.daemon.journal import Journal, Slice
+from everlast.daemon.logs import UNLIMITED
 from everlast.daemon.metrics import Heartbeat, Metrics
 from everlast.daemon.model import ModelRuntime
 from everlast.daemon.partition import Event, Headers, PartitionProcessor, Served, Step
@@ -332,6 +338,16 @@ class Service:
                 jid = self.journal.id if self.journal is not None else None
                 for mr in (self.models[m] for m, p in self.home.items() if p == part):
                     s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid)
+                    if mr.adopted is not None:
+                        g = mr.guarantee
+                        log.warning("model %s: its checkpoint runs another schedule than the configuration (%s "
+                                    "differ): a model keeps the schedule it was created with; the certificate of "
+                                    "the running one: training-set epsilon %.4g, query epsilon %.4g (delta %.2g); "
+                                    "%s. Serve the new schedule under a new model id (docs/OPERATIONS.md, 'A model "
+                                    "halted')", s.id, mr.adopted, g.epsilon_training, g.epsilon_queries, g.delta,
+                                    client_tests_line(g.details))
+                        publish_guarantee(self.metrics, mr)
+                        mr.adopted = None
                     served.append(s)
                     cks[s.id] = ck
                     state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
@@ -394,7 +410,7 @@ class Service:
             sl = await asyncio.to_thread(jr.read, topic, part, seq)
             first = sl.start if first is None else first
             n += len(sl.records)
-            step = proc.replay(codec.decode(sl.records, max_bytes))
+            step = proc.replay(codec.decode(sl.records, max_bytes, self.cfg.consumer.client_header))
             while True:
                 await self._send([(part, step)], journal=False)
                 self._apply(part, step, start_transitions=False)
@@ -466,11 +482,11 @@ class Service:
     async def _handle(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         t0 = time.perf_counter()
         steps: list[tuple[int, Step]] = []
-        max_bytes = self.cfg.consumer.max_record_bytes
+        max_bytes, hdr = self.cfg.consumer.max_record_bytes, self.cfg.consumer.client_header
         for part, proc in self.procs.items():
             tp = self._tp(part)
             recs = fetched.get(tp)
-            step = proc.feed(codec.decode(recs, max_bytes) if recs else None, self.consumer.highwater(tp),
+            step = proc.feed(codec.decode(recs, max_bytes, hdr) if recs else None, self.consumer.highwater(tp),
                              self._log_start.pop(part, None))
             steps.append((part, step))
         await self._send(steps)
@@ -577,6 +593,10 @@ class Service:
         for reason, k in step.invalid.items():
             g.invalid.labels(reason=reason).inc(k)
             g.dead_letters.labels(reason=reason).inc(k)
+        for model, k in step.quota_refused.items():
+            g.quota_refusals.labels(model=model).inc(k)
+        for model, k in step.quota_fired.items():
+            g.quota_fired.labels(model=model).inc(k)
         self._log_events(part, step.events)
         if any(e.kind == "suspended" for e in step.events):
             ck.mark_dirty(urgent=True)
@@ -691,6 +711,16 @@ class Service:
                          "left them, and those labels are published again", part, e.detail)
             elif e.kind == "round":
                 log.info("model %s entered round %d (%s)", e.model, e.round, e.detail)
+            elif e.kind == "quota":  # a released fact (Theorem Q+, remark 4): the client, never a query
+                log.warning("model %s: client %s spent its share of round %d's halt budget (its quota test "
+                            "fired): its queries are refused (client-quota) until the round ends; every other "
+                            "client is answered (docs/OPERATIONS.md, 'A client's quota fired')",
+                            e.model, e.detail, e.round, extra={UNLIMITED: True, "everlast_client": e.detail})
+            elif e.kind == "quota_many":
+                log.warning("model %s: more than %s clients' quotas fired in round %d; further ones are counted "
+                            "(everlast_client_quota_fired_total), not logged: many ids spend the budget together "
+                            "(Sybils? docs/OPERATIONS.md, 'A client's quota fired')", e.model, e.detail, e.round,
+                            extra={UNLIMITED: True})
 
     def _publish(self, m: Served) -> None:
         g = self.metrics
@@ -707,6 +737,14 @@ class Service:
         g.round_answered.labels(model=m.id).set(info.answered)
         g.round_allowed.labels(model=m.id).set(info.allowed)
         g.halts_allowed.labels(model=m.id).set(info.halt_cap)
+        sched = self.models[m.id].schedule if m.id in self.models else None
+        spec = sched.spec(m.round) if sched is not None else None
+        if spec is not None and spec.halt_threshold is not None:
+            g.halt_threshold.labels(model=m.id).set(spec.halt_threshold)
+        if sched is not None and sched.burn is not None:
+            windows, noisy = m.burn.of_round(m.round)
+            g.burn_noisy_tops.labels(model=m.id).set(noisy)
+            g.burn_queries.labels(model=m.id).set(windows * sched.burn.window)
         if self.cfg.metrics.expose_halts_used:
             g.halts_used.labels(model=m.id).set(info.tops)
 
@@ -758,6 +796,35 @@ class Service:
         for part, proc in list(self.procs.items()):
             hw = max(self.consumer.highwater(self._tp(part)) or 0, self._ends.get(part, 0))
             self.metrics.lag.labels(partition=str(part)).set(max(0, hw - proc.next_offset))
+
+
+def publish_guarantee(metrics: Metrics, m: ModelRuntime) -> None:
+    """The model's certificate and public description as metrics (at start, and again when a restored
+    checkpoint runs another schedule than the configuration's)."""
+    g = m.guarantee
+    metrics.eps.labels(model=m.id, protects="training").set(g.epsilon_training)
+    metrics.eps.labels(model=m.id, protects="queries").set(g.epsilon_queries)
+    metrics.delta.labels(model=m.id, protects="training").set(g.delta)
+    metrics.delta.labels(model=m.id, protects="queries").set(g.delta)
+    metrics.describe(m.id, m.mechanism, m.cfg.concept, m.n_train, g.details)
+
+
+def client_tests_line(details: dict[str, object]) -> str:
+    """The per-client quotas and burn-rate signal a GenericBBL model runs (charged in its query epsilon
+    by Theorem Q+, docs/privacy/genericbbl.md 5.5), in words."""
+    q, b = details.get("quotas"), details.get("burn")
+    parts = []
+    if isinstance(q, dict):
+        parts.append(f"per-client quotas on (share {q['share']:g} of the halting threshold, eps_q {q['eps']:g})")
+    else:
+        parts.append("per-client quotas off")
+    if isinstance(b, dict):
+        parts.append(f"burn-rate signal on (a noisy top count per {b['window']:,} queries, eps_b {b['eps']:g})")
+    else:
+        parts.append("burn-rate signal off")
+    charged = " (both charged in the query epsilon, Theorem Q+)" if isinstance(q, dict) and isinstance(b, dict) \
+        else " (charged in the query epsilon, Theorem Q+)" if isinstance(q, dict) or isinstance(b, dict) else ""
+    return ", ".join(parts) + charged
 
 
 async def _quietly(stop: Any, timeout_s: float = 10.0) -> None:

@@ -4,10 +4,17 @@ Query record: key = model id (UTF-8); value = msgpack map
     {"id": str | int, "x": float | [float, ...], "client": optional str}
 or the same as JSON when the record carries the header ``content-type: application/json``.
 
+The query's client, for the per-client quotas, is NOT the value's ``client`` field (the client writes
+that, so it may name anyone; it is accepted and ignored): it is the record header the operator's
+gateway sets (``consumer.client_header``, default ``everlast-client``; ``daemon.batch.client_of``).
+
 Label record (labels topic, same key, same format as the query: JSON with the header
 ``content-type: application/json``, msgpack without a header, as for queries):
     {"id", "label": 0 | 1 | null, "status": "ok" | "refused" | "invalid", "round": int,
      "reason": str (only when status is not "ok")}
+A refusal's ``reason`` is a sentence; one for a client quota begins with the code ``client-quota:``
+(``refusal_code`` maps any reason to a short code). The fields are the same as before quotas existed,
+so older readers keep working.
 
 Encoding is deterministic (fixed key order, no timestamps), so a replay after a crash produces
 byte-identical records. Rejection reasons name a field of this schema and the rule, never a value
@@ -199,6 +206,21 @@ def encode_label(
     out = msgpack.packb(rec, use_bin_type=True)
     assert isinstance(out, bytes)
     return out
+
+
+def refusal_code(reason: str | None) -> str:
+    """A refused label's reason as a short code: ``client-quota``, ``halted``, ``exhausted`` (the
+    engine's ``Refusal`` codes), ``suspended`` (the daemon suspended the model) or ``other``."""
+    from everlast.engine.serving import Refusal
+
+    if not reason:
+        return "other"
+    for r in Refusal:
+        if r.code and (reason == r.reason or reason.startswith(r.code + ":")):
+            return r.code
+    if "refuses every query until an operator" in reason or "until an operator restores" in reason:
+        return "suspended"
+    return "other"
 
 
 def label_headers(ct: ContentType) -> list[tuple[str, bytes]]:

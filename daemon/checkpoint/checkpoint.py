@@ -132,6 +132,8 @@ class PartitionCheckpoint:
     def _meta(self, m: Served, handover: bool) -> dict[str, Any]:
         out: dict[str, Any] = {**self.meta.get(m.id, {}), "handover": handover, "last_fp": m.last_fp,
                                "log_end": self._log_end}
+        if m.burn.round:
+            out["burn"] = m.burn.to_meta()  # the round's released burn-rate windows, summed
         if m.suspension is not None:
             out.update(m.suspension.to_meta())
         return out

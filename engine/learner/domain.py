@@ -16,7 +16,6 @@ the number of positions between two cuts can reach 2^64 - 2^53: count it in uint
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,29 +153,3 @@ class Domain:
 
     def __hash__(self) -> int:
         return hash((self.kind, self.lo_pos, self.hi_pos, self.points.size))
-
-
-def coverage_log_bound(grid_size: int, n: int) -> float:
-    """ln of an upper bound on the probability that n i.i.d. draws from *any* distribution on K =
-    ``grid_size`` points hit every point: K ln(1 - (1 - 1/K)^n). The occupancy indicators of a
-    multinomial are negatively associated, so P[all hit] <= prod_j (1 - (1 - p_j)^n), and
-    ln(1 - (1 - p)^n) is concave in p, so the product is largest at p_j = 1/K (Jensen)."""
-    if grid_size <= 1 or n <= 0:
-        return 0.0 if grid_size <= 1 else -math.inf
-    miss = math.exp(n * math.log1p(-1.0 / grid_size))
-    return grid_size * math.log1p(-miss) if miss < 1.0 else -math.inf
-
-
-def grid_covered_by(domain: Domain, x: NDArray[np.float64]) -> tuple[int, float] | None:
-    """A tripwire for a grid derived from the training data (docs/privacy/learner.md 1): if every grid
-    point occurs among the training points ``x`` ((n,), or (n, d): in some column), return (the
-    column, ``coverage_log_bound``) -- how unlikely that is for a grid chosen independently of the
-    data. ``None`` for other domains or when some grid point is unused. Not a proof of anything:
-    a grid with unused points can still have been derived from the data."""
-    if domain.kind != "grid":
-        return None
-    cols = x.reshape(x.shape[0], -1)
-    for k in range(cols.shape[1]):
-        if np.unique(cols[:, k] + 0.0).size == domain.points.size:  # x is on the grid (validated): equal sets
-            return k, coverage_log_bound(int(domain.points.size), int(cols.shape[0]))
-    return None

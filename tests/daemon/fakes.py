@@ -91,7 +91,7 @@ class FakeEngine:
     def round_info(self) -> RoundInfo:
         return RoundInfo(self.answered, self.R, 5, 0)
 
-    def answer(self, x: Any) -> Answers:
+    def answer(self, x: Any, clients: Any = None) -> Answers:
         if self.fail:
             raise InvalidState("cannot answer in phase error")
         x = np.asarray(x, dtype=np.float64)

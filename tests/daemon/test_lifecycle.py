@@ -100,6 +100,8 @@ async def check_metrics(port: int) -> None:
         "rounds": {"yes", "none"},
         "halts": {"possible", "never"},
         "domain": {"", "float64", "range", "grid"},
+        "quotas": {"on", "off"},
+        "burn": {"on", "off"},
         "quantity": {"alpha", "beta"},
         "reason": {
             "undecodable",

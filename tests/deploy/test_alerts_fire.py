@@ -199,6 +199,62 @@ async def test_privacy_and_data_alerts_fire(broker: EmbeddedBroker, tmp_path: Pa
 
 @pytest.mark.broker
 @pytest.mark.asyncio
+async def test_the_prober_fires_the_halt_budget_alerts_with_no_opt_in_flag(broker: EmbeddedBroker,
+                                                                           tmp_path: Path) -> None:
+    """The issue's prober scenario on the compose sample's model as the compose stack configures it
+    (the burn-rate signal on; metrics.expose_halts_used off, so no exact top count is exported): the
+    README's prober (client A) and an i.i.d. client (B). On ``sample`` (its per-client quotas on) A's
+    quota fires (EverlastClientQuotaFired), and its refusals page nobody. On ``open`` (the same model
+    without quotas) the prober spends the round's budget: EverlastHaltBudgetHot and Critical fire on the
+    noisy signal, then the model halts for both clients."""
+    from everlast.adversary_sim.availability import Client
+    from everlast.adversary_sim.availability_kafka import run_clients_kafka, sample_model, write_config
+    from everlast.adversary_sim.iid import make_task
+    from everlast.adversary_sim.prober import BoundaryProber
+    from everlast.adversary_sim.streams import IIDStream
+    from everlast.engine.concepts import from_spec
+
+    cfg = write_config(tmp_path, [sample_model(True), sample_model(False, "open")], broker.bootstrap, seed=0)
+    text = cfg.read_text()
+    assert "expose_halts_used" not in text and "quotas" in text and "burn" in text
+    task = make_task(from_spec({"name": "thresholds"}), "uniform", seed=0)
+
+    def clients() -> list[Client]:
+        return [Client("A", BoundaryProber(task, 0), 100, 10_000), Client("B", IIDStream(task, 1), 50, 5_000)]
+
+    async def scenario() -> None:
+        from everlast.daemon.config import load
+
+        c = load(cfg)
+        async with running(cfg) as st, prometheus(tmp_path / "prom") as prom:
+            port = int(st["metrics_port"])  # type: ignore[call-overload]
+            prom.scrape(port)
+            exposed = await asyncio.to_thread(
+                lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
+            assert "everlast_round_halts_used{" not in exposed  # no opt-in flag
+            assert 'everlast_round_burn_noisy_tops{model="open"}' in exposed
+            await prom.becomes_true("EverlastGuaranteeWeak")  # scraped from the start: increase() sees 0 -> 1
+            q, lab = c.topics.queries, c.topics.labels
+            with_quotas = await run_clients_kafka(broker.bootstrap, q, lab, "sample", clients())
+            assert with_quotas["clients"]["B"]["ok"] == 5_000
+            assert set(with_quotas["clients"]["A"]["reasons"]) == {"client-quota"}
+            fired = await prom.becomes_true("EverlastClientQuotaFired")
+            assert {s["metric"]["model"] for s in fired} == {"sample"}
+
+            without = await run_clients_kafka(broker.bootstrap, q, lab, "open", clients())
+            assert without["clients"]["B"]["reasons"].get("halted", 0) > 0
+            for alert in ("EverlastHaltBudgetHot", "EverlastHaltBudgetCritical", "EverlastModelHalted"):
+                fired = await prom.becomes_true(alert)
+                assert {s["metric"]["model"] for s in fired} == {"open"}, alert
+            fired = await prom.becomes_true("EverlastRefusingQueries")
+            assert {s["metric"]["model"] for s in fired} == {"open"}  # the quota refusals page nobody
+        assert st["exit_code"] == 0
+
+    await watchdog(scenario(), 400)
+
+
+@pytest.mark.broker
+@pytest.mark.asyncio
 async def test_availability_alerts_fire(tmp_path: Path) -> None:
     """BrokerDown, LogReset (the broker comes back empty), ModelsUnserved (another member of the
     consumer group holds partitions), DaemonDown, DaemonAbsent."""
