@@ -154,7 +154,8 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
     if n < floor:  # refused in milliseconds: the planner's search takes seconds to minutes
         raise ConfigError(
             f"model {cfg.id}: GenericBBL cannot meet epsilon = {t.epsilon} at alpha = {t.alpha} with n = {n:,}: any "
-            f"of its schedules needs at least {floor:,} examples (|S_1| = lambda T, Theorem A.2 and Claim D.2), "
+            f"of its schedules needs at least {floor:,} examples (|S_1| = lambda_1 T_1, and round 1's accuracy "
+            "bounds lambda_1 from below), "
             f"and far more for a useful epsilon (`everlast plan --epsilon {t.epsilon:g} --alpha {t.alpha:g}` "
             f"computes the exact n). {what_works(cfg, targets, n)}"
         )
@@ -186,14 +187,20 @@ def default_burn(schedule: Schedule) -> Schedule:
 
 
 def bbl_floor(t: Any) -> int:
-    """A lower bound on the training examples any GenericBBL schedule for the targets needs: round
-    1 draws |S_1| = lambda_1 T_1 examples, with lambda_1 at least Theorem A.2's chunk size and T_1 at
-    least Claim D.2's 96 ln(1/alpha_1), both at alpha_1 <= alpha, beta_1 <= beta (each round's
-    targets are within the run's). Cheap, so that hopeless targets are refused at once;
-    tests/daemon/test_units.py checks it stays below the planner's n_required."""
+    """A lower bound on the training examples any GenericBBL schedule for the targets needs, cheap,
+    so that hopeless targets are refused at once: round 1 draws |S_1| = lambda_1 T_1 examples. Under
+    the tight accounting (Theorem A, docs/privacy/genericbbl.md 6.3) round 1's answers err by at most
+    alpha only if the ensemble's bound mu(lambda_1) <= ebar_1 < alpha/2 (rho_1 < 1/2), so lambda_1 is
+    at least the smallest lambda with mu(lambda) < alpha/2 (T_1 >= 1); under the paper's, lambda_1 is
+    Theorem A.2's chunk size and T_1 at least Claim D.2's 96 ln(1/alpha_1). tests/daemon/test_units.py
+    checks it stays below the planner's n_required."""
+    from everlast.engine import roots
+    from everlast.engine.planner.accuracy import mean_error_bound
     from everlast.engine.planner.learning import chunk_size, d2_floor
 
-    return chunk_size(t.alpha, t.beta, t.vc, t.lambda_log) * d2_floor(t.alpha)
+    if getattr(t, "accounting", "tight") == "paper":
+        return chunk_size(t.alpha, t.beta, t.vc, t.lambda_log) * d2_floor(t.alpha)
+    return roots.smallest_int_from(lambda lam: mean_error_bound(lam, t.vc) < t.alpha / 2.0, 1)
 
 
 def what_works(cfg: ModelConfig, t: Any, n: int) -> str:
