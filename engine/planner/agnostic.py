@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from everlast.engine import roots
 from everlast.engine.learner.hypothesis import hypothesis_count
 from everlast.engine.learner.tree import level_epsilons
 from everlast.engine.planner import learner as pl
@@ -147,3 +148,21 @@ def tree_best_alpha(shape: ClassShape, n: int, epsilon: float, beta: float) -> f
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if tree_realizable_holds(shape, n, epsilon, mid, beta) else (mid, hi)
     return hi
+
+
+def best_epsilon(shape: ClassShape, n: int, alpha: float, beta: float) -> float:
+    """The least epsilon whose excess at n is <= alpha (Theorem L3, or T3 for trees; the excess decreases
+    in epsilon: t / n does, and a tree's last-level budget grows with epsilon); +inf when none does
+    (the uniform-convergence terms alone exceed alpha)."""
+    def ok(e: float) -> bool:
+        return excess(shape, n, e, beta) <= alpha
+
+    if not ok(2.0**60):
+        return math.inf
+    hi = 1.0
+    while not ok(hi):
+        hi *= 2.0
+    lo = hi / 2.0
+    while ok(lo):
+        hi, lo = lo, lo / 2.0
+    return roots.smallest_float(ok, lo, hi, steps=60)

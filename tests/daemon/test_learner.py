@@ -116,6 +116,32 @@ def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_pa
     assert any("neither bound proves useful accuracy" in w for w in weak.guarantee.warnings)  # privacy holds
 
 
+@pytest.mark.parametrize("guarantee", ["agnostic", "realizable"])
+@pytest.mark.parametrize("n", [N - 1, N, 3000, 5779, 5780])
+def test_the_daemon_starts_exactly_when_the_plan_says_the_targets_are_met(tmp_path: Path, guarantee: str,
+                                                                          n: int) -> None:
+    """Review of learner.md 8-9, finding 3: `everlast plan --guarantee G --n N` and the daemon's start-up
+    check with learner.alpha agree (thresholds, epsilon 1, alpha 0.1: realizable from 2,229, agnostic
+    from 5,780)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from everlast.cli.plan import plan
+
+    out = CliRunner().invoke(plan, ["--mechanism", "all", "--no-designs", "--n", str(n), "--guarantee", guarantee,
+                                    "--json"], catch_exceptions=False).output
+    meets = json.loads(out)["mechanisms"][1]["meets_targets_at_n"]
+    learner = f'epsilon = 1.0\nalpha = 0.1\nguarantee = "{guarantee}"'
+    try:
+        runtime(tmp_path, learner=learner, data=write_data(tmp_path, n=n))
+        started = True
+    except ConfigError:
+        started = False
+    assert started is meets
+    assert meets is (n >= (5780 if guarantee == "agnostic" else N))
+
+
 def test_bad_training_data_stops_the_start_not_an_assignment(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="training point at position 3 lies outside"):
         runtime(tmp_path, learner='epsilon = 1.0\ndomain = { kind = "range", lo = 0.0, hi = 1.0 }',
