@@ -101,6 +101,19 @@ def test_the_certificate_at_start(tmp_path: Path) -> None:
     assert "the best threshold's error + 0.178" in line
 
 
+def test_the_start_up_line_in_operations_is_the_current_one(tmp_path: Path) -> None:
+    """docs/OPERATIONS.md shows the line `learner_line` prints for its example model (review finding 11)."""
+    import re
+
+    from everlast.daemon.app import learner_line
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text()
+    m = re.search(r"<!-- learner-start-line: [^>]*-->\s*```text\n(.*?)```", text, re.S)
+    assert m, "the example start-up line is marked <!-- learner-start-line: ... --> in docs/OPERATIONS.md"
+    rt = runtime(tmp_path, learner="epsilon = 1.0\nalpha = 0.2", model="fraud-score")
+    assert " ".join(m.group(1).split()) == f"model fraud-score: {learner_line(rt)}"
+
+
 def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_path: Path) -> None:
     realizable = 'epsilon = 1.0\nalpha = 0.1\nguarantee = "realizable"'
     with pytest.raises(ConfigError, match=rf"has 2228.*realizable bound error <= 0\.1 \(needs n = {N} for 0\.1.*"

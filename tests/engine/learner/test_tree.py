@@ -205,3 +205,13 @@ def test_every_node_draws_from_its_own_entropy_without_a_seed() -> None:
     x, y = _xy(300, 2)
     a = PrivateLearner.fit("trees", x, y, epsilon=1.0, d=2, depth=3, seed=4).hypothesis
     assert a == _tree_model().hypothesis
+
+
+def test_the_budgets_move_with_n_only_inside_the_band_of_corollary_t1() -> None:
+    """learner.md 8, Corollary T1': the level budgets at n and n + 1 coincide (so adding or removing an
+    example costs epsilon / 2) except for 365 <= n <= 1,280 at depth 3, d = 2, epsilon 1 on float64."""
+    moving = [n for n in range(1, 3000)
+              if level_epsilons(1.0, 3, n, 2, FLOAT64_POINTS) != level_epsilons(1.0, 3, n + 1, 2, FLOAT64_POINTS)]
+    assert moving == list(range(365, 1281))
+    ln_h = math.log(2 * 2 * (FLOAT64_POINTS + 1))
+    assert math.floor(8 * ln_h) == 365 and math.floor(28 * ln_h) == 1280
