@@ -88,8 +88,8 @@ def write_sample(root: Path, n: int, seed: int, n_learner: int | None = None) ->
 @click.option("--n", "n", type=click.IntRange(min=1), default=100_000, show_default=True,
               help="Size of GenericBBL's sample training set.")
 @click.option("--learner-n", type=click.IntRange(min=1), default=None,
-              help="Size of the private learner's training set [default: the planner's n for epsilon = 1, "
-                   "alpha = 0.1 (2,229)].")
+              help="Size of the private learner's training set [default: the planner's realizable n for "
+                   "epsilon = 1, alpha = 0.1 (2,229; the sample's labels come from a threshold)].")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Seed of the task, the streams and GenericBBL's sample (the learner's fit draws OS entropy).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
