@@ -132,9 +132,9 @@ class PrivateLearner:
 
         ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
         tests) draws 128 bits of OS entropy (trees: 128 bits per node, ``node_bits``). The release is a
-        deterministic function of (data, seed),
-        and the hypothesis can be read back from free queries, so a guessable seed voids the
-        guarantee (docs/privacy/learner.md 2); each further fit on the same data spends another epsilon.
+        deterministic function of (data, seed), and the hypothesis can be read back from free queries,
+        so a guessable seed voids the guarantee (docs/privacy/learner.md 2, 8); each further fit on the
+        same data spends another epsilon.
         Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
         nothing is kept of the training set. Trees: epsilon is split over the levels by
         ``tree.level_epsilons``, the score chosen by ``tree.uses_split_score`` of epsilon (Theorem T1)."""
