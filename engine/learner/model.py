@@ -33,7 +33,8 @@ from everlast.engine.errors import CorruptState, InvalidInput
 from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.exact import Bits, BitSource
 from everlast.engine.learner.hypothesis import CLASSES, Hypothesis
-from everlast.engine.learner.sampler import MAX_EPS_ERRORS, sample
+from everlast.engine.learner.release import sample
+from everlast.engine.learner.sampler import MAX_EPS_ERRORS
 from everlast.engine.learner.tree import (
     DEFAULT_DEPTH,
     MAX_DEPTH,

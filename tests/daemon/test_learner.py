@@ -27,7 +27,7 @@ from everlast.engine.restore import restore
 from tests.daemon.fakes import feed, labels_of, queries
 from tests.daemon.kafka_helpers import write_model_files
 
-N = 2229  # `everlast plan --mechanism private-learner --epsilon 1 --alpha 0.1`: thresholds on float64
+N = 2229  # `everlast plan --mechanism private-learner --epsilon 1 --alpha 0.1 --guarantee realizable`: thresholds
 
 
 def write_data(root: Path, name: str = "train", n: int = N, seed: int = 0, x: Any = None) -> Path:
