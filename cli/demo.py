@@ -52,11 +52,12 @@ TREES = "demo-trees"
 
 
 def planner_learner_n(epsilon: float = LEARNER_EPSILON, alpha: float = 0.1) -> int:
-    """The planner's n for the private learner (thresholds on all finite doubles, Theorem L2)."""
+    """The planner's n for the private learner (thresholds on all finite doubles, Theorem L2: the demo's
+    labels come from a threshold, so the realizable bound applies)."""
     from everlast.engine.planner import Targets
     from everlast.engine.planner.mechanisms import learner_cost
 
-    n = learner_cost(Targets(epsilon=epsilon, alpha=alpha)).n_required
+    n = learner_cost(Targets(epsilon=epsilon, alpha=alpha), guarantee="realizable").n_required
     assert n is not None
     return n
 
@@ -97,8 +98,8 @@ def write_sample(root: Path, n: int, seed: int, n_learner: int | None = None, br
 @click.option("--n", "n", type=click.IntRange(min=1), default=100_000, show_default=True,
               help="Size of GenericBBL's sample training set.")
 @click.option("--learner-n", type=click.IntRange(min=1), default=None,
-              help="Size of the private learner's training set [default: the planner's n for epsilon = 1, "
-                   "alpha = 0.1 (2,229)].")
+              help="Size of the private learner's training set [default: the planner's realizable n for "
+                   "epsilon = 1, alpha = 0.1 (2,229; the sample's labels come from a threshold)].")
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Seed of the task, the streams and GenericBBL's sample (the learner's fit draws OS entropy).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=RATE, show_default=True,
@@ -233,7 +234,8 @@ def learner_guarantee(g: dict[str, Any]) -> str:
     return (f"training set ({eps:.4g}, 0)-DP ({strength(eps)}; {g['claim']}); queries (0, 0)-DP (each answer "
             f"depends only on the released hypothesis and its own query); no rounds, never halts; accuracy, "
             f"realizable ({g['accuracy_theorem']}, only if {g['realizable_if']}): {acc}; agnostic "
-            f"({g['agnostic_theorem']}, any data): {agn}. Inputs must be floats: on inputs of unbounded precision "
+            f"({g['agnostic_theorem']}, every distribution): {agn}; both for training examples drawn i.i.d. from "
+            "the distribution the queries come from. Inputs must be floats: on inputs of unbounded precision "
             "only GenericBBL applies.")
 
 

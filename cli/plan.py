@@ -12,7 +12,7 @@ same targets and their query chain and data cost are reported (``designs`` in th
 ``--mechanism`` compares mechanisms (``engine.planner.mechanisms``): ``private-learner`` plans only
 the generic private learner (docs/privacy/learner.md; its JSON has the same contract keys),
 ``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
-to GenericBBL's plan.
+to GenericBBL's plan. The learner's n follows ``--guarantee`` (default agnostic, as the daemon).
 """
 
 from __future__ import annotations
@@ -91,6 +91,10 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
                    "--vc-dim (finite); trees (depth --depth on R^--d): --mechanism private-learner only.")
 @click.option("--depth", type=click.IntRange(1, 8), default=3, show_default=True,
               help="Depth of the trees (--concept trees).")
+@click.option("--guarantee", type=click.Choice(mech.GUARANTEES), default="agnostic", show_default=True,
+              help="Private learner: the accuracy bound its n_required, epsilon at --n, meets_targets_at_n and the "
+                   "comparison follow, as the daemon's learner.guarantee (both bounds are printed): agnostic (an "
+                   "excess over a named comparator, any distribution) or realizable (labels from the class).")
 @click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
               show_default=True, help="Target epsilon (training set; queries conditionally).")
 @click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
@@ -161,6 +165,7 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
                    "float64, 2^64 - 2^53 - 1].")
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: float, beta: float,
+             guarantee: str,
              accounting: str, halts: str, k: float, dim: int, vc_dim: int | None, rounds: int,
              lambda_log: str, design: str | None, halting: str | None, restarts: str | None,
              eps_h: float | None, eps_r: float | None, lemma_s: bool, with_designs: bool,
@@ -186,7 +191,7 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     memory = (engine_memory if engine_memory is not None else 16) * 2**30
     size = domain_size if domain_size is not None else mech.FLOAT64_POINTS
     if mechanism == "private-learner":
-        cost = mech.learner_cost(targets, n, size, depth)
+        cost = mech.learner_cost(targets, n, size, depth, guarantee)
         if as_json:
             emit_json(mech.learner_json(targets, cost))
         else:
@@ -200,7 +205,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     try:
         p = make_plan(targets)
     except PlanInfeasible as exc:
-        others = ((mech.bbl_infeasible(targets, str(exc), n, achievable), mech.learner_cost(targets, n, size))
+        others = ((mech.bbl_infeasible(targets, str(exc), n, achievable),
+                   mech.learner_cost(targets, n, size, guarantee=guarantee))
                   if mechanism == "all" else None)
         if as_json:
             out = infeasible_json(targets, str(exc), achievable)
@@ -216,8 +222,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         return
     costs = designs(targets) if with_designs else None
     levers = ablation(targets) if with_ablation else None
-    compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable)
-                if mechanism == "all" else None)
+    compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable,
+                             guarantee=guarantee) if mechanism == "all" else None)
     # with --n below the target's n, the schedule shown is the one those n examples run (at the best
     # epsilon they certify); the target's own plan stays in the JSON as "plan_for_target"
     at_n = (achievable.plan if n is not None and achievable is not None and achievable.plan is not None

@@ -84,8 +84,9 @@ def learner_line(m: ModelRuntime) -> str:
     return (f"private-learner (exponential mechanism) over {cls} on {dt['domain']}, n={m.n_train}: "
             f"training set ({g.epsilon_training:.4g}, 0)-DP ({dt['claim']}), queries (0, 0)-DP; no rounds, never "
             f"halts; accuracy, realizable ({dt['accuracy_theorem']}; only if {dt['realizable_if']}: the data can "
-            f"contradict this): {real}; agnostic ({dt['agnostic_theorem']}, every distribution): {agn}; "
-            f"alpha is checked against the {dt['guarantee']} bound")
+            f"contradict this): {real}; agnostic ({dt['agnostic_theorem']}, every distribution): {agn}; both "
+            f"for a training set of n i.i.d. draws from the distribution the queries come from; alpha is checked "
+            f"against the {dt['guarantee']} bound")
 
 
 def warn_operator(cfg: Config) -> None:

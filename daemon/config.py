@@ -217,9 +217,12 @@ class LearnerConfig(_Strict):
     guarantee: Literal["agnostic", "realizable"] = Field(
         "agnostic",
         description=(
-            "the accuracy bound `alpha` is checked against: agnostic (the default: error <= the comparator's "
-            "error + alpha, for every distribution; the data cannot contradict it) or realizable (error <= "
-            "alpha, only if the labels come from a hypothesis of the class: real data can contradict it)"
+            "the accuracy bound `alpha` is checked against (as `everlast plan --guarantee`): agnostic (the "
+            "default: error <= the comparator's error + alpha, for every distribution of the labels) or "
+            "realizable (error <= alpha, only if the labels are those of a hypothesis of the class -- for trees, "
+            "of one stump: real data can contradict it). Both need the training set to be n i.i.d. draws from "
+            "the distribution the queries come from; drift or a training set that is not such a sample breaks "
+            "them"
         ),
     )
 

@@ -119,8 +119,11 @@ class Metrics:
         )
         self.accuracy = Gauge(
             f"{PREFIX}_guarantee_accuracy",
-            "Private learner: alpha = the error the realizable bound proves at n (only if the labels fit the class), "
-            "agnostic_excess = the agnostic bound's excess over its comparator, beta = their failure probability",
+            "Private learner: alpha = the error the realizable bound proves at n (only if the labels are those of a "
+            "hypothesis of the class; for trees, of one stump), agnostic_excess = the agnostic bound's excess over "
+            "its comparator (the best hypothesis of the class; for trees, the greedy completion of the released "
+            "tree), beta = their failure probability; both bounds assume the training set is n i.i.d. draws from "
+            "the distribution the queries come from",
             ["model", "quantity"],
             registry=r,
         )

@@ -28,7 +28,7 @@ class Guarantee:
     mechanism: str = "generic-bbl"
     details: dict[str, Any] = field(default_factory=dict)
     """Public numbers of the mechanism's certificate beyond (epsilon, delta) (the private learner:
-    class, domain, n, the accuracy Theorem L2 proves)."""
+    class, domain, n, both accuracy bounds at n)."""
 
     @property
     def weak(self) -> bool:
@@ -230,9 +230,11 @@ TREES_CLAIM = "Theorem T1, docs/privacy/learner.md section 8"
 def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, domain_kind: str) -> Guarantee:
     """The private learner's certificate for the configuration and n (``engine.planner.mechanisms``):
     training set (epsilon, 0)-DP, queries (0, 0)-DP, and both accuracy bounds at n: the realizable
-    one (Theorem L2, trees T2: only if the labels fit the class) and the agnostic one (L3, trees T3:
-    an excess over a named comparator, for every distribution). With ``alpha`` configured, the start
-    is refused (``ConfigError``) when n cannot prove it under ``guarantee``; the message gives both
+    one (Theorem L2, trees T2: only if ``realizable_if``, for trees labels from one stump) and the
+    agnostic one (L3, trees T3: an excess over a named comparator); both only for a training set of n
+    i.i.d. draws from the distribution the queries come from. With ``alpha`` configured, the start is
+    refused (``ConfigError``) unless ``learner_cost(..., guarantee).meets_at_n``: the same numbers
+    ``everlast plan --mechanism private-learner --guarantee G --n N`` prints; the message gives both
     bounds and the n each needs."""
     from everlast.engine.planner import Targets
     from everlast.engine.planner.mechanisms import LEARNER_NOTE, learner_cost
@@ -241,22 +243,20 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     assert lc is not None
     alpha = lc.alpha or 0.1
     t = Targets(epsilon=lc.epsilon, alpha=alpha, beta=lc.beta, concept=cfg.concept, d=cfg.d)
-    c = learner_cost(t, n, domain_size, cfg.depth)
-    alpha_n = c.alpha_at_n if c.alpha_at_n is not None else 1.0
-    ag = c.extra["agnostic"]
+    c = learner_cost(t, n, domain_size, cfg.depth, lc.guarantee)
+    real, ag = c.extra["realizable"], c.extra["agnostic"]
+    alpha_n = float(real["alpha_at_n"])
     excess_n = float(ag["excess_at_n"])
-    n_real, n_agn = c.n_required, int(ag["n_required"])
-    if lc.alpha is not None:
-        need = n_agn if lc.guarantee == "agnostic" else n_real
-        if need is None or n < need:
-            raise ConfigError(
-                f"model {cfg.id}: alpha = {lc.alpha} under guarantee = \"{lc.guarantee}\" at epsilon = {lc.epsilon} "
-                f"needs more data (the training set has {n}). With n = {n}: realizable bound error <= "
-                f"{alpha_n:.3g} (needs n = {n_real} for {lc.alpha}; only if {c.extra['realizable_if']}); agnostic "
-                f"bound error <= {ag['comparator']} + {excess_n:.3g} (needs n = {n_agn} for an excess of {lc.alpha}). "
-                "Give more data, raise epsilon or alpha, choose the other guarantee, or drop alpha (privacy holds "
-                "at any n); docs/privacy/learner.md 4, 8, 9."
-            )
+    n_real, n_agn = real["n_required"], int(ag["n_required"])
+    if lc.alpha is not None and not c.meets_at_n:
+        raise ConfigError(
+            f"model {cfg.id}: alpha = {lc.alpha} under guarantee = \"{lc.guarantee}\" at epsilon = {lc.epsilon} "
+            f"needs more data (the training set has {n}). With n = {n}: realizable bound error <= "
+            f"{alpha_n:.3g} (needs n = {n_real} for {lc.alpha}; only if {real['if']}); agnostic "
+            f"bound error <= {ag['comparator']} + {excess_n:.3g} (needs n = {n_agn} for an excess of {lc.alpha}). "
+            "Give more data, raise epsilon or alpha, choose the other guarantee, or drop alpha (privacy holds "
+            "at any n); docs/privacy/learner.md 4, 8, 9."
+        )
     warnings = [LEARNER_NOTE]
     if alpha_n >= 0.5 and excess_n >= 0.5:
         warnings.append(f"with n = {n} neither bound proves useful accuracy (realizable alpha = {alpha_n:.3g}, "
@@ -268,13 +268,13 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
         "domain_size": str(domain_size), "n_train": n,
         "rounds": False, "halts": False, "claim": TREES_CLAIM if trees else LEARNER_CLAIM,
         "alpha_proven": alpha_n, "beta": lc.beta,
-        "accuracy_theorem": f"Theorem {c.extra['theorem']}",
-        "realizable_if": c.extra["realizable_if"],
+        "accuracy_theorem": f"Theorem {real['theorem']}",
+        "realizable_if": real["if"],
         "agnostic_excess": excess_n, "agnostic_comparator": ag["comparator"],
         "agnostic_theorem": f"Theorem {ag['theorem']}",
         "guarantee": lc.guarantee,
         "alpha_target": lc.alpha,
-        "n_required": (n_agn if lc.guarantee == "agnostic" else n_real) if lc.alpha is not None else None,
+        "n_required": c.n_required if lc.alpha is not None else None,
         **({"depth": cfg.depth} if trees else {}),
     }
     return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),

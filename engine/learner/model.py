@@ -19,6 +19,7 @@ hypothesis -- a secret of the model), ``live_part()`` (the count of answered que
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,10 +31,18 @@ from everlast.engine.concepts import from_spec as concept_from_spec
 from everlast.engine.concepts.base import check_labels
 from everlast.engine.errors import CorruptState, InvalidInput
 from everlast.engine.learner.domain import Domain
-from everlast.engine.learner.exact import Bits
+from everlast.engine.learner.exact import Bits, BitSource
 from everlast.engine.learner.hypothesis import CLASSES, Hypothesis
-from everlast.engine.learner.sampler import MAX_EPS_ERRORS, sample
-from everlast.engine.learner.tree import DEFAULT_DEPTH, MAX_DEPTH, Tree, level_epsilons, sample_tree
+from everlast.engine.learner.release import sample
+from everlast.engine.learner.sampler import MAX_EPS_ERRORS
+from everlast.engine.learner.tree import (
+    DEFAULT_DEPTH,
+    MAX_DEPTH,
+    Tree,
+    level_epsilons,
+    sample_tree,
+    uses_split_score,
+)
 from everlast.engine.phases import Phase
 from everlast.engine.serving import Answers, RoundInfo
 
@@ -82,6 +91,22 @@ def check_epsilon(epsilon: Any, n: int) -> float:
     return eps
 
 
+def _bits(seed: int | None) -> Bits:
+    return Bits(np.random.Generator(np.random.PCG64(seed)))
+
+
+def node_bits(seed: int | None) -> Callable[[int], BitSource]:
+    """A tree's bit sources. seed None: every node draws from its own generator on fresh 128 bits of OS
+    entropy, so each node's draw (at most ~66 output bits on float64) is covered by the count of
+    docs/privacy/learner.md 2, as one stump's is; a whole tree (~460 bits at depth 3, d = 2) exceeds
+    any 128-bit seed (learner.md 8). A seed (tests and benches; the daemon refuses one): one generator
+    for the whole tree, reproducible."""
+    if seed is None:
+        return lambda _node: _bits(None)
+    shared = _bits(seed)
+    return lambda _node: shared
+
+
 class PrivateLearner:
     """One hypothesis released by the exponential mechanism; answers every query with it."""
 
@@ -110,12 +135,13 @@ class PrivateLearner:
         """Run the exponential mechanism on the training set (x, y) and return the served learner.
 
         ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
-        tests) draws 128 bits of OS entropy. The release is a deterministic function of (data, seed),
-        and the hypothesis can be read back from free queries, so a guessable seed voids the
-        guarantee (docs/privacy/learner.md 2); each further fit on the same data spends another epsilon.
+        tests) draws 128 bits of OS entropy (trees: 128 bits per node, ``node_bits``). The release is a
+        deterministic function of (data, seed), and the hypothesis can be read back from free queries,
+        so a guessable seed voids the guarantee (docs/privacy/learner.md 2, 8); each further fit on the
+        same data spends another epsilon.
         Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
         nothing is kept of the training set. Trees: epsilon is split over the levels by
-        ``tree.level_epsilons`` (Theorem T1)."""
+        ``tree.level_epsilons``, the score chosen by ``tree.uses_split_score`` of epsilon (Theorem T1)."""
         spec = concept_spec(concept, d, depth)
         cc = concept_from_spec(validator_spec(spec))
         dom = domain if isinstance(domain, Domain) else Domain.from_spec(domain)
@@ -126,13 +152,13 @@ class PrivateLearner:
         ys = check_labels(y, n)
         eps = check_epsilon(epsilon, n)
         pos = dom.positions(xs, "training")
-        bits = Bits(np.random.Generator(np.random.PCG64(seed)))
         h: Hypothesis | Tree
         if spec["name"] == "trees":
             levels = level_epsilons(eps, spec["depth"], n, spec["d"], dom.size)
-            h = sample_tree(pos, ys, dom.lo_pos, dom.hi_pos, levels, bits)
+            h = sample_tree(pos, ys, dom.lo_pos, dom.hi_pos, levels, node_bits(seed),
+                            split_score=uses_split_score(eps))
         else:
-            h = sample(spec["name"], pos, ys, dom.lo_pos, dom.hi_pos, eps, bits)
+            h = sample(spec["name"], pos, ys, dom.lo_pos, dom.hi_pos, eps, _bits(seed))
         return cls(spec, dom, eps, n, h)
 
     # -- Servable ------------------------------------------------------------------------------

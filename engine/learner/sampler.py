@@ -15,7 +15,7 @@ Intervals: the pair of cells (a <= b) is proposed in two stages, the left cell f
 marginal (a suffix sum, computed with integer interval bounds in one O(n) pass) and the right one
 from its conditional (Lemma X6); a = b draws a uniform pair c_lo <= c_hi inside the cell.
 Thresholds and stumps: ``engine.learner.stumps`` (the same law, one coordinate at a time, Lemma X7),
-O(d n log n); intervals: here, O(n log n).
+O(d n log n); intervals: here, O(n log n). ``engine.learner.release.sample`` picks one by class.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from everlast.engine.learner.cells import Cells, cells
+from everlast.engine.learner.cells import Cells
 from everlast.engine.learner.exact import (
     BitSource,
     DyadicSampler,
@@ -38,7 +38,6 @@ from everlast.engine.learner.exact import (
 )
 from everlast.engine.learner.exponents import exponents
 from everlast.engine.learner.hypothesis import Hypothesis
-from everlast.engine.learner.stumps import sample_stump_rows
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
@@ -179,10 +178,3 @@ def sample_interval(c: Cells, eps: float, bits: BitSource, fast: bool = True) ->
         hi = _uniform_cut(bits, int(c.starts[0, b]), s_list[b])
         return Hypothesis("intervals", lo, hi)
 
-
-def sample(concept: str, pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, eps: float,
-           bits: BitSource, fast: bool = True) -> Hypothesis:
-    """The exponential mechanism for ``concept`` on validated positions and labels."""
-    if concept == "intervals":
-        return sample_interval(cells(pos, y, lo_pos, hi_pos), eps, bits, fast)
-    return sample_stump_rows(pos, None, y, lo_pos, hi_pos, eps, bits, concept, fast)

@@ -27,6 +27,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from everlast.engine.errors import InvalidInput
 from everlast.engine.learner.exact import (
     DROP_EXP,
     BitSource,
@@ -52,6 +53,10 @@ SPLIT = 0
 SPLIT_SCALE = 256
 """A of the split score Q = floor(A o_L z_L / n_L) + floor(A o_R z_R / n_R), whose sensitivity is A
 (docs/privacy/learner.md 8)."""
+MAX_SPLIT_RECORDS = 3 * 10**8
+"""Q is computed in int64: A o z <= A (m / 2)^2 = 64 m^2 < 2^63 for m < 2^28.5 ~ 3.797e8 records at a
+node. A tree scored by Q refuses n >= this (``InvalidInput``); errors (thresholds, stumps, the trees'
+last level) have no such limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class ColumnCells:
         n, n1 = self.n, int(self.ones[-1])
         j = np.arange(n + 1, dtype=np.int64)
         if variant == SPLIT:
+            check_split_records(n)
             zl = j - self.ones
             out = _half(self.ones, zl, j)
             out += _half(n1 - self.ones, (n - n1) - zl, n - j)
@@ -86,8 +92,17 @@ class ColumnCells:
         return e if variant > 0 else n - e
 
 
+def check_split_records(n: int) -> None:
+    """Refuse a node too large for Q's int64 arithmetic (``MAX_SPLIT_RECORDS``): n is public."""
+    if n >= MAX_SPLIT_RECORDS:
+        raise InvalidInput(f"the split score of depth-k trees (used from a total epsilon of 2) is exact for "
+                           f"fewer than {MAX_SPLIT_RECORDS:.0e} training records; this training set has {n} "
+                           "(use epsilon < 2, or fewer records)")
+
+
 def _half(o: I64, z: I64, m: I64) -> I64:
-    """floor(A o z / m), 0 where m = 0 (exact int64: A (n / 2)^2 < 2^63 for n < 3.8e8)."""
+    """floor(A o z / m), 0 where m = 0 (exact in int64: A o z <= 64 m^2 < 2^63 for m < 2^28.5 ~ 3.797e8;
+    ``MAX_SPLIT_RECORDS`` keeps m below 3e8)."""
     num = o * z
     num *= SPLIT_SCALE
     np.floor_divide(num, np.maximum(m, 1), out=num)
@@ -97,8 +112,6 @@ def _half(o: I64, z: I64, m: I64) -> I64:
 def column_cells(col: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int) -> ColumnCells:
     """Cells of one coordinate from its positions ``col`` (n,) and labels ``y`` (n,): exact integers."""
     n = int(col.size)
-    if n >= 3 * 10**8:
-        raise ValueError("a node of more than 3e8 records overflows the split score")
     order = np.argsort(col, kind="stable")
     edges = np.empty(n + 2, dtype=np.int64)
     edges[0] = lo_pos - 1

@@ -9,13 +9,16 @@ nothing: that is the mechanism's "no split" (the constant stumps are in the clas
 Fitting (``sample_tree``): level l's nodes each run the exact stump sampler (``engine.learner.stumps``)
 at epsilon_l on the records that reach them; records are then routed by the released stumps.
 A record reaches one node per level (parallel composition within a level); the levels compose
-sequentially: the release is (sum_l epsilon_l, 0)-DP (Theorem T1). ``level_epsilons`` says how
-epsilon is split.
+sequentially: the release is (sum_l epsilon_l, 0)-DP under substitution (Theorem T1). ``level_epsilons``
+says how epsilon is split, ``uses_split_score`` which score the levels above the last use; both are
+functions of public numbers. Each node draws from its own bit source (``PrivateLearner.fit``: its own
+128 bits of OS entropy, docs/privacy/learner.md 8).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -26,16 +29,22 @@ from numpy.typing import NDArray
 from everlast.engine.errors import CorruptState
 from everlast.engine.learner.exact import BitSource
 from everlast.engine.learner.hypothesis import hypothesis_count
-from everlast.engine.learner.stumps import SPLIT, SPLIT_SCALE, sample_stump_rows
+from everlast.engine.learner.stumps import SPLIT, SPLIT_SCALE, check_split_records, sample_stump_rows
 
 I64 = NDArray[np.int64]
 MAX_DEPTH = 8
 DEFAULT_DEPTH = 3
 SPLIT_SCORE_FROM = 2.0
-"""From this total epsilon the levels above the last score splits by Q (a Gini-like count), below it by
-the stump's errors: docs/privacy/learner.md 8 gives the measurements behind the choice."""
+"""From this configured epsilon the levels above the last score splits by Q (a Gini-like count), below
+it by the stump's errors: docs/privacy/learner.md 8 gives the measurements behind the choice."""
 ROOT_SIGNAL = 4.0
 """The root's floor: epsilon_0 >= min(epsilon / 2, ROOT_SIGNAL ln|H_node| / n) (docs/privacy/learner.md 8)."""
+
+
+def uses_split_score(epsilon: float) -> bool:
+    """Whether the levels above the last score splits by Q: decided on the configured epsilon alone (not
+    on the float sum of the level budgets, which can round below it: 1.9999999999999998 at epsilon 2)."""
+    return epsilon >= SPLIT_SCORE_FROM
 
 
 def level_epsilons(epsilon: float, depth: int, n: int, d: int, domain_size: int) -> tuple[float, ...]:
@@ -106,16 +115,17 @@ class Tree:
 
 
 def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilons: tuple[float, ...],
-                bits: BitSource, fast: bool = True, split_score: bool | None = None) -> Tree:
+                node_bits: Callable[[int], BitSource], *, split_score: bool, fast: bool = True) -> Tree:
     """The tree, top-down: level l's 2^l nodes each draw a stump at ``epsilons[l]`` from the records
-    that reach them (none: the uniform law over the class, data-independent). Above the last level
-    the score is the stump's errors, or with ``split_score`` (default: from a total epsilon of
-    ``SPLIT_SCORE_FROM``) the split score Q (``stumps.ColumnCells.score``, sensitivity
-    ``SPLIT_SCALE``: the mechanism runs at epsilon_l / SPLIT_SCALE)."""
-    if split_score is None:
-        split_score = math.fsum(epsilons) >= SPLIT_SCORE_FROM
+    that reach them (none: the uniform law over the class, data-independent), node i (heap order) from
+    ``node_bits(i)``. Above the last level the score is the stump's errors, or with ``split_score``
+    (``uses_split_score`` of the configured epsilon) the split score Q (``stumps.ColumnCells.score``,
+    sensitivity ``SPLIT_SCALE``: the mechanism runs at epsilon_l / SPLIT_SCALE; a training set of
+    ``stumps.MAX_SPLIT_RECORDS`` or more is refused, ``InvalidInput``, before any draw)."""
     pos = pos if pos.ndim == 2 else pos[:, None]
     n = int(pos.shape[0])
+    if split_score and len(epsilons) > 1:
+        check_split_records(n)
     coords: list[int] = []
     cuts: list[int] = []
     signs: list[int] = []
@@ -130,7 +140,8 @@ def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilon
             bounds = np.searchsorted(node[order], np.arange(width + 1))
             groups = [order[bounds[v]:bounds[v + 1]] for v in range(width)]
         last = level + 1 == len(epsilons)
-        for rows in groups:
+        for v, rows in enumerate(groups):
+            bits = node_bits(width - 1 + v)
             if last or not split_score:
                 h = sample_stump_rows(pos, rows, y, lo_pos, hi_pos, eps, bits, "trees", fast)
             else:

@@ -2,21 +2,23 @@
 trees' bounds (docs/privacy/learner.md 8).
 
 Agnostic, one exponential mechanism over a finite class H (thresholds, intervals, stumps; Theorem
-L3): with probability >= 1 - beta, for every distribution D,
+L3): for every distribution D of (x, y) and S = n i.i.d. draws from D, with probability >= 1 - beta
+over S and the mechanism,
 
     err_D(h) <= min_{h' in H} err_D(h') + t / n + sqrt(ln(|H| / beta_uc) / (2n)) + sqrt(ln(1 / beta_h) / (2n)),
     t = (2 / epsilon) ln(|H| / beta_em),  beta = beta_em + beta_uc + beta_h.
 
 Trees of depth k (Theorem T3): the comparator is not the best tree of the class but the *greedy
 completion* G(T) of the released tree T: T's splits above its last level, and at each last-level
-node the stump with the fewest training errors there. With probability >= 1 - beta,
+node the stump with the fewest training errors there. For every D and S ~ D^n, with probability
+>= 1 - beta over S and the mechanism,
 
     err_D(T) <= err_D(G(T)) + 2^(k-1) t_k / n + 2 sqrt(ln(2 |H_k| / beta_uc) / (2n)),
     t_k = (2 / epsilon_{k-1}) ln(2^(k-1) |H_1| / beta_em),  beta = beta_em + beta_uc.
 
-Trees, realizable (Theorem T2): if the labels are those of one stump (the only target the greedy rule
-provably recovers: any partition of a stump's labels is fitted by a stump in every cell), Theorem
-L2's argument with t = 2^(k-1) t_k and |H_k| gives error <= alpha.
+Trees, realizable (Theorem T2): if the labels are those of one stump (the target T2 covers: any
+partition of a stump's labels is fitted by a stump in every cell; no bound for a deeper target is
+proven for this greedy learner), Theorem L2's argument with t = 2^(k-1) t_k and |H_k| gives error <= alpha.
 
 Pure functions; |H| exact (``hypothesis_count``), logs in float with the planner's slack.
 """
@@ -138,3 +140,18 @@ def tree_best_alpha(shape: ClassShape, n: int, epsilon: float, beta: float) -> f
         return 1.0
     return roots.smallest_float(lambda a: tree_realizable_holds(shape, n, epsilon, a, beta), 0.0, 1.0 - 1e-12,
                                 steps=50)
+
+
+def best_epsilon(shape: ClassShape, n: int, alpha: float, beta: float) -> float:
+    """The least epsilon whose excess at n is <= alpha (Theorem L3, or T3 for trees; the excess decreases
+    in epsilon: t / n does, and a tree's last-level budget grows with epsilon); +inf when none does
+    (the uniform-convergence terms alone exceed alpha)."""
+    def ok(e: float) -> bool:
+        return excess(shape, n, e, beta) <= alpha
+
+    if not ok(2.0**60):
+        return math.inf
+    lo, hi = roots.grow_until(ok, 0.5, 1.0)
+    while ok(lo):
+        hi, lo = lo, lo / 2.0
+    return roots.smallest_float(ok, lo, hi, steps=60)

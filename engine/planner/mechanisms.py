@@ -2,8 +2,11 @@
 
 ``compare(targets, mechanisms, n)`` plans every requested mechanism for the same targets (and, with
 ``n``, what that many examples certify) and names the cheapest one that certifies the targets with
-proven numbers. The private learner's numbers come from ``engine.planner.learner``
-(docs/privacy/learner.md), GenericBBL's from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
+proven numbers. The private learner's numbers come from ``engine.planner.learner`` and
+``engine.planner.agnostic`` (docs/privacy/learner.md); its n_required, epsilon at n and whether it meets
+the targets follow one accuracy bound, ``guarantee`` (default agnostic, the daemon's default
+``learner.guarantee``: the plan and the daemon's start-up check use the same numbers), and both bounds
+are reported. GenericBBL's come from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
 
 Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``.
 """
@@ -23,13 +26,22 @@ from everlast.engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfe
 from everlast.engine.planner.report import fmt
 
 MECHANISMS = ("generic-bbl", "private-learner")
-__all__ = ["FLOAT64_POINTS", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n", "cheapest",
-           "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json", "learner_text"]
-LEARNER_NOTE = ("two accuracy bounds: the realizable one assumes labels from a hypothesis of the class (for "
-                "trees: from one stump) -- real data can contradict it, and nothing checks it; the agnostic one "
-                "holds for every distribution, as an excess over a comparator it names; the privacy guarantees "
-                "hold for every data set")
+GUARANTEES = ("agnostic", "realizable")
+__all__ = ["FLOAT64_POINTS", "GUARANTEES", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n",
+           "cheapest", "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json",
+           "learner_text", "realizable_if"]
+LEARNER_NOTE = ("two accuracy bounds, both only for a training set of n i.i.d. draws from the distribution the "
+                "queries come from (drift, or a training set that is not such a sample, breaks both): the "
+                "realizable one also assumes labels from a hypothesis of the class (for trees: from one stump) -- "
+                "real data can contradict it, and nothing checks it; the agnostic one holds for every such "
+                "distribution, as an excess over a comparator it names; the privacy guarantees hold for every "
+                "data set")
 REALIZABLE_IF = {"trees": "the labels are those of one stump"}
+
+
+def realizable_if(concept: str) -> str:
+    """The condition of the realizable bound (Theorem L2; trees: T2, a one-stump target)."""
+    return REALIZABLE_IF.get(concept, "the labels are those of a hypothesis of the class")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +79,7 @@ class MechanismCost:
 
 def agnostic_json(shape: ag.ClassShape, t: Targets, n: int | None) -> dict[str, Any]:
     """The agnostic bound (Theorem L3, or T3 for trees): its comparator, the n that makes the excess
-    <= alpha, and with n the excess it proves."""
+    <= alpha, and with n the excess it proves and the least epsilon that proves an excess <= alpha."""
     d: dict[str, Any] = {
         "theorem": "T3 (docs/privacy/learner.md 8)" if shape.concept == "trees" else "L3 (docs/privacy/learner.md 9)",
         "comparator": ag.COMPARATOR[shape.concept],
@@ -75,13 +87,18 @@ def agnostic_json(shape: ag.ClassShape, t: Targets, n: int | None) -> dict[str, 
     }
     if n is not None:
         d["excess_at_n"] = ag.excess(shape, n, t.epsilon, t.beta)
+        d["epsilon_at_n"] = _num(ag.best_epsilon(shape, n, t.alpha, t.beta))
     return d
 
 
 def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_POINTS,
-                 depth: int = DEFAULT_DEPTH) -> MechanismCost:
-    """The generic private learner for the targets: (eps, 0) training, (0, 0) queries, the realizable
-    n (Theorem L2; trees: T2) and the agnostic one (Theorems L3, T3)."""
+                 depth: int = DEFAULT_DEPTH, guarantee: str = "agnostic") -> MechanismCost:
+    """The generic private learner for the targets: (eps, 0) training, (0, 0) queries, and both accuracy
+    bounds: realizable (Theorem L2; trees: T2) and agnostic (Theorems L3, T3). ``n_required``,
+    ``epsilon_at_n``, ``alpha_at_n`` (agnostic: the excess at n) and so ``meets_at_n`` follow
+    ``guarantee``: the same numbers the daemon checks ``learner.alpha`` against."""
+    if guarantee not in GUARANTEES:
+        raise ValueError(f"unknown guarantee {guarantee!r}; known: {', '.join(GUARANTEES)}")
     if t.concept not in CLASSES:
         why = f"the private learner supports {', '.join(CLASSES)} (not {t.concept})"
         return MechanismCost("private-learner", None, math.inf, 0.0, 0.0, 0.0, True, False, why, n)
@@ -94,25 +111,29 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
         "domain_size": str(domain_size),
         "domain": "all finite float64" if domain_size == FLOAT64_POINTS else f"{domain_size} points",
         "note": LEARNER_NOTE,
+        "guarantee": guarantee,
     }
-    at_eps = at_alpha = None
+    real: dict[str, Any] = {"if": realizable_if(t.concept)}
     if t.concept == "trees":
         extra["depth"] = depth
-        n_real = ag.tree_n_required(shape, t.epsilon, t.alpha, t.beta)
-        extra["theorem"] = "T2 (docs/privacy/learner.md 8)"
+        real.update({"theorem": "T2 (docs/privacy/learner.md 8)",
+                     "n_required": ag.tree_n_required(shape, t.epsilon, t.alpha, t.beta)})
         if n is not None:
-            at_alpha = ag.tree_best_alpha(shape, n, t.epsilon, t.beta)
+            real["alpha_at_n"] = ag.tree_best_alpha(shape, n, t.epsilon, t.beta)
     else:
         b = pl.n_required(t.epsilon, t.alpha, t.beta, ln_h)
-        n_real = b.n_required or 0
-        extra.update({"theorem": "L2 (docs/privacy/learner.md section 4)", "beta_em": b.beta_em,
-                      "beta_uc": b.beta_uc, "t_errors": b.t_errors})
+        real.update({"theorem": "L2 (docs/privacy/learner.md 4)", "n_required": b.n_required,
+                     "beta_em": b.beta_em, "beta_uc": b.beta_uc, "t_errors": b.t_errors})
         if n is not None:
-            at_eps = pl.best_epsilon(n, t.alpha, t.beta, ln_h)
-            at_alpha = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
-    extra["realizable_if"] = REALIZABLE_IF.get(t.concept, "the labels are those of a hypothesis of the class")
-    extra["agnostic"] = agnostic_json(shape, t, n)
-    return MechanismCost("private-learner", n_real, t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
+            real["epsilon_at_n"] = _num(pl.best_epsilon(n, t.alpha, t.beta, ln_h))
+            real["alpha_at_n"] = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
+    agn = agnostic_json(shape, t, n)
+    extra["realizable"], extra["agnostic"] = real, agn
+    chosen = extra[guarantee]
+    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") else \
+        (chosen["epsilon_at_n"] if chosen["epsilon_at_n"] is not None else math.inf)
+    at_alpha = None if n is None else real["alpha_at_n"] if guarantee == "realizable" else agn["excess_at_n"]
+    return MechanismCost("private-learner", chosen["n_required"], t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
                          at_eps, at_alpha, extra)
 
 
@@ -152,13 +173,13 @@ def bbl_cost(t: Targets, n: int | None = None, p: Plan | None = None,
 
 def compare(t: Targets, mechanisms: tuple[str, ...] = MECHANISMS, n: int | None = None,
             domain_size: int = FLOAT64_POINTS, bbl_plan: Plan | None = None,
-            bbl_achievable: Achievable | None = None) -> tuple[MechanismCost, ...]:
+            bbl_achievable: Achievable | None = None, guarantee: str = "agnostic") -> tuple[MechanismCost, ...]:
     out = []
     for m in mechanisms:
         if m == "generic-bbl":
             out.append(bbl_cost(t, n, bbl_plan, bbl_achievable))
         elif m == "private-learner":
-            out.append(learner_cost(t, n, domain_size))
+            out.append(learner_cost(t, n, domain_size, guarantee=guarantee))
         else:
             raise ValueError(f"unknown mechanism {m!r}; known: {', '.join(MECHANISMS)}")
     return tuple(out)
@@ -235,7 +256,7 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
         ],
         "schedule": [],
         "targets": {"epsilon": t.epsilon, "delta": t.delta, "alpha": t.alpha, "beta": t.beta,
-                    "concept": t.concept, "d": t.d},
+                    "concept": t.concept, "d": t.d, "guarantee": c.extra.get("guarantee")},
         "warnings": [LEARNER_NOTE] if c.n_required is not None else [c.reason],
     }
     if c.n_required is None:
@@ -244,13 +265,31 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
     if c.n is not None:
         d["epsilon_achievable"] = None if c.epsilon_at_n is None else _num(c.epsilon_at_n)
         if d["epsilon_achievable"] is None:
-            d["epsilon_achievable_reason"] = (f"Theorem L2 proves alpha = {t.alpha:g}, beta = {t.beta:g} for no "
-                                              f"epsilon with n = {c.n}: even an error-free release fails its "
-                                              "union bound over H")
+            d["epsilon_achievable_reason"] = _no_epsilon_reason(t, c)
         d["epsilon_achievable_n"] = c.n
         d["alpha_achievable"] = c.alpha_at_n
     d.update(comparison_json((c,)))
     return d
+
+
+def _no_epsilon_reason(t: Targets, c: MechanismCost) -> str:
+    if c.extra.get("guarantee") == "agnostic":
+        return (f"Theorem {c.extra['agnostic']['theorem'].split()[0]} proves an excess <= {t.alpha:g} at beta = "
+                f"{t.beta:g} for no epsilon with n = {c.n}: its uniform-convergence terms alone exceed it")
+    if t.concept == "trees":
+        return "not computed for trees under the realizable bound (alpha_achievable is, at the target epsilon)"
+    return (f"Theorem L2 proves alpha = {t.alpha:g}, beta = {t.beta:g} for no epsilon with n = {c.n}: even an "
+            "error-free release fails its union bound over H")
+
+
+def _other_bound(c: MechanismCost) -> str:
+    """The learner's n under the bound its n_required does not follow (both are always reported)."""
+    g = c.extra["guarantee"]
+    other = "realizable" if g == "agnostic" else "agnostic"
+    o = c.extra[other]
+    return (f"private-learner's n_required follows the {g} bound (Theorem {c.extra[g]['theorem'].split()[0]}; "
+            f"--guarantee, as the daemon's learner.guarantee); the {other} bound (Theorem {o['theorem'].split()[0]}) "
+            f"needs n = {fmt(o['n_required'])}")
 
 
 def _eps(x: float) -> str:
@@ -284,13 +323,16 @@ def comparison_text(costs: tuple[MechanismCost, ...]) -> str:
         if top is not None and top.epsilon_at_n is not None:
             rows.append(f"With n = {fmt(top.n)}: {top.mechanism} certifies the smallest epsilon "
                         f"({fmt(top.epsilon_at_n)}).")
-    if any(c.mechanism == "private-learner" and c.n_required is not None for c in costs):
-        rows.append(f"private-learner: {LEARNER_NOTE}.")
+    for c in costs:
+        if c.mechanism == "private-learner" and c.n_required is not None:
+            rows.append(f"{_other_bound(c)}.")
+            rows.append(f"private-learner: {LEARNER_NOTE}.")
     return "\n".join(rows)
 
 
 def learner_text(t: Targets, c: MechanismCost) -> str:
-    depth = c.extra.get("depth")
+    x = c.extra
+    depth = x.get("depth")
     lines = [f"everlast plan --mechanism private-learner: {t.concept}"
              + (f" of depth {depth}" if depth else "")
              + (f" on R^{t.d}" if t.concept in ("stumps", "trees") else "")
@@ -298,32 +340,40 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
     if c.n_required is None:
         lines.append(f"Not available: {c.reason}")
         return "\n".join(lines)
-    x = c.extra
-    ag_x = x["agnostic"]
+    g, real, agn = x["guarantee"], x["realizable"], x["agnostic"]
+    mark = {g: " [n_required: --guarantee " + g + ", as the daemon checks learner.alpha]"}
     lines += [
-        f"Realizable bound (Theorem {x['theorem'].split()[0]}): error <= alpha = {fmt(t.alpha)} with probability "
-        f">= {fmt(1 - t.beta)} needs n = {fmt(c.n_required)}, IF {x['realizable_if']}; real data can contradict "
-        "this condition and nothing checks it.",
-        f"Agnostic bound (Theorem {ag_x['theorem'].split()[0]}): error <= {ag_x['comparator']} + excess; the "
-        f"excess is <= {fmt(t.alpha)} from n = {fmt(ag_x['n_required'])} (holds for every distribution).",
+        f"n_required = {fmt(c.n_required)} (the {g} bound).",
+        f"Realizable bound (Theorem {real['theorem'].split()[0]}): error <= alpha = {fmt(t.alpha)} with probability "
+        f">= {fmt(1 - t.beta)} needs n = {fmt(real['n_required'])}, IF {real['if']}; real data can contradict "
+        f"this condition and nothing checks it.{mark.get('realizable', '')}",
+        f"Agnostic bound (Theorem {agn['theorem'].split()[0]}): error <= {agn['comparator']} + excess; the "
+        f"excess is <= {fmt(t.alpha)} from n = {fmt(agn['n_required'])} (for every distribution)."
+        + mark.get("agnostic", ""),
+        "Both bounds assume the training set is n i.i.d. draws from the distribution the queries come from.",
         f"|H| = {x['hypotheses'] if t.concept == 'trees' else fmt(float(x['hypotheses']))}, ln|H| = "
         f"{x['ln_hypotheses']:.2f}, domain: {x['domain']}.",
         f"  training set:  epsilon = {fmt(t.epsilon)}, delta = 0 (exponential mechanism, exact sampler; "
         + ("one per node, epsilon split over the levels; Theorem T1)" if t.concept == "trees" else "Theorem L1)"),
         "  queries:       epsilon = 0, delta = 0 (each answer depends only on the released hypothesis "
         "and its own query)",
-        "  no rounds, no halting, no refusals; queries cannot change the model",
+        "  no rounds, no halting; refuses only queries outside the domain (a function of the query and the "
+        "public domain alone); queries cannot change the model",
     ]
-    if "beta_em" in x:
-        lines.append(f"  realizable proof split: beta_em = {fmt(x['beta_em'])}, beta_uc = {fmt(x['beta_uc'])}, "
-                     f"t = {x['t_errors']:.1f} training errors")
+    if "beta_em" in real:
+        lines.append(f"  realizable proof split: beta_em = {fmt(real['beta_em'])}, beta_uc = {fmt(real['beta_uc'])}, "
+                     f"t = {real['t_errors']:.1f} training errors")
     if c.n is not None:
         e = c.epsilon_at_n if c.epsilon_at_n is not None else math.inf
-        first = (f"epsilon = {fmt(e)} at alpha = {fmt(t.alpha)}; " if math.isfinite(e) else
-                 "" if t.concept == "trees" else
-                 f"no epsilon proves alpha = {fmt(t.alpha)} (too little data for the union bound over H); ")
-        exc = ag_x["excess_at_n"]
-        lines.append(f"With n = {fmt(c.n)}: {first}realizable alpha = {fmt(c.alpha_at_n)} at epsilon = "
-                     f"{fmt(t.epsilon)}; agnostic excess = {exc:.3g}" + (" (vacuous: >= 1)" if exc >= 1 else "") + ".")
+        first = (f"the {g} bound proves alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
+                 "" if c.epsilon_at_n is None else
+                 f"no epsilon makes the {g} bound prove alpha = {fmt(t.alpha)} (too little data: "
+                 + ("its uniform-convergence terms alone exceed it); " if g == "agnostic" else
+                    "its union bound over H fails even for an error-free release); "))
+        exc = agn["excess_at_n"]
+        vacuous = " (vacuous: >= 1)" if exc >= 1 else ""
+        lines.append(f"With n = {fmt(c.n)}: {first}at epsilon = {fmt(t.epsilon)}, realizable alpha = "
+                     f"{fmt(real['alpha_at_n'])}, agnostic excess = {exc:.3g}{vacuous}; meets the targets under "
+                     f"the {g} bound: {'yes' if c.meets_at_n else 'no'}.")
     lines += ["", f"Note: {LEARNER_NOTE}."]
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from everlast.engine.restore import restore
 from tests.daemon.fakes import feed, labels_of, queries
 from tests.daemon.kafka_helpers import write_model_files
 
-N = 2229  # `everlast plan --mechanism private-learner --epsilon 1 --alpha 0.1`: thresholds on float64
+N = 2229  # `everlast plan --mechanism private-learner --epsilon 1 --alpha 0.1 --guarantee realizable`: thresholds
 
 
 def write_data(root: Path, name: str = "train", n: int = N, seed: int = 0, x: Any = None) -> Path:
@@ -101,6 +101,19 @@ def test_the_certificate_at_start(tmp_path: Path) -> None:
     assert "the best threshold's error + 0.178" in line
 
 
+def test_the_start_up_line_in_operations_is_the_current_one(tmp_path: Path) -> None:
+    """docs/OPERATIONS.md shows the line `learner_line` prints for its example model (review finding 11)."""
+    import re
+
+    from everlast.daemon.app import learner_line
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text()
+    m = re.search(r"<!-- learner-start-line: [^>]*-->\s*```text\n(.*?)```", text, re.S)
+    assert m, "the example start-up line is marked <!-- learner-start-line: ... --> in docs/OPERATIONS.md"
+    rt = runtime(tmp_path, learner="epsilon = 1.0\nalpha = 0.2", model="fraud-score")
+    assert " ".join(m.group(1).split()) == f"model fraud-score: {learner_line(rt)}"
+
+
 def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_path: Path) -> None:
     realizable = 'epsilon = 1.0\nalpha = 0.1\nguarantee = "realizable"'
     with pytest.raises(ConfigError, match=rf"has 2228.*realizable bound error <= 0\.1 \(needs n = {N} for 0\.1.*"
@@ -114,6 +127,32 @@ def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_pa
     assert ok.guarantee.details["guarantee"] == "agnostic" and ok.guarantee.details["agnostic_excess"] <= 0.2
     weak = runtime(tmp_path / "w", learner="epsilon = 1.0", data=write_data(tmp_path, "small", n=50))
     assert any("neither bound proves useful accuracy" in w for w in weak.guarantee.warnings)  # privacy holds
+
+
+@pytest.mark.parametrize("guarantee", ["agnostic", "realizable"])
+@pytest.mark.parametrize("n", [N - 1, N, 3000, 5779, 5780])
+def test_the_daemon_starts_exactly_when_the_plan_says_the_targets_are_met(tmp_path: Path, guarantee: str,
+                                                                          n: int) -> None:
+    """Review of learner.md 8-9, finding 3: `everlast plan --guarantee G --n N` and the daemon's start-up
+    check with learner.alpha agree (thresholds, epsilon 1, alpha 0.1: realizable from 2,229, agnostic
+    from 5,780)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from everlast.cli.plan import plan
+
+    out = CliRunner().invoke(plan, ["--mechanism", "all", "--no-designs", "--n", str(n), "--guarantee", guarantee,
+                                    "--json"], catch_exceptions=False).output
+    meets = json.loads(out)["mechanisms"][1]["meets_targets_at_n"]
+    learner = f'epsilon = 1.0\nalpha = 0.1\nguarantee = "{guarantee}"'
+    try:
+        runtime(tmp_path, learner=learner, data=write_data(tmp_path, n=n))
+        started = True
+    except ConfigError:
+        started = False
+    assert started is meets
+    assert meets is (n >= (5780 if guarantee == "agnostic" else N))
 
 
 def test_bad_training_data_stops_the_start_not_an_assignment(tmp_path: Path) -> None:

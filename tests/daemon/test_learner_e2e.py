@@ -1,8 +1,8 @@
 """The private learner's sample-size target end to end through the real broker: at the planner's n (`everlast plan
---mechanism private-learner --epsilon 1 --alpha 0.1`), a served private learner answers an i.i.d.
-stream with error <= 0.1. Also: every query gets one label, queries outside a declared domain get
-`invalid` records one by one, the answers are those of the checkpointed hypothesis, a restart
-restores it (never refits), and the metrics show no rounds or halts."""
+--mechanism private-learner --epsilon 1 --alpha 0.1 --guarantee realizable`: the labels come from a threshold),
+a served private learner answers an i.i.d. stream with error <= 0.1. Also: every query gets one label,
+queries outside a declared domain get `invalid` records one by one, the answers are those of the
+checkpointed hypothesis, a restart restores it (never refits), and the metrics show no rounds or halts."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ T_ERRORS = 200
 
 def planner_n() -> int:
     res = CliRunner().invoke(main, ["plan", "--mechanism", "private-learner", "--epsilon", "1", "--alpha", "0.1",
-                                    "--json"])
+                                    "--guarantee", "realizable", "--json"])
     assert res.exit_code == 0, res.output
     n = json.loads(res.output)["n_required"]
     assert isinstance(n, int) and n <= 5_000  # the learner's target for thresholds

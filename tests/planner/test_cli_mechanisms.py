@@ -4,6 +4,7 @@ and ``--n`` in float notation."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -31,10 +32,17 @@ def _json(*args: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("concept", "limit"), [(("thresholds",), 5000), (("intervals",), 10_000),
                                                 (("stumps", "--d", "10"), 10_000)])
 def test_learner_targets_from_the_issue(concept: tuple[str, ...], limit: int) -> None:
-    d = _json("--mechanism", "private-learner", "--epsilon", "1", "--alpha", "0.1", "--concept", *concept)
+    """The issue's limits are for the realizable bound; the default (agnostic) n is larger, and both are
+    reported whichever the headline follows."""
+    d = _json("--mechanism", "private-learner", "--epsilon", "1", "--alpha", "0.1", "--concept", *concept,
+              "--guarantee", "realizable")
     assert set(d) >= CONTRACT
-    assert d["mechanism"] == "private-learner"
+    assert d["mechanism"] == "private-learner" and d["targets"]["guarantee"] == "realizable"
     assert isinstance(d["n_required"], int) and d["n_required"] <= limit
+    agn = _json("--mechanism", "private-learner", "--epsilon", "1", "--alpha", "0.1", "--concept", *concept)
+    assert agn["targets"]["guarantee"] == "agnostic"
+    assert agn["n_required"] == agn["accuracy"]["agnostic"]["n_required"] > d["n_required"]
+    assert agn["accuracy"]["realizable"]["n_required"] == d["n_required"]
     assert d["epsilon_training"] == 1.0 and d["epsilon_queries"] == 0.0 and d["delta"] == 0.0
     assert d["query_private"] is True and d["schedule"] == []
     assert d["cheapest_mechanism"] == "private-learner"
@@ -76,10 +84,38 @@ def test_all_mechanisms_side_by_side() -> None:
     assert names == ["generic-bbl", "private-learner"]
     bbl, pl = d["mechanisms"]
     assert bbl["n_required"] == d["n_required"] > 10**6  # more than the n given: GenericBBL does not fit
-    assert pl["n_required"] < 5000 and pl["epsilon_queries"] == 0.0
+    assert pl["n_required"] == pl["agnostic"]["n_required"] < 6000 and pl["epsilon_queries"] == 0.0
+    assert pl["guarantee"] == "agnostic" and pl["meets_targets_at_n"] is True
     assert d["cheapest_mechanism"] == "private-learner" and d["best_mechanism_at_n"] == "private-learner"
     text = _run("--mechanism", "all", "--no-designs").output
     assert "Cheapest certified mechanism: private-learner" in text
+    assert "follows the agnostic bound (Theorem L3" in text
+    assert "the realizable bound (Theorem L2) needs n = 2229" in text
+
+
+@pytest.mark.parametrize(("guarantee", "meets", "best"), [("agnostic", False, None),
+                                                          ("realizable", True, "private-learner")])
+def test_the_learner_at_n_follows_the_guarantee(guarantee: str, meets: bool, best: str | None) -> None:
+    """Review of learner.md 8-9, finding 3: thresholds, epsilon 1, alpha 0.1, n = 3000 meet the realizable
+    bound (2,229) but not the agnostic one (5,780), which the daemon checks by default."""
+    d = _json("--mechanism", "all", "--no-designs", "--n", "3000", "--guarantee", guarantee)
+    pl = d["mechanisms"][1]
+    assert pl["meets_targets_at_n"] is meets and d["best_mechanism_at_n"] == best
+    assert pl["n_required"] == (5780 if guarantee == "agnostic" else 2229)
+    one = _json("--mechanism", "private-learner", "--n", "3000", "--guarantee", guarantee)
+    assert one["mechanisms"][0]["meets_targets_at_n"] is meets
+    assert (one["epsilon_achievable"] is None) is (guarantee == "agnostic")
+    assert math.isclose(one["alpha_achievable"], one["accuracy"][guarantee].get("alpha_at_n",
+                        one["accuracy"]["agnostic"]["excess_at_n"]))
+
+
+def test_the_agnostic_epsilon_at_n_is_the_least_that_proves_alpha() -> None:
+    d = _json("--mechanism", "private-learner", "--n", "20000")
+    e = d["epsilon_achievable"]
+    assert 0 < e < 1 and d["accuracy"]["agnostic"]["epsilon_at_n"] == e
+    at = _json("--mechanism", "private-learner", "--n", "20000", "--epsilon", str(e))["accuracy"]["agnostic"]
+    below = _json("--mechanism", "private-learner", "--n", "20000", "--epsilon", str(e * 0.999))["accuracy"]["agnostic"]
+    assert at["excess_at_n"] <= 0.1 < below["excess_at_n"]
 
 
 def test_default_output_is_unchanged_by_the_mechanism_flag() -> None:
@@ -91,5 +127,5 @@ def test_all_mechanisms_when_genericbbl_is_infeasible() -> None:
     d = _json("--mechanism", "all", "--no-designs", "--accounting", "paper", "--design", "target-charged")
     assert d["n_required"] is None  # GenericBBL's infeasible object, unchanged ...
     bbl, pl = d["mechanisms"]  # ... plus the comparison
-    assert bbl["n_required"] is None and bbl["reason"] and pl["n_required"] < 5000
+    assert bbl["n_required"] is None and bbl["reason"] and pl["n_required"] < 6000
     assert d["cheapest_mechanism"] == "private-learner"

@@ -14,7 +14,8 @@ from scipy import stats
 from everlast.engine.learner.cells import cells
 from everlast.engine.learner.exact import Bits, DyadicSampler
 from everlast.engine.learner.ordinals import ordinal, to_ordinal
-from everlast.engine.learner.sampler import interval_marginal_bounds, sample
+from everlast.engine.learner.release import sample
+from everlast.engine.learner.sampler import interval_marginal_bounds
 
 G = 6  # grid positions 0..5, cuts 0..6
 POS = np.array([0, 1, 1, 3, 3, 5], dtype=np.int64)

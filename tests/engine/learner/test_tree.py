@@ -72,7 +72,7 @@ def test_whole_tree_law_against_brute_force(fast: bool, split: bool) -> None:
     n = 12_000 if fast else 3000
     freq: dict[tuple[int, ...], int] = {}
     for _ in range(n):
-        t = sample_tree(POS, Y, 0, G - 1, eps, bits, fast=fast, split_score=split)
+        t = sample_tree(POS, Y, 0, G - 1, eps, lambda _node: bits, fast=fast, split_score=split)
         key = (t.cuts[0], t.signs[0], t.cuts[1], t.signs[1], t.cuts[2], t.signs[2])
         freq[key] = freq.get(key, 0) + 1
     assert _chi2(freq, probs, n) > 1e-6
@@ -153,3 +153,65 @@ def test_a_tree_checkpoint_is_restored_not_refitted() -> None:
     assert r["concept"] == {"name": "trees", "d": 2, "depth": 3} and r["hypothesis"]["depth"] == 3
     m2 = restore(r, m.live_part(), None)
     assert isinstance(m2, PrivateLearner) and m2.hypothesis == m.hypothesis
+
+
+def test_the_split_score_is_chosen_on_the_configured_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At epsilon = 2 the level budgets can sum to 1.9999999999999998 in floats (n = 398, k = 3, d = 9);
+    the choice of Q is made on the configured epsilon, not on that sum (review of learner.md 8, N4)."""
+    from everlast.engine.learner import model, tree
+
+    assert math.fsum(level_epsilons(2.0, 3, 398, 9, FLOAT64_POINTS)) < 2.0
+    seen: list[bool] = []
+    real = tree.sample_tree
+
+    def spy(*a: Any, split_score: bool, **kw: Any) -> Tree:
+        seen.append(split_score)
+        return real(*a, split_score=split_score, **kw)
+
+    monkeypatch.setattr(model, "sample_tree", spy)
+    x = np.random.default_rng(0).random((398, 9))
+    for eps in (2.0, np.nextafter(2.0, 0.0)):
+        PrivateLearner.fit("trees", x, (x[:, 0] >= 0.5).astype(np.int8), epsilon=float(eps), d=9, depth=3, seed=1)
+    assert seen == [True, False]
+
+
+def test_only_the_split_score_limits_n(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Q is exact in int64 below MAX_SPLIT_RECORDS records; a larger training set is refused with the
+    limit named, before any draw. Errors (thresholds, stumps, trees below epsilon 2) have no such limit."""
+    from everlast.engine.errors import InvalidInput
+    from everlast.engine.learner import stumps
+
+    monkeypatch.setattr(stumps, "MAX_SPLIT_RECORDS", 100)
+    x = np.random.default_rng(0).random((100, 2))
+    y = (x[:, 0] >= 0.5).astype(np.int8)
+    with pytest.raises(InvalidInput, match=r"exact for fewer than 1e\+02 training records; this training set has 100"):
+        PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=2, seed=1)
+    PrivateLearner.fit("trees", x, y, epsilon=1.0, d=2, depth=2, seed=1)
+    PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=1, seed=1)  # depth 1: no level above the last
+    PrivateLearner.fit("stumps", x, y, epsilon=2.0, d=2, seed=1)
+    PrivateLearner.fit("thresholds", x[:, 0], y, epsilon=2.0, seed=1)
+
+
+def test_every_node_draws_from_its_own_entropy_without_a_seed() -> None:
+    """Without a seed each node gets a generator on fresh OS entropy (learner.md 8: a tree exposes more
+    output bits than one 128-bit seed holds); a seed gives one reproducible generator for the tree."""
+    from everlast.engine.learner.model import node_bits
+
+    fresh = node_bits(None)
+    words = {fresh(i).word() for i in range(7)}
+    assert len(words) == 7  # 7 independent 64-bit words: equal ones with probability < 2^-59
+    seeded = node_bits(5)
+    assert seeded(0) is seeded(6)
+    x, y = _xy(300, 2)
+    a = PrivateLearner.fit("trees", x, y, epsilon=1.0, d=2, depth=3, seed=4).hypothesis
+    assert a == _tree_model().hypothesis
+
+
+def test_the_budgets_move_with_n_only_inside_the_band_of_corollary_t1() -> None:
+    """learner.md 8, Corollary T1': the level budgets at n and n + 1 coincide (so adding or removing an
+    example costs epsilon / 2) except for 365 <= n <= 1,280 at depth 3, d = 2, epsilon 1 on float64."""
+    moving = [n for n in range(1, 3000)
+              if level_epsilons(1.0, 3, n, 2, FLOAT64_POINTS) != level_epsilons(1.0, 3, n + 1, 2, FLOAT64_POINTS)]
+    assert moving == list(range(365, 1281))
+    ln_h = math.log(2 * 2 * (FLOAT64_POINTS + 1))
+    assert math.floor(8 * ln_h) == 365 and math.floor(28 * ln_h) == 1280
