@@ -243,6 +243,11 @@ def test_array_errors_name_the_row_and_dimension_errors_say_what_fits(tmp_path: 
     with pytest.raises(ConfigError, match=r'has 1 coordinate per example; concept = "stumps" with d = 3 takes 3\. '
                                           r'Concept = "thresholds" or "intervals"'):
         ModelRuntime.prepare(cfg.models[0])
+    # trees take R^d like stumps (a trees model with d > 1 used to be refused as if it took 1 coordinate)
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{one}"\nconcept = "trees"\nd = 3\ndepth = 2\n'
+                               'mechanism = "private-learner"\nlearner = { epsilon = 1.0 }\n'))
+    with pytest.raises(ConfigError, match=r'has 1 coordinate per example; concept = "trees" with d = 3 takes 3\. '):
+        ModelRuntime.prepare(cfg.models[0])
 
 
 def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:
