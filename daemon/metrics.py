@@ -10,9 +10,16 @@ The two exceptions (docs/privacy/genericbbl.md 8):
 
 * the count of tops used in the current round moves with each query's outcome, so it is *not*
   exported unless ``metrics.expose_halts_used`` is set;
-* timings and CPU (batch, transition and checkpoint seconds, ``process_*``) are functions of the
-  data (a round transition's exact samplers run a data-dependent number of steps): operator-only,
-  for readers who own the data; ``metrics.expose_timings = false`` registers none of them.
+* timings and CPU (batch, transition and checkpoint seconds, ``process_*``) and the consumer lag
+  are functions of the data (a round transition's exact samplers run a data-dependent number of
+  steps, and a partition's lag grows for as long as its transition pauses it: one scrape reads the
+  pause's duration times the arrival rate): operator-only, for readers who own the data;
+  ``metrics.expose_timings = false`` registers none of them.
+
+The other series' *values* are public counts or functions of released outputs, but their *time
+course* still shows when rounds change (and how long a partition stood still) at scrape
+resolution: a deployment that must hide transition timing keeps ``/metrics`` private
+(docs/privacy/genericbbl.md 8).
 """
 
 from __future__ import annotations
@@ -94,8 +101,11 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
             registry=timed,
         )
-        self.lag = Gauge(
-            f"{PREFIX}_consumer_lag_records", "High watermark minus processed offset", ["partition"], registry=r
+        self.lag = Gauge(  # a timing series: it grows for as long as a transition pauses the partition
+            f"{PREFIX}_consumer_lag_records",
+            "High watermark minus processed offset (operator-only: it grows while a transition pauses the partition)",
+            ["partition"],
+            registry=timed,
         )
         self.checkpoint_seconds = Histogram(
             f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write (operator-only)", registry=timed

@@ -303,9 +303,10 @@ def test_quota_and_burn_series_are_bounded_and_timings_can_be_left_out() -> None
     quiet = Metrics(expose_timings=False)
     quiet.declare(["s"])
     quiet.batch_seconds.observe(0.1)  # observed and dropped
+    quiet.lag.labels(partition="0").set(7)  # the lag measures how long a transition pauses its partition
     text = generate_latest(quiet.registry).decode()
     for name in ("everlast_batch_seconds", "everlast_round_transition_seconds", "everlast_checkpoint_seconds",
-                 "process_cpu_seconds_total"):
+                 "process_cpu_seconds_total", "everlast_consumer_lag_records"):
         assert name not in text, name
     # no metric of the daemon has a label a client chooses
     from tests.deploy.helpers import exposition_labels
