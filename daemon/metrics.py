@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
@@ -282,14 +282,27 @@ class HealthServer:
 
 
 class Heartbeat:
-    """The run loop beats once per iteration; /healthz fails if it has not beaten for ``stall_s``."""
+    """The run loop beats once per iteration; /healthz fails if it has not beaten for ``stall_s``,
+    unless work it waits for is running on a worker thread (``busy``: a new model's fit or first
+    round, whose duration depends on the data and may exceed ``stall_s``)."""
 
     def __init__(self, stall_s: float = 60.0) -> None:
         self.stall_s = stall_s
         self.last = time.monotonic()
+        self.working = 0
 
     def beat(self) -> None:
         self.last = time.monotonic()
 
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """The loop is alive while this runs (it awaits a worker thread); it beats again on exit."""
+        self.working += 1
+        try:
+            yield
+        finally:
+            self.working -= 1
+            self.beat()
+
     def alive(self) -> bool:
-        return time.monotonic() - self.last < self.stall_s
+        return self.working > 0 or time.monotonic() - self.last < self.stall_s

@@ -326,3 +326,17 @@ def test_labelled_series_exist_at_zero_and_process_metrics_are_exported() -> Non
     for code in wire.CODES:
         assert f'everlast_dead_letters_total{{reason="{code}"}} 0.0' in text
     assert "process_cpu_seconds_total" in text and "process_resident_memory_bytes" in text
+
+
+def test_the_heartbeat_counts_work_on_a_worker_thread_as_progress() -> None:
+    """/healthz stays up while the loop awaits a new model's build (its length depends on the data)."""
+    from everlast.daemon.metrics import Heartbeat
+
+    h = Heartbeat(stall_s=0.0)  # every moment without a beat is a stall
+    assert not h.alive()
+    with h.busy():
+        assert h.alive()
+        with h.busy():
+            assert h.alive()
+        assert h.alive()
+    assert not h.alive()
