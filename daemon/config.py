@@ -115,9 +115,10 @@ class MetricsConfig(_Strict):
         30.0, ge=0, description="after a fatal error, keep /metrics up until one scrape has read it (at most this long)"
     )
     expose_timings: bool = Field(
-        True, description="export the timing and CPU series (batch, transition and checkpoint seconds, process_*): "
-                          "functions of the data, for operators who own it (docs/OPERATIONS.md, 'Who may read "
-                          "/metrics'); false registers none of them"
+        True, description="export the timing and CPU series (batch, transition and checkpoint seconds, process_*, "
+                          "consumer lag): functions of the data, for operators who own it (docs/OPERATIONS.md, 'Who "
+                          "may read /metrics'); false registers none of them (the other series still show when "
+                          "rounds change: keep /metrics private to hide that)"
     )
 
 

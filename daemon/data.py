@@ -93,14 +93,15 @@ def _rows(k: int) -> str:
 
 
 def dimension_error(path: Path, x: NDArray[np.float64], concept: str, d: int) -> str | None:
-    """None when the points fit the concept (thresholds and intervals: 1 coordinate; stumps: d);
-    else a message saying what the file has and which concept would take it."""
+    """None when the points fit the concept (thresholds and intervals: 1 coordinate; stumps and
+    trees: d); else a message saying what the file has and which concept would take it."""
     k = 1 if x.ndim == 1 else int(x.shape[1])
-    want = d if concept == "stumps" else 1
+    on_rd = concept in ("stumps", "trees")  # trees split R^d like stumps (engine.learner.model.validator_spec)
+    want = d if on_rd else 1
     if k == want:
         return None
     has = f"{path}: the training set has {k} coordinate{'s' if k != 1 else ''} per example"
-    takes = f"concept = \"{concept}\"" + (f" with d = {d}" if concept == "stumps" else "") + f" takes {want}"
+    takes = f"concept = \"{concept}\"" + (f" with d = {d}" if on_rd else "") + f" takes {want}"
     fits = (f'concept = "stumps" with d = {k} takes it' if k > 1 else
             'concept = "thresholds" or "intervals" (or "stumps" with d = 1) takes it')
     return f"{has}; {takes}. {fits[0].upper() + fits[1:]}."

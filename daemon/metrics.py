@@ -10,9 +10,16 @@ The two exceptions (docs/privacy/genericbbl.md 8):
 
 * the count of tops used in the current round moves with each query's outcome, so it is *not*
   exported unless ``metrics.expose_halts_used`` is set;
-* timings and CPU (batch, transition and checkpoint seconds, ``process_*``) are functions of the
-  data (a round transition's exact samplers run a data-dependent number of steps): operator-only,
-  for readers who own the data; ``metrics.expose_timings = false`` registers none of them.
+* timings and CPU (batch, transition and checkpoint seconds, ``process_*``) and the consumer lag
+  are functions of the data (a round transition's exact samplers run a data-dependent number of
+  steps, and a partition's lag grows for as long as its transition pauses it: one scrape reads the
+  pause's duration times the arrival rate): operator-only, for readers who own the data;
+  ``metrics.expose_timings = false`` registers none of them.
+
+The other series' *values* are public counts or functions of released outputs, but their *time
+course* still shows when rounds change (and how long a partition stood still) at scrape
+resolution: a deployment that must hide transition timing keeps ``/metrics`` private
+(docs/privacy/genericbbl.md 8).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
@@ -94,8 +101,11 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
             registry=timed,
         )
-        self.lag = Gauge(
-            f"{PREFIX}_consumer_lag_records", "High watermark minus processed offset", ["partition"], registry=r
+        self.lag = Gauge(  # a timing series: it grows for as long as a transition pauses the partition
+            f"{PREFIX}_consumer_lag_records",
+            "High watermark minus processed offset (operator-only: it grows while a transition pauses the partition)",
+            ["partition"],
+            registry=timed,
         )
         self.checkpoint_seconds = Histogram(
             f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write (operator-only)", registry=timed
@@ -275,14 +285,27 @@ class HealthServer:
 
 
 class Heartbeat:
-    """The run loop beats once per iteration; /healthz fails if it has not beaten for ``stall_s``."""
+    """The run loop beats once per iteration; /healthz fails if it has not beaten for ``stall_s``,
+    unless work it waits for is running on a worker thread (``busy``: a new model's fit or first
+    round, whose duration depends on the data and may exceed ``stall_s``)."""
 
     def __init__(self, stall_s: float = 60.0) -> None:
         self.stall_s = stall_s
         self.last = time.monotonic()
+        self.working = 0
 
     def beat(self) -> None:
         self.last = time.monotonic()
 
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """The loop is alive while this runs (it awaits a worker thread); it beats again on exit."""
+        self.working += 1
+        try:
+            yield
+        finally:
+            self.working -= 1
+            self.beat()
+
     def alive(self) -> bool:
-        return time.monotonic() - self.last < self.stall_s
+        return self.working > 0 or time.monotonic() - self.last < self.stall_s

@@ -11,6 +11,8 @@ learner with other settings, is refused (its certificate would not be the one re
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import Servable
+
+log = logging.getLogger("everlast.daemon")
 
 
 def learner_spec(cfg: ModelConfig) -> dict[str, Any]:
@@ -117,7 +121,13 @@ class ModelRuntime:
         ``PartitionCheckpoint`` before it answers anything, so a crash never re-draws the initial
         randomness of anything published. ``journal``: the id of this daemon's journal (a
         checkpoint written beside it says which of its rows it covers). Returns (served,
-        checkpointer, restored)."""
+        checkpointer, restored).
+
+        A creation runs on a worker thread (``create_engine``): the learner's fit and GenericBBL's
+        first round take a time that depends on the training data, and the event loop keeps
+        answering /healthz, /readyz and /metrics meanwhile. When it finishes is still visible (the
+        model becomes ready then): a timing channel no theorem covers (docs/privacy/learner.md 2,
+        docs/privacy/genericbbl.md 8)."""
         ck = ModelCheckpointer(store, self.id)
         restored = await ck.load()
         if restored is not None:
@@ -144,21 +154,28 @@ class ModelRuntime:
                 else None,
             )
             return served, ck, True
+        log.info("model %s: no checkpoint: %s on its %d training examples (off the event loop; /healthz and "
+                 "/metrics keep answering)", self.id,
+                 "fitting the private learner" if self.mechanism == "private-learner" else "building round 1",
+                 self.n_train)
+        engine = await asyncio.to_thread(self.create_engine)
+        return Served(self.id, engine, start_offset), ck, False
+
+    def create_engine(self) -> Servable:
+        """Read the training set and build the model's engine: the learner's one fit (on OS entropy)
+        or GenericBBL's predictor. Blocking and CPU-bound: ``activate`` runs it on a worker thread."""
         x, y = load_training(self.cfg.data)
-        engine: Servable
         try:
             if self.cfg.mechanism == "private-learner":
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
                 # seed=None: 128 bits of OS entropy (docs/privacy/learner.md 2); the config refuses a seed
-                engine = PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
-                                            domain=self.domain, seed=None)
-            else:
-                assert self.schedule is not None
-                engine = Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
+                return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
+                                          domain=self.domain, seed=None)
+            assert self.schedule is not None
+            return Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
         except EngineError as exc:
             raise ConfigError(f"model {self.id}: {exc}") from None
-        return Served(self.id, engine, start_offset), ck, False
 
     def check_restored(self, p: Servable) -> None:
         """Refuse a checkpoint written under another mechanism or, for the learner, other settings:

@@ -149,3 +149,61 @@ async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker,
     assert metric(text, "everlast_checkpoint_failures_total") == 1
     with pytest.raises(CorruptCheckpoint):
         await asyncio.wait_for(task, 60)
+
+
+@pytest.mark.parametrize("mechanism", ["private-learner", "generic-bbl"])
+async def test_health_and_metrics_answer_while_a_new_model_is_built(broker: EmbeddedBroker, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   mechanism: str) -> None:
+    """A new model's fit (the private learner) or first round (GenericBBL) takes a time that depends on
+    its training data; it runs on a worker thread, so /healthz, /readyz and /metrics answer meanwhile
+    (docs/privacy/learner.md 2). The build is held on an event inside this process (the broker is real):
+    had it run on the event loop, nothing could answer, the hold would run out and the test says so."""
+    import threading
+
+    from everlast.engine.learner import PrivateLearner
+    from everlast.engine.predictor import Predictor
+
+    owner, name = (PrivateLearner, "fit") if mechanism == "private-learner" else (Predictor, "create")
+    real = getattr(owner, name)
+    entered, release = threading.Event(), threading.Event()
+    ran_out: list[bool] = []
+
+    def held(cls: type, *args: object, **kwargs: object) -> object:
+        entered.set()
+        ran_out.append(not release.wait(30))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, classmethod(held))
+    if mechanism == "generic-bbl":
+        cfg_path, topics = write_config(tmp_path, broker.bootstrap, ["m"])
+    else:
+        x = np.random.default_rng(5).random(3_000)
+        np.savez(tmp_path / "m.npz", x=x, y=(x >= 0.5).astype(int))
+        cfg_path, topics = write_config(tmp_path, broker.bootstrap, [], extra=(
+            f'[[models]]\nid = "m"\ndata = "{tmp_path / "m.npz"}"\nmechanism = "private-learner"\n'
+            "learner = { epsilon = 1.0 }\n"))
+    await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
+    async with running(cfg_path) as status:
+        port = int(status["metrics_port"])  # type: ignore[call-overload]
+        for _ in range(6_000):  # until the daemon is assigned its partitions and starts the build
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert entered.is_set()
+        health = await asyncio.to_thread(scrape, port, "/healthz")
+        ready = await asyncio.to_thread(scrape, port, "/readyz")
+        during = await asyncio.to_thread(scrape, port)
+        release.set()
+        assert not any(ran_out), "the build ran on the event loop: nothing answered while it ran"
+        assert health == (200, "ok\n")
+        assert ready == (503, "not ready: starting\n")
+        assert during[0] == 200 and metric(during[1], "everlast_models_active") == 0
+        for _ in range(600):  # the build finishes, the model is served
+            if (await asyncio.to_thread(scrape, port, "/readyz"))[0] == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert metric((await asyncio.to_thread(scrape, port))[1], "everlast_models_active") == 1
+        await produce(broker.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 50)))
+        assert len(await collect(broker.bootstrap, topics["labels"], until=50)) == 50
+    assert status["exit_code"] == 0

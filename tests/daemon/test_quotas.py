@@ -303,9 +303,10 @@ def test_quota_and_burn_series_are_bounded_and_timings_can_be_left_out() -> None
     quiet = Metrics(expose_timings=False)
     quiet.declare(["s"])
     quiet.batch_seconds.observe(0.1)  # observed and dropped
+    quiet.lag.labels(partition="0").set(7)  # the lag measures how long a transition pauses its partition
     text = generate_latest(quiet.registry).decode()
     for name in ("everlast_batch_seconds", "everlast_round_transition_seconds", "everlast_checkpoint_seconds",
-                 "process_cpu_seconds_total"):
+                 "process_cpu_seconds_total", "everlast_consumer_lag_records"):
         assert name not in text, name
     # no metric of the daemon has a label a client chooses
     from tests.deploy.helpers import exposition_labels
@@ -327,3 +328,22 @@ def test_the_start_up_line_prints_the_certificate_with_its_quotas_and_burn_rate_
     assert "a noisy top count per 1,000 queries, eps_b 0.1" in on and "Theorem Q+" in on
     assert any("per-client quotas off, burn-rate signal off" in ln for ln in lines)
     assert any("runs no burn-rate signal: the halt-budget alerts have no data" in ln for ln in lines)
+
+
+def test_the_quota_line_in_operations_is_the_one_the_daemon_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """docs/OPERATIONS.md's example line, up to its "...", is what the daemon logs for a firing the
+    processor reports (client and offset: `PartitionProcessor` puts both in the event)."""
+    import re
+    from types import SimpleNamespace
+
+    from everlast.daemon.partition import Event
+    from everlast.daemon.service import Service
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text()
+    shown = re.search(r"^(model fraud: client .*?); \.\.\.$", text, re.M)
+    assert shown, "docs/OPERATIONS.md shows an example quota line"
+    event = Event("quota", "fraud", 3, f"{show_client(b'acme-prod-17')} (offset 48213)")
+    with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
+        Service._log_events(SimpleNamespace(embedded=False), 0, [event])  # type: ignore[arg-type]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(shown.group(1) + "; ")

@@ -243,6 +243,11 @@ def test_array_errors_name_the_row_and_dimension_errors_say_what_fits(tmp_path: 
     with pytest.raises(ConfigError, match=r'has 1 coordinate per example; concept = "stumps" with d = 3 takes 3\. '
                                           r'Concept = "thresholds" or "intervals"'):
         ModelRuntime.prepare(cfg.models[0])
+    # trees take R^d like stumps (a trees model with d > 1 used to be refused as if it took 1 coordinate)
+    cfg = load(write(tmp_path, f'[[models]]\nid = "m"\ndata = "{one}"\nconcept = "trees"\nd = 3\ndepth = 2\n'
+                               'mechanism = "private-learner"\nlearner = { epsilon = 1.0 }\n'))
+    with pytest.raises(ConfigError, match=r'has 1 coordinate per example; concept = "trees" with d = 3 takes 3\. '):
+        ModelRuntime.prepare(cfg.models[0])
 
 
 def test_a_schedule_that_certifies_nothing_is_refused(tmp_path: Path) -> None:
@@ -321,3 +326,17 @@ def test_labelled_series_exist_at_zero_and_process_metrics_are_exported() -> Non
     for code in wire.CODES:
         assert f'everlast_dead_letters_total{{reason="{code}"}} 0.0' in text
     assert "process_cpu_seconds_total" in text and "process_resident_memory_bytes" in text
+
+
+def test_the_heartbeat_counts_work_on_a_worker_thread_as_progress() -> None:
+    """/healthz stays up while the loop awaits a new model's build (its length depends on the data)."""
+    from everlast.daemon.metrics import Heartbeat
+
+    h = Heartbeat(stall_s=0.0)  # every moment without a beat is a stall
+    assert not h.alive()
+    with h.busy():
+        assert h.alive()
+        with h.busy():
+            assert h.alive()
+        assert h.alive()
+    assert not h.alive()
