@@ -3,7 +3,7 @@
     python -m bench.compare [--quick] [--epsilon E] [--delta D] [--alpha A] [--seed S]
 
 Prints exactly one JSON object on stdout, the same object as ``everlast compare --json``
-(``cli.compare.compute``): n required per method and horizon (computed, small cases run), the
+(``peers.comparison.compute``): n required per method and horizon (computed, small cases run), the
 crossover horizons, runs at several n, and the domain-size effect. ``--quick`` runs small n and few
 queries (seconds instead of about half a minute). Progress goes to stderr only.
 """
@@ -15,7 +15,9 @@ import dataclasses
 import sys
 
 from everlast.cli.common import emit_json
-from everlast.cli.compare import Settings, compute
+from everlast.cli.compare import run_progress
+from everlast.peers.comparison.compute import compute
+from everlast.peers.comparison.settings import Settings
 
 
 def quick(s: Settings) -> Settings:
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         s = quick(s)
     print("compare: computing and running ...", file=sys.stderr)
-    emit_json(compute(s))
+    emit_json(compute(s, progress=run_progress))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ import numpy as np
 from everlast.adversary_sim.iid import make_task
 from everlast.adversary_sim.kafka_replay import IIDStream, replay
 from everlast.cli.common import emit_json, progress
+from everlast.cli.guarantee import strength
 from everlast.cli.replay import print_summary
-from everlast.cli.simulate import strength
 from everlast.engine.concepts import from_spec
 from everlast.engine.planner.fill import hand_round
 from everlast.engine.schedule import Schedule
