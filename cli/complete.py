@@ -51,7 +51,8 @@ def fill_sizes(r: Mapping[str, Any], nxt: Mapping[str, Any] | None, concept: str
         raise click.UsageError(str(exc)) from None
     why = {"m_D": f"{m_d:,}: the next round's lambda T (Claim D.6), at most R",
            "m_S": f"{m_s:,}: LabelBoost's sample for m_D points (Lemma C.2), as the planner sizes it",
-           "eps_bt": f"{spec.eps_bt:g}: the accuracy floor (every noise below gamma T - 1 w.p. 1 - beta)",
+           "eps_bt": f"{spec.eps_bt:g}: the accuracy floor (a query every classifier agrees on is answered "
+                     "against them w.p. <= alpha/16)",
            "c": f"{spec.c:,}: from {concept}'s top rate for the round's own i.i.d. stream (docs/halt_budget.md)"}
     out = {**r, **{k: v for k, v in spec.to_dict().items() if k in FILLED and k not in r}}
     out.setdefault("delta_bt", None)
@@ -103,7 +104,7 @@ def complete(schedule_path: Path, out: Path | None, n: int | None, delta: float,
              as_json: bool) -> None:
     """Complete a hand-written SCHEDULE for its design (default: target-charged, whose noisy halting
     test is filled in; docs/privacy/genericbbl.md section 9) and print what the planner certifies for it."""
-    from everlast.cli.hand_round import advice
+    from everlast.cli.hand_round import advice, proven_accuracy, with_hand_checks
 
     try:
         doc = json.loads(schedule_path.read_text())
@@ -113,7 +114,7 @@ def complete(schedule_path: Path, out: Path | None, n: int | None, delta: float,
         raise click.UsageError("a schedule file holds one JSON object")
     filled: dict[int, dict[str, str]] = {}
     sched = complete_schedule(doc, delta, concept, dim, filled)
-    cert = certify(sched, n or sched.initial_size, delta=delta)
+    cert = with_hand_checks(certify(sched, n or sched.initial_size, delta=delta), sched)
     text = json.dumps(sched.to_dict(), indent=2) + "\n"
     if out is not None:
         out.write_text(text)
@@ -131,3 +132,6 @@ def complete(schedule_path: Path, out: Path | None, n: int | None, delta: float,
     for line in failed[:8]:
         click.echo(f"warning: {line}", err=True)
     click.echo(guarantee_sentence(cert), err=True)
+    proven = proven_accuracy(sched.rounds, sched.design, concept, dim)
+    if proven:
+        click.echo(proven, err=True)

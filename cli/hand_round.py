@@ -12,6 +12,7 @@ it hold (``advice``), never only its formula.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ class Choice:
     cert: Any
     """Its certificate at n (``engine.planner.certify``)."""
     why: dict[str, str] = field(default_factory=dict)
+    accuracy: str = ""
+    """What Theorem A proves for the round (``proven_accuracy``)."""
 
 
 def labelboost_m_s(m_d: int, s_size: int, lam: int, alpha: float, beta: float, concept: str, d: int) -> int:
@@ -60,6 +63,32 @@ def build(*, n: int, concept: str, d: int, R: int | None, alpha: float, beta: fl
     m_d = min(s1, r)
     return hand_round(T=T, lam=lam, R=r, alpha=alpha, m_S=labelboost_m_s(m_d, s1, lam, alpha, beta, concept, d),
                       m_D=m_d, concept=concept, d=d, beta=beta, k=k, delta=delta)
+
+
+def with_hand_checks(cert: Any, sched: Any) -> Any:
+    """The certificate with the accuracy checks of hand-written rounds added (``fill.flip_checks``)."""
+    from everlast.engine.planner.fill import flip_checks
+
+    return dataclasses.replace(cert, checks=(*cert.checks, *flip_checks(sched.rounds, sched.design)))
+
+
+def proven_accuracy(rounds: Sequence[Any], design: Any, concept: str, d: int) -> str:
+    """What Theorem A proves for a hand-written schedule's answers (docs/privacy/genericbbl.md 6.3),
+    each listed round against its own alpha: a hand-written round's lambda is usually far below what
+    it needs, and then accuracy is measured (simulate), not proven."""
+    from everlast.engine.planner.accuracy import schedule_accuracy
+    from everlast.engine.planner.learning import vc_dimension
+
+    if not design.target_charged:
+        return ""
+    accs = schedule_accuracy(rounds, design, vc_dimension(concept, d))
+    worst = max(accs, key=lambda a: a.bound)
+    if worst.bound >= 1.0:
+        lam = rounds[worst.round - 1].lam
+        return (f"proven accuracy: none (Theorem A needs more points per chunk than lambda = {lam}; the planner "
+                "sizes them) -- measure it with everlast simulate")
+    return (f"proven accuracy (Theorem A, per-query reading): every answer errs w.p. <= {worst.bound:.3g} "
+            f"(worst round {worst.round})")
 
 
 def choose(*, n: int, concept: str, d: int, R: int | None, alpha: float, beta: float, delta: float,
@@ -84,7 +113,7 @@ def choose(*, n: int, concept: str, d: int, R: int | None, alpha: float, beta: f
             except InvalidSchedule as exc:
                 errors.append(str(exc))
                 continue
-            cert = certify(sched, n, delta=delta)
+            cert = with_hand_checks(certify(sched, n, delta=delta), sched)
             failing = sum(1 for x in cert.checks if not x.holds)
             key = (float(failing), cert.epsilon_training if math.isfinite(cert.epsilon_training) else math.inf,
                    cert.epsilon_queries if math.isfinite(cert.epsilon_queries) else math.inf)
@@ -95,6 +124,9 @@ def choose(*, n: int, concept: str, d: int, R: int | None, alpha: float, beta: f
     c = best[1]
     c.why = reasons(c.spec, n=n, R_given=R is not None, lam_given=lam is not None, T_given=T is not None,
                     concept=concept, d=d, k=k, cert=c.cert)
+    from everlast.engine.design import DEFAULT
+
+    c.accuracy = proven_accuracy((c.spec,), DEFAULT, concept, d)
     return c
 
 
@@ -114,8 +146,8 @@ def reasons(spec: Any, *, n: int, R_given: bool, lam_given: bool, T_given: bool,
         "m_D": "min(lambda T, R): S_{i+1} needs lambda T points (Claim D.6), and no more keeps D-hat the smallest "
                "subsample of the round's queries",
         "m_S": "LabelBoost's sample for m_D points at alpha, beta (Lemma C.2), as the planner sizes it",
-        "eps_bt": "the accuracy floor: every per-query noise below gamma T - 1 with probability 1 - beta "
-                  "(docs/privacy/genericbbl.md 6.3); larger only costs privacy",
+        "eps_bt": "the accuracy floor: a query every classifier agrees on is answered against them w.p. <= "
+                  "alpha/16 (Theorem A's flip term, docs/privacy/genericbbl.md 6.3); larger only costs privacy",
         "c": f"the round's own i.i.d. stream spends about p_top R = {p * spec.R:,.0f} tops (p_top = {p:.3g} for "
              f"{concept}, docs/halt_budget.md); room for k = {k:g} times that, with the halting test's margin",
         "halt_eps": "the smallest of the grid whose hard-cap margin fits 10% of c (Lemma T(ii))",
@@ -128,9 +160,10 @@ def advice(check: Any, rounds: Sequence[Any], n: int | None = None, delta: float
     r = rounds[(check.round or 1) - 1] if rounds else None
     name: str = check.name
     if name.startswith("accuracy: T >=") and r is not None:
-        from everlast.engine.planner.fill import accuracy_eps0
+        from everlast.engine.planner.fill import accuracy_eps0, sample_eps0
 
-        eps = accuracy_eps0(r.band, r.T, r.R, r.beta)
+        eps = (sample_eps0(r.T, r.band, r.alpha) if "alpha/16" in name
+               else accuracy_eps0(r.band, r.T, r.R, r.beta))
         return (f"round {check.round}: T = {r.T:,} is too small for eps_bt = {r.eps_bt:g}: use T >= "
                 f"{math.ceil(check.value):,}, or eps_bt >= {eps:.3g} at this T (its accuracy floor)")
     if name.startswith("D.2:") and r is not None:
@@ -168,6 +201,8 @@ def describe(c: Choice, n: int) -> list[str]:
         lines.append(f"  {key:<15} {shown:>12}   {c.why.get(key, '')}")
     lines.append("")
     lines.append("certified at n = " + f"{n:,}: " + guarantee_sentence(c.cert))
+    if c.accuracy:
+        lines.append(c.accuracy)
     failed = [x for x in c.cert.checks if not x.holds]
     if failed:
         lines.append(f"{len(failed)} check(s) fail:")

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 from everlast.engine.design import DEFAULT, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner.learning import boundaries, top_rate
+from everlast.engine.planner.steps import Check
 from everlast.engine.planner.top_rate import top_rate_exact
 from everlast.engine.schedule import RoundSpec
 
@@ -71,6 +73,25 @@ def sample_eps0(T: int, gamma: float, alpha: float) -> float:
     if lo < 1:
         raise InvalidSchedule(f"the band leaves no count below it at T = {T} (gamma = {gamma:.3g})")
     return math.log(1.0 / (FLIP_SHARE * alpha)) / lo
+
+
+def flip_checks(rounds: Sequence[RoundSpec], design: Design = DEFAULT) -> list[Check]:
+    """Accuracy only, for hand-written target-charged rounds: each round's own noise answers a query
+    every classifier agrees on against them w.p. <= alpha/16, the rule :func:`sample_eps0` sizes eps0
+    by (Theorem A's flip term at k = lo; docs/privacy/genericbbl.md 6.3). ``value`` is the T that
+    eps_bt needs, ``bound`` the round's T."""
+    if not design.target_charged:
+        return []
+    out = []
+    for i, r in enumerate(rounds, start=1):
+        share = 0.5 - r.band
+        need = math.log(1.0 / (FLIP_SHARE * r.alpha)) / (r.eps_bt * share) if share > 0 else math.inf
+        lo = math.ceil(r.T * share)
+        holds = share > 0 and r.eps_bt * lo >= math.log(1.0 / (FLIP_SHARE * r.alpha)) * (1.0 - 1e-12)
+        out.append(Check("accuracy: T >= ln(16/alpha)/(eps0 (1/2 - gamma)) (the answer's own noise flips it "
+                         "w.p. <= alpha/16)", "docs/privacy/genericbbl.md 6.3 (Theorem A's flip term)", "accuracy",
+                         holds, math.ceil(need) if math.isfinite(need) else need, r.T, i))
+    return out
 
 
 def accuracy_eps0(gamma: float, T: int, R: int, beta: float) -> float:

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from everlast.adversary_sim.top_rates import binomial_upper, measure
-from everlast.engine.planner.fill import EARLY_SHARE, SAMPLE_K, accuracy_eps0, halt_budget_of, hand_round
+from everlast.engine.planner.fill import EARLY_SHARE, SAMPLE_K, halt_budget_of, hand_round, sample_eps0
 from everlast.engine.planner.learning import (
     boundaries,
     p_top,
@@ -68,8 +68,8 @@ def test_hand_round_absorbs_its_budget(concept: str) -> None:
     rate = top_rate(concept, 0.1, lam, 3)
     budget = math.ceil(SAMPLE_K * R * rate)
     assert halt_budget_of(r, EARLY_SHARE * beta) >= budget
-    assert r.eps_bt >= accuracy_eps0(0.1, T, R, beta)
-    assert r.eps_bt <= accuracy_eps0(0.1, T, R, beta) * 1.01
+    assert r.eps_bt >= sample_eps0(T, 0.1, 0.1)  # Theorem A's flip share of alpha at lo, rounded up
+    assert r.eps_bt <= sample_eps0(T, 0.1, 0.1) * 1.01
     assert split_votes_failure(budget, R, rate) < 1e-10
     # and it is the smallest such c, up to the filled test's margin steps
     assert r.c <= budget * 1.5
