@@ -75,19 +75,25 @@ class Task:
         return pts, self.concept.label(self.target, pts)
 
 
-def make_task(concept: ConceptClass, distribution: str, seed: int = 0) -> Task:
+def make_task(concept: ConceptClass, distribution: str, seed: int = 0, positives: float | None = None) -> Task:
     """The hidden concept splits the distribution's mass: thresholds at the median, intervals
-    around the central 40%, stumps on coordinate 0 at its median."""
+    around the central 40%, stumps on coordinate 0 at its median. ``positives`` sets the share of
+    positive labels instead (the threshold at the 1 - p quantile, the interval around the central p):
+    rare positives put the decision boundary in the distribution's tail."""
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
+    if positives is not None and not 0.0 < positives < 1.0:
+        raise ValueError(f"the share of positives must lie strictly between 0 and 1, got {positives!r}")
     g = np.random.default_rng([seed, 0xD157])
     ref = DISTRIBUTIONS[distribution](g, 200_001, 1)[:, 0]
+    p_pos = 0.5 if positives is None else positives
     if concept.name == "thresholds":
-        target: dict[str, Any] = {"t": float(np.quantile(ref, 0.5))}
+        target: dict[str, Any] = {"t": float(np.quantile(ref, 1.0 - p_pos))}
     elif concept.name == "intervals":
-        target = {"a": float(np.quantile(ref, 0.3)), "b": float(np.quantile(ref, 0.7))}
+        half = 0.2 if positives is None else positives / 2
+        target = {"a": float(np.quantile(ref, 0.5 - half)), "b": float(np.quantile(ref, 0.5 + half))}
     elif concept.name == "stumps":
-        target = {"j": 0, "s": 1, "t": float(np.quantile(ref, 0.5))}
+        target = {"j": 0, "s": 1, "t": float(np.quantile(ref, 1.0 - p_pos))}
     else:
         raise ValueError(f"no synthetic task for concept class {concept.name!r}")
     return Task(concept, distribution, target)

@@ -76,6 +76,9 @@ def concept_for(name: str, d: int) -> ConceptClass:
 @click.option("--after", type=click.IntRange(min=0), default=1_000_000, show_default=True,
               help="With --rounds: queries answered in the round after the last full one.")
 @click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
+@click.option("--positives", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=None,
+              help="Share of positive labels of the hidden concept [about half; intervals 40%]: a small "
+                   "share puts the decision boundary in the distribution's tail.")
 @click.option("--seed", type=int, default=None, help="Seed (default: OS entropy). The data seed is seed or 0.")
 @click.option(
     "--schedule",
@@ -126,6 +129,7 @@ def simulate(
     full_rounds: int | None,
     after: int,
     distribution: str,
+    positives: float | None,
     seed: int | None,
     schedule_path: Path | None,
     epsilon: float | None,
@@ -159,9 +163,10 @@ def simulate(
     # a planned schedule is certified whole, even when one engine runs only a prefix of it
     cert = full.certificate if epsilon is not None else certify(schedule, n, accounting=accounting, delta=delta)
     cls = concept_for(concept, dim)
-    task = make_task(cls, distribution, seed=seed or 0)
+    task = make_task(cls, distribution, seed=seed or 0, positives=positives)
     data_seed = seed if seed is not None else 0
     x, y = task.sample(np.random.default_rng([data_seed, 0]), n)
+    positive_share = float(np.mean(y))
     try:
         p = Predictor.create(cls, schedule, x, y, seed=seed)
     except EngineError as exc:
@@ -171,7 +176,8 @@ def simulate(
         report = run_iid(p, task, queries, seed=data_seed, progress=bar.update)
     cj = certificate_json(cert)
     out = {
-        "alpha": schedule.rounds[0].alpha,
+        "alpha": schedule.rounds[0].alpha,  # round 1's alpha_i (a planned schedule splits the target)
+        "alpha_target": float(flags.get("alpha") or 0.1) if epsilon is not None else schedule.rounds[0].alpha,
         "epsilon_certified": cj.get("epsilon"),
         "epsilon_training": cj.get("epsilon_training"),
         "epsilon_queries": cj.get("epsilon_queries"),
@@ -184,12 +190,15 @@ def simulate(
         "queries_per_second": report.queries_per_second,
         "concept": concept,
         "distribution": distribution,
+        "positive_share": positive_share,
         "n": n,
         "queries": report.queries,
         "schedule": schedule.to_dict(),
         "certificate": cj,
         "seconds": time.perf_counter() - started,
     }
+    alpha_target = float(flags.get("alpha") or 0.1) if epsilon is not None else schedule.rounds[0].alpha
+    out["errors_within_target"] = all(r.wrong <= alpha_target * r.scored for r in report.rounds)
     accs = schedule_accuracy(schedule.rounds, schedule.design, cls_vc(concept, dim), "per-query")
     if accs and any(a.bound < 1.0 for a in accs):
         out["accuracy_proven"] = [{"round": a.round, "bound": a.bound} for a in accs]
@@ -209,7 +218,8 @@ def _print_human(out: dict[str, Any]) -> None:
         click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
     qps = out["queries_per_second"]
     speed = f"{qps:,.0f} queries/s in the engine" if qps is not None and math.isfinite(qps) else "no queries timed"
-    click.echo(f"{speed}; halted: {out['halted']}")
+    click.echo(f"{speed}; halted: {out['halted']}; every round's error within alpha = {out['alpha_target']:g}: "
+               f"{'yes' if out['errors_within_target'] else 'no'}")
     if out["halted"]:
         last = out["rounds"][-1]
         answered = last["queries"] - last["refused"]

@@ -63,3 +63,35 @@ def test_each_concepts_sample_round_answers_its_iid_stream_for_rounds(concept: s
         assert r["refused"] == 0 and r["tops_used"] < 0.6 * r["tops_allowed"]
         assert r["error_answers"] < 0.05
     assert doc["query_private"] and doc["epsilon_training"] < 5 and doc["epsilon_queries"] < 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("positives", [None, "0.02"])
+def test_the_planned_epsilon_8_schedule_is_served_for_real(positives: str | None) -> None:
+    """Issue 23's target: the planned epsilon = 8 schedule (alpha 0.1, delta 1e-6) trains on its
+    n_required points, completes round 1 and answers in round 2, never halting, every round's error
+    within the target alpha, and the certificate is the whole schedule's (~18 s on 2 cores); also
+    when only 2% of the labels are positive (the boundary in the tail)."""
+    extra = ("--positives", positives, "--seed", "1") if positives else ()
+    code, out = run("--epsilon", "8", "--rounds", "1", *extra, "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert not doc["halted"] and [r["round"] for r in doc["rounds"]] == [1, 2]
+    r1 = doc["schedule"]["rounds"][0]["R"]
+    assert doc["rounds"][0]["answered"] == r1 and doc["rounds"][1]["answered"] > 0
+    assert doc["alpha_target"] == 0.1 and doc["errors_within_target"]
+    assert all(r["error"] <= 0.1 and r["refused"] == 0 for r in doc["rounds"])
+    assert doc["query_private"] and doc["epsilon_certified"] <= 8 and doc["delta"] <= 1e-6
+
+
+@pytest.mark.slow
+def test_rare_positives_keep_the_sample_rounds_error_within_alpha() -> None:
+    """With 2% positives the sample round (lambda = 10, sized for alpha = 0.1) cannot place the
+    boundary better than "mostly 0", but its error stays within alpha and it never halts."""
+    code, out = run("--concept", "intervals", "--positives", "0.02", "--queries", "2000000", "--seed", "1",
+                    "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert not doc["halted"] and len(doc["rounds"]) == 2 and 0.015 < doc["positive_share"] < 0.025
+    assert all(r["refused"] == 0 and r["error_answers"] < 0.1 for r in doc["rounds"])
+    assert doc["errors_within_target"]
