@@ -207,16 +207,30 @@ def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
     hi = math.floor(T * (Fraction(1, 2) + g))
     if hi < lo:
         raise InvalidSchedule(f"the band holds no vote count at T = {T} (gamma too small)")
+    return _ROUND_NOISE[design.name](spec, lo, hi)
+
+
+def _paper_noise(spec: RoundSpec, lo: int, hi: int) -> NoisePlan:
+    """Step 3(d): DLap(6/eps') on each count, DLap(2/eps') on the threshold, redrawn after each top."""
     eps = spec.eps_bt
-    if design == PAPER:
-        return NoisePlan(T, spec.R, lo, hi, exact_scale(6.0 / eps), exact_scale(2.0 / eps), None, None, spec.c, None)
+    return NoisePlan(spec.T, spec.R, lo, hi, exact_scale(6.0 / eps), exact_scale(2.0 / eps), None, None, spec.c,
+                     None)
+
+
+def _target_charged_noise(spec: RoundSpec, lo: int, hi: int) -> NoisePlan:
+    """DLap(1/eps0) on each count against fixed thresholds; the halting test's DLap(4/eps_h) per query
+    and DLap(2/eps_h) once per round (docs/privacy/genericbbl.md 5)."""
     if spec.halt_eps is None or spec.halt_threshold is None:
         raise InvalidSchedule("the target-charged design needs halt_eps and halt_threshold")
     c0 = integral(spec.halt_threshold, "halt_threshold")
     if not 1 <= c0 <= MAX_COUNT:
         raise InvalidSchedule("halt_threshold must lie in [1, 2^60]")
-    return NoisePlan(T, spec.R, lo, hi, exact_scale(1.0 / eps), None, exact_scale(4.0 / spec.halt_eps),
+    return NoisePlan(spec.T, spec.R, lo, hi, exact_scale(1.0 / spec.eps_bt), None, exact_scale(4.0 / spec.halt_eps),
                      exact_scale(2.0 / spec.halt_eps), spec.c, c0)
+
+
+_ROUND_NOISE = {"paper": _paper_noise, "target-charged": _target_charged_noise}
+"""Each design's round noise, by ``Design.name`` (one entry per design in ``_NAMES``)."""
 
 
 # -- the streams ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from everlast.engine.burn import Burn
-from everlast.engine.design import DEFAULT, PAPER, Design, capacity_problem, noise_plan
+from everlast.engine.design import DEFAULT, Design, capacity_problem, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.quotas import Quotas, quota_plan
 from everlast.engine.round_spec import COMPLETE_HINT
@@ -174,10 +174,15 @@ def validate(s: Schedule) -> None:
 
 
 def _validate_design(design: Design, r: RoundSpec, where: str) -> None:
-    if design == PAPER:
-        if r.delta_bt is None or not 0 < r.delta_bt < 1:
-            raise InvalidSchedule(f"{where}: the paper's design needs delta_bt in (0, 1)")
-        return
+    _DESIGN_FIELDS[design.name](r, where)
+
+
+def _paper_fields(r: RoundSpec, where: str) -> None:
+    if r.delta_bt is None or not 0 < r.delta_bt < 1:
+        raise InvalidSchedule(f"{where}: the paper's design needs delta_bt in (0, 1)")
+
+
+def _target_charged_fields(r: RoundSpec, where: str) -> None:
     if r.halt_eps is None and r.halt_threshold is None:
         raise InvalidSchedule(f"{where}: the target-charged design (the default) needs halt_eps and "
                               f"halt_threshold: {COMPLETE_HINT}")
@@ -187,3 +192,7 @@ def _validate_design(design: Design, r: RoundSpec, where: str) -> None:
         raise InvalidSchedule(f"{where}: the target-charged design needs an integer halt_threshold in [1, c]")
     if r.delta_bt is not None and not 0 < r.delta_bt < 1:
         raise InvalidSchedule(f"{where}: delta_bt must lie in (0, 1) when given")
+
+
+_DESIGN_FIELDS = {"paper": _paper_fields, "target-charged": _target_charged_fields}
+"""The round fields each design needs, by ``Design.name``."""

@@ -385,3 +385,12 @@ def test_a_d_hat_beyond_2_to_32_points_is_certified_but_not_run() -> None:
     assert "m_D = 4294967297" in capacity_problem(big) and capacity_problem(raw()) == ""
     with pytest.raises(InvalidSchedule, match="2\\^32"):
         Schedule((big,), repeat_last=False)
+
+
+def test_every_design_has_its_round_noise_and_its_fields() -> None:
+    """Design behaviour is dispatched by the design's name: each design in the table has both."""
+    from everlast.engine import design as dz
+    from everlast.engine import schedule as sz
+
+    names = set(dz._NAMES.values())
+    assert set(dz._ROUND_NOISE) == names and set(sz._DESIGN_FIELDS) == names
