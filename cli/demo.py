@@ -37,7 +37,7 @@ from everlast.engine.schedule import Schedule
 # sample training set in round 1 (lam T = 80,000 of n = 100,000). eps0 is the accuracy floor and
 # the hard cap c comes from the thresholds' top rate (engine.planner.fill.hand_round). Many chunks
 # of few points (lam = 5) make the certificate about as strong as 10^5 examples allow (a round's
-# epsilon scales like sqrt(lam R) / (gamma lam T)): training epsilon ~6.3, queries ~10 -- weak.
+# epsilon scales like sqrt(lam R) / (gamma lam T)): training epsilon ~0.49, queries ~2.1.
 SAMPLE_ROUND: dict[str, Any] = {"T": 16_000, "lam": 5, "R": 80_000, "alpha": 0.1, "m_S": 1_000, "m_D": 80_000}
 
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import math
 
 from everlast.engine.planner import Certificate
+from everlast.engine.planner.report import strength
 
-
-def strength(epsilon: float) -> str:
-    """How much an epsilon protects, in one word: weak above 10, moderate above 2, strong below."""
-    return "weak" if not epsilon <= 10 else "moderate" if epsilon > 2 else "strong"
+__all__ = ["plain_guarantee", "strength"]
 
 
 def plain_guarantee(cert: Certificate) -> str:

@@ -41,8 +41,8 @@ def test_demo_runs_end_to_end_and_prints_one_json_object() -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["answered"] == 20_000 and out["statuses"] == {"ok": 20_000}
-    g = out["guarantee"]  # the demo runs the default design: both chains proven, neither strong
-    assert g["query_private"] is True and 2 < g["epsilon_training"] < 10 and 2 < g["epsilon_queries"] < 20
+    g = out["guarantee"]  # the demo runs the default design: both chains proven (~0.49 and ~2.1, cli/demo.py)
+    assert g["query_private"] is True and 0.4 < g["epsilon_training"] < 0.6 and 1.9 < g["epsilon_queries"] < 2.3
     lo = out["learner"]  # the private learner on the same stream, at the planner's n
     assert lo["answered"] == 20_000 and lo["statuses"] == {"ok": 20_000} and lo["rounds"] == {"0": 20_000}
     assert lo["n_train"] == 2229 and lo["accuracy"] > 0.9
