@@ -15,10 +15,13 @@ single point):
    1-D best split of the noisy labels (fewest ones left of it plus zeros right of it), and shrinks
    the bracket to a few grid steps around it. This converges to the point where the vote share
    crosses the lower threshold t_l;
-3. *exhaust*: query just right of that point, where the vote share is in the band and almost every
-   answer is a top. It steps right (doubling the step) until at least ``target_ones`` of a batch's
-   labels are 1, then stays there; it never steps further, because far right of the band the
-   answers are R (label 1 too, but not tops).
+3. *exhaust*: query just right of that point, where the vote share is in the band and most answers
+   are tops. It steps right (doubling the step) until at least ``target_ones`` of a batch's labels
+   are 1, then stays there; it never steps further, because far right of the band the answers are R
+   (label 1 too, but not tops). The default 0.7 stops inside the band when the per-query noise is
+   about as wide as the band, as the default design sizes it (eps0 gamma T ~ 1.3: at the band's centre
+   an answer is a top w.p. ~0.72 and labelled 1 w.p. ~0.86; a target of 0.9 overshot the band and
+   found a top in one query of 15).
 
 ``report()`` gives the boundary estimate, the queries spent in each phase and queries-to-halt (the
 queries the round had answered when it failed; the in-process driver ``run_stream`` records it).
@@ -47,7 +50,7 @@ class BoundaryProber:
         lo: float | None = None,
         hi: float | None = None,
         tol: float | None = None,
-        target_ones: float = 0.9,
+        target_ones: float = 0.7,
         max_widen: int = 20,
     ) -> None:
         if task.concept.point_dim != 1:
