@@ -68,7 +68,7 @@ def test_each_concepts_sample_round_answers_its_iid_stream_for_rounds(concept: s
 @pytest.mark.slow
 @pytest.mark.parametrize("positives", [None, "0.02"])
 def test_the_planned_epsilon_8_schedule_is_served_for_real(positives: str | None) -> None:
-    """Issue 23's target: the planned epsilon = 8 schedule (alpha 0.1, delta 1e-6) trains on its
+    """The data-cost target: the planned epsilon = 8 schedule (alpha 0.1, delta 1e-6) trains on its
     n_required points, completes round 1 and answers in round 2, never halting, every round's error
     within the target alpha, and the certificate is the whole schedule's (~18 s on 2 cores); also
     when only 2% of the labels are positive (the boundary in the tail)."""
