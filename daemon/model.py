@@ -169,7 +169,9 @@ class ModelRuntime:
             if self.cfg.mechanism == "private-learner":
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
-                # seed=None: 128 bits of OS entropy (docs/privacy/learner.md 2); the config refuses a seed
+                # seed=None: 256 bits of OS entropy per generator (trees: per node); the trees' privacy rests on
+                # the OS generator being indistinguishable from uniform bits (docs/privacy/learner.md 2, 8).
+                # The config refuses a seed: a seeded fit (PCG64) carries no privacy claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
                                           domain=self.domain, seed=None)
             assert self.schedule is not None
