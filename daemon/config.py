@@ -307,9 +307,9 @@ class ModelConfig(_Strict):
                                  "budget); the private learner never halts or refuses")
             if self.seed is not None:
                 raise ValueError(
-                    f"model {self.id}: the private learner takes no seed: its one fit draws 128 bits of OS "
-                    "entropy, because its hypothesis can be read back from free queries and a guessable seed "
-                    "would let an adversary re-run the fit (docs/privacy/learner.md 2)"
+                    f"model {self.id}: the private learner takes no seed: its one fit draws 256 bits of OS "
+                    "entropy per generator, because its hypothesis can be read back from free queries and a "
+                    "guessable seed would let an adversary re-run the fit (docs/privacy/learner.md 2)"
                 )
             return self
         if self.learner is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from everlast.daemon.checkpoint.blobs import BlobStore
-from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer, Restored
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
@@ -114,14 +114,20 @@ class ModelRuntime:
         return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
 
     async def activate(
-        self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None
+        self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None,
+        partition: int = 0,
     ) -> tuple[Served, ModelCheckpointer, bool]:
         """Restore from the checkpoint store, or create the model (GenericBBL: its predictor; the
-        learner: its one fit, on OS entropy). The first checkpoint is written by the partition's
-        ``PartitionCheckpoint`` before it answers anything, so a crash never re-draws the initial
-        randomness of anything published. ``journal``: the id of this daemon's journal (a
+        learner: its one fit, on OS entropy) on ``partition``. The first checkpoint is written by the
+        partition's ``PartitionCheckpoint`` before it answers anything, so a crash never re-draws the
+        initial randomness of anything published. ``journal``: the id of this daemon's journal (a
         checkpoint written beside it says which of its rows it covers). Returns (served,
         checkpointer, restored).
+
+        A creation is claimed before it is returned (``ModelCheckpointer.create``): if another replica
+        created the model too and claimed first, this creation is discarded unpublished and the
+        winner's state restored (returned as restored), so at most one creation of a model is ever
+        answered from (docs/privacy/learner.md 2, "In the daemon").
 
         A creation runs on a worker thread (``create_engine``): the learner's fit and GenericBBL's
         first round take a time that depends on the training data, and the event loop keeps
@@ -131,35 +137,46 @@ class ModelRuntime:
         ck = ModelCheckpointer(store, self.id)
         restored = await ck.load()
         if restored is not None:
-            meta = restored.meta
-            parts = meta.get("partitions")
-            if parts is not None and partitions is not None and int(parts) != partitions:
-                raise CheckpointError(
-                    f"model {self.id}: the queries topic had {parts} partitions when this checkpoint was written "
-                    f"and has {partitions} now; the model's queries would land on another partition. Restore the "
-                    "partition count (docs/OPERATIONS.md, 'Partitions')."
-                )
-            p = restored.predictor
-            self.check_restored(p)
-            served = Served(
-                self.id,
-                p,
-                next(iter(restored.offsets.values()), start_offset),
-                last_fp=meta.get("last_fp"),
-                log_end=int(meta.get("log_end", 0)),
-                verified=bool(meta.get("handover", False)),
-                suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
-                burn=BurnTally.from_meta(meta.get("burn")),
-                journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
-                else None,
-            )
-            return served, ck, True
+            return self._restored(restored, start_offset, partitions, journal), ck, True
         log.info("model %s: no checkpoint: %s on its %d training examples (off the event loop; /healthz and "
                  "/metrics keep answering)", self.id,
                  "fitting the private learner" if self.mechanism == "private-learner" else "building round 1",
                  self.n_train)
         engine = await asyncio.to_thread(self.create_engine)
-        return Served(self.id, engine, start_offset), ck, False
+        if await ck.create(engine, {partition: start_offset}, {**self.meta(partitions), "handover": False}):
+            return Served(self.id, engine, start_offset), ck, False
+        log.warning("model %s: another replica created it too and claimed its creation first: this replica's %s "
+                    "is discarded, never answered from, and the other's is restored (one release of the training "
+                    "set; docs/privacy/learner.md 2)", self.id,
+                    "fit" if self.mechanism == "private-learner" else "round 1")
+        restored = await ck.load()
+        if restored is None:
+            raise CheckpointError(f"model {self.id}: the winning claim's state is not in the checkpoint store")
+        return self._restored(restored, start_offset, partitions, journal), ck, True
+
+    def _restored(self, restored: Restored, start_offset: int, partitions: int | None, journal: str | None) -> Served:
+        meta = restored.meta
+        parts = meta.get("partitions")
+        if parts is not None and partitions is not None and int(parts) != partitions:
+            raise CheckpointError(
+                f"model {self.id}: the queries topic had {parts} partitions when this checkpoint was written "
+                f"and has {partitions} now; the model's queries would land on another partition. Restore the "
+                "partition count (docs/OPERATIONS.md, 'Partitions')."
+            )
+        p = restored.predictor
+        self.check_restored(p)
+        return Served(
+            self.id,
+            p,
+            next(iter(restored.offsets.values()), start_offset),
+            last_fp=meta.get("last_fp"),
+            log_end=int(meta.get("log_end", 0)),
+            verified=bool(meta.get("handover", False)),
+            suspension=Suspension.from_meta(meta, p.round),  # survives restarts until an operator acts
+            burn=BurnTally.from_meta(meta.get("burn")),
+            journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
+            else None,
+        )
 
     def create_engine(self) -> Servable:
         """Read the training set and build the model's engine: the learner's one fit (on OS entropy)
@@ -169,7 +186,9 @@ class ModelRuntime:
             if self.cfg.mechanism == "private-learner":
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
-                # seed=None: 128 bits of OS entropy (docs/privacy/learner.md 2); the config refuses a seed
+                # seed=None: 256 bits of OS entropy per generator (trees: per node); the trees' privacy rests on
+                # the OS generator being indistinguishable from uniform bits (docs/privacy/learner.md 2, 8).
+                # The config refuses a seed: a seeded fit (PCG64) carries no privacy claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
                                           domain=self.domain, seed=None)
             assert self.schedule is not None

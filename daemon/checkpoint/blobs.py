@@ -1,6 +1,12 @@
 """Blob stores: named byte strings per model. A local directory (atomic write + rename, fsync,
 mode 0600) or a Kafka topic (newest record per key, chunked, no reliance on compaction).
-Optional AES-256-GCM encryption at rest wraps either one."""
+Optional AES-256-GCM encryption at rest wraps either one.
+
+Each store also keeps a model's *claims* (``claim``, ``claimed``): the one decision that must be
+the same for every replica, which fit of a new model is its release. A claim is a random token; the
+first one a store records for a model wins, for ever (the directory: a file created once, atomically;
+Kafka: the claim with the lowest offset on the checkpoints topic's partition 0). ``ModelCheckpointer``
+claims a fit before anything is answered from it (docs/privacy/learner.md 2, "In the daemon")."""
 
 from __future__ import annotations
 
@@ -13,12 +19,23 @@ from typing import Protocol
 
 from everlast.daemon.errors import CheckpointError, CorruptCheckpoint
 
+CLAIM = "claim"
+"""The directory store's claim file (not a blob: ``names`` leaves it out)."""
+
 
 class BlobStore(Protocol):
     async def put(self, model: str, name: str, data: bytes) -> None: ...
     async def get(self, model: str, name: str) -> bytes | None: ...
     async def names(self, model: str) -> list[str]: ...
     async def delete(self, model: str, names: Iterable[str]) -> None: ...
+    async def claim(self, model: str, token: str) -> str:
+        """Record ``token`` as a claim on ``model`` (durably) and return the winning claim: the first
+        ever recorded for the model, this one or an earlier one."""
+        ...
+
+    async def claimed(self, model: str) -> str | None:
+        """The winning claim on ``model`` as the store last read it (None: no claim)."""
+        ...
 
 
 class DirStore:
@@ -83,7 +100,7 @@ class DirStore:
         try:
             if not d.is_dir():
                 return []
-            return sorted(p.name for p in d.iterdir() if not p.name.startswith("."))
+            return sorted(p.name for p in d.iterdir() if not p.name.startswith(".") and p.name != CLAIM)
         except OSError as exc:
             raise CheckpointError(f"cannot list checkpoint {model}: {exc.strerror}") from None
 
@@ -94,6 +111,49 @@ class DirStore:
                     (self.root / model / n).unlink()
             except OSError as exc:
                 raise CheckpointError(f"cannot delete checkpoint {model}/{n}: {exc.strerror}") from None
+
+    async def claim(self, model: str, token: str) -> str:
+        return await asyncio.to_thread(self._claim, model, token)
+
+    def _claim(self, model: str, token: str) -> str:
+        """``<model>/claim``, holding the winning token: written to a temporary file, fsync'd, then
+        hard-linked into place, which fails if the name exists (atomic, and never half written)."""
+        try:
+            d = self._dir(model)
+            tmp = d / f".claim.tmp-{os.getpid()}-{token}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, token.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.link(tmp, d / CLAIM)
+            finally:
+                tmp.unlink()
+            dfd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise CheckpointError(f"cannot write the claim of {model}: {exc.strerror}") from None
+        won = self._claimed(model)
+        if won is None:
+            raise CheckpointError(f"the claim of {model} vanished as it was written")
+        return won
+
+    async def claimed(self, model: str) -> str | None:
+        return await asyncio.to_thread(self._claimed, model)
+
+    def _claimed(self, model: str) -> str | None:
+        try:
+            return (self.root / model / CLAIM).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read the claim of {model}: {exc.strerror}") from None
 
 
 class EncryptedStore:
@@ -130,6 +190,12 @@ class EncryptedStore:
 
     async def delete(self, model: str, names: Iterable[str]) -> None:
         await self.inner.delete(model, names)
+
+    async def claim(self, model: str, token: str) -> str:
+        return await self.inner.claim(model, token)  # a random token: no secret, stored as it is
+
+    async def claimed(self, model: str) -> str | None:
+        return await self.inner.claimed(model)
 
 
 def key_from_env(var: str) -> bytes | None:

@@ -7,6 +7,11 @@ reader needs, so the topic is safe under ``cleanup.policy=compact`` (which bound
 Apache Kafka), and correct without it (Tansu never compacts): a reader keeps the newest record
 per key itself, never relies on ``end_offsets`` (it reads up to the high watermark seen in fetch
 responses), and ignores a manifest whose chunks are not all present.
+
+Claims (``claim``): a record ``<model>/claim/<token>`` on partition 0, written once per key (so
+compaction keeps it) and never deleted; the claim with the lowest offset wins. A claim is read back
+by re-reading the topic up to a high watermark past it, so every earlier claim is seen: two replicas
+that claim the same model agree on the winner whatever the order of their writes and reads.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class KafkaStore:
         self.cache: dict[str, bytes] = {}
         self.raw: dict[str, bytes] = {}
         self.manifests: dict[str, tuple[str, int]] = {}
+        self.claims: dict[str, list[tuple[int, str]]] = {}
+        """Per model, its claims as (offset on partition 0, token), as of the last ``refresh``."""
 
     async def refresh(self, timeout_s: float = 30.0) -> None:
         """Re-read the whole topic (after a rebalance another replica may have written)."""
@@ -44,19 +51,22 @@ class KafkaStore:
                 parts = consumer.partitions_for_topic(self.topic) or set()
             tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
             if not tps:
-                self.cache = {}
+                self.cache, self.claims = {}, {}
                 return
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             newest: dict[str, bytes | None] = {}
-
-
+            claims: dict[str, list[tuple[int, str]]] = {}
             deadline = time.monotonic() + timeout_s
             while True:
                 batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
-                for recs in batch.values():
+                for tp, recs in batch.items():
                     for r in recs:
-                        newest[r.key.decode() if r.key is not None else ""] = r.value
+                        key = r.key.decode() if r.key is not None else ""
+                        newest[key] = r.value
+                        parts_of = key.split("/")
+                        if tp.partition == 0 and len(parts_of) == 3 and parts_of[1] == "claim" and r.value:
+                            claims.setdefault(parts_of[0], []).append((int(r.offset), parts_of[2]))
                 done = True
                 for tp in tps:
                     hw = consumer.highwater(tp)
@@ -67,6 +77,7 @@ class KafkaStore:
                 if time.monotonic() > deadline:
                     raise CheckpointError("timed out reading the checkpoint topic")
             self.raw = {k: v for k, v in newest.items() if v is not None}
+            self.claims = {m: sorted(c) for m, c in claims.items()}
             self.cache = self._assemble()
             self.manifests = {}
             for k in self.cache:
@@ -114,6 +125,24 @@ class KafkaStore:
 
     async def get(self, model: str, name: str) -> bytes | None:
         return self.cache.get(f"{model}/{name}")
+
+    async def claim(self, model: str, token: str) -> str:
+        """Write the claim to partition 0, wait for the broker's acknowledgement, re-read the topic
+        (``refresh``: up to a high watermark past the claim) and return the first claim on ``model``."""
+        try:
+            await (await self.producer.send(self.topic, key=f"{model}/claim/{token}".encode(),
+                                            value=token.encode(), partition=0))
+        except Exception as exc:  # KafkaError and timeouts: the caller retries by policy
+            raise CheckpointError(f"cannot write the claim of {model} to Kafka ({type(exc).__name__})") from None
+        await self.refresh()
+        won = await self.claimed(model)
+        if won is None or all(t != token for _, t in self.claims.get(model, [])):
+            raise CheckpointError(f"the claim of {model} was not read back from the checkpoints topic")
+        return won
+
+    async def claimed(self, model: str) -> str | None:
+        c = self.claims.get(model)
+        return c[0][1] if c else None
 
     async def names(self, model: str) -> list[str]:
         prefix = f"{model}/"

@@ -5,15 +5,27 @@ Blobs (all msgpack via ``engine.codec``):
   ``res-K-START``    {"start", "end", "points"}: D-hat points appended since the previous save
   ``live``           {"live" (engine live state without reservoir points), "offsets", "round",
                       "round_digest", "meta"}: written at every save, last (it commits the rest)
+  ``created-TOKEN``  {"round_part", "live_part", "points", "offsets", "meta"}: a new model's first
+                     state, written once, before its claim; deleted once a ``live`` exists
 A write puts the round blob (if new), the reservoir chunk (if any), then ``live``; older rounds
 are pruned only after the new ``live`` is durable, so a crash at any point leaves a consistent
 checkpoint. The order across a partition's models is ``PartitionCheckpoint``'s
 (``daemon/checkpoint/checkpoint.py``).
+
+**One fit per model** (docs/privacy/learner.md 2, "In the daemon"). Creating a model draws fresh
+randomness (the learner's fit, GenericBBL's first round); two replicas can both create it (Kafka's
+group membership is not a lock), and two creations answered from are two releases. So a creation is
+*claimed* before anything is answered from it (``create``): its state is written as
+``created-TOKEN``, then the token is claimed (``BlobStore.claim``: the first claim recorded wins, the
+same for every replica). The winner goes on to its first checkpoint; a loser deletes its blob,
+unpublished, and restores the winner's state (``load``: the ``live`` checkpoint if one exists, else the
+winning ``created-TOKEN``). Only the winner's lineage ever writes ``live``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,16 +100,37 @@ class ModelCheckpointer:
         self.saves += 1
 
     async def prune(self) -> None:
-        """Delete the blobs of earlier rounds (after ``live`` names the current one)."""
+        """Delete the blobs of earlier rounds (after ``live`` names the current one), and a new
+        model's ``created-*`` state (``live`` has superseded it)."""
         k = self._round_written
-        stale = [n for n in await self.store.names(self.model) if _round_of(n) not in (None, k)]
+        stale = [n for n in await self.store.names(self.model)
+                 if _round_of(n) not in (None, k) or n.startswith(CREATED)]
         if stale:
             await self.store.delete(self.model, stale)
 
+    async def create(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any]) -> bool:
+        """Claim a new model's first state ``p`` before anything is answered from it: write it as
+        ``created-TOKEN`` (TOKEN: 128 random bits), then claim TOKEN. True: this state is the model's
+        (go on to its first checkpoint); False: another creation was claimed first: this one's blob is
+        deleted, and ``load`` returns the winner's state. Nothing of ``p`` was published either way."""
+        token = os.urandom(16).hex()
+        filled = p.reservoir_filled
+        blob = codec.pack({"round_part": p.round_part(), "live_part": p.live_part(),
+                           "points": p.reservoir_points(0, filled) if filled else None,
+                           "offsets": {str(t): int(o) for t, o in offsets.items()}, "meta": meta})
+        await self.store.put(self.model, CREATED + token, blob)
+        if await self.store.claim(self.model, token) == token:
+            return True
+        await self.store.delete(self.model, [CREATED + token])
+        return False
+
     async def load(self) -> Restored | None:
+        """The model's checkpoint: ``live`` and its round; without one, the winning claim's
+        ``created-*`` state (a creation claimed but not yet checkpointed). None: nothing was claimed,
+        and nothing was ever answered (answers come only after a ``live`` exists)."""
         raw = await self.store.get(self.model, "live")
         if raw is None:
-            return None
+            return await self._load_created()
         try:
             live = codec.unpack(raw)
             k = int(live["round"])
@@ -116,6 +149,31 @@ class ModelCheckpointer:
         self._live = live
         offsets = {int(tp): int(o) for tp, o in live["offsets"].items()}
         return Restored(p, offsets, dict(live.get("meta", {})))
+
+    async def _load_created(self) -> Restored | None:
+        token = await self.store.claimed(self.model)
+        if token is None:
+            return None
+        raw = await self.store.get(self.model, CREATED + token)
+        if raw is None:
+            raise CheckpointError(
+                f"model {self.model}: its creation was claimed but neither its checkpoint nor its first state "
+                "is in the store (deleted, or another store?). It may have answered queries, so creating it "
+                "again could be a second release of its training data: restore the store, or start the model "
+                "afresh under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')"
+            )
+        try:
+            c = codec.unpack(raw)
+            pts = c["points"]
+            p = restore(c["round_part"], dict(c["live_part"]),
+                        np.zeros(0) if pts is None else np.asarray(pts, dtype=np.float64))
+            offsets = {int(tp): int(o) for tp, o in c["offsets"].items()}
+            meta = dict(c["meta"])
+        except CorruptState as exc:
+            raise CorruptCheckpoint(f"checkpoint of model {self.model}: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptCheckpoint(f"checkpoint of model {self.model} is malformed ({type(exc).__name__})") from None
+        return Restored(p, offsets, meta)
 
     async def _reservoir(self, k: int, filled: int) -> np.ndarray:
         names = sorted(n for n in await self.store.names(self.model) if n.startswith(f"res-{k}-"))
@@ -137,6 +195,9 @@ class ModelCheckpointer:
             return np.zeros(0)
         pts = np.concatenate(parts)
         return pts[:filled]
+
+
+CREATED = "created-"
 
 
 def _round_of(name: str) -> int | None:

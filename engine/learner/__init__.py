@@ -3,7 +3,7 @@ exponential mechanism over a hypothesis class on a finite floating-point domain,
 served as an everlasting predictor (docs/privacy/learner.md).
 
     from everlast.engine.learner import PrivateLearner
-    m = PrivateLearner.fit("thresholds", x, y, epsilon=1.0)   # randomness: 128 bits of OS entropy
+    m = PrivateLearner.fit("thresholds", x, y, epsilon=1.0)   # randomness: 256 bits of OS entropy
     m.answer(queries).labels
     t = PrivateLearner.fit({"name": "trees", "d": 2, "depth": 3}, x2, y2, epsilon=1.0)   # depth-3 trees
 

@@ -91,16 +91,35 @@ def check_epsilon(epsilon: Any, n: int) -> float:
     return eps
 
 
+SEED_BITS = 256
+"""OS entropy per generator when no seed is given (docs/privacy/learner.md 2)."""
+
+
+def os_seed() -> np.random.SeedSequence:
+    """``SEED_BITS`` bits of OS entropy in a pool of as many bits, for one PCG64 (whose state and
+    increment keep 255 of them). numpy's default ``SeedSequence()`` draws 128 bits into a 128-bit pool:
+    an interval's release exposes up to 126.9986 bits, a margin of one bit over such a seed
+    (docs/privacy/learner.md 2). Two 128-bit reads of the OS generator (numpy reads it for us: the
+    engine does no I/O of its own)."""
+    hi, lo = np.random.SeedSequence().entropy, np.random.SeedSequence().entropy
+    assert isinstance(hi, int) and isinstance(lo, int)
+    return np.random.SeedSequence((hi << 128) | lo, pool_size=SEED_BITS // 32)
+
+
 def _bits(seed: int | None) -> Bits:
-    return Bits(np.random.Generator(np.random.PCG64(seed)))
+    return Bits(np.random.Generator(np.random.PCG64(os_seed() if seed is None else seed)))
 
 
 def node_bits(seed: int | None) -> Callable[[int], BitSource]:
-    """A tree's bit sources. seed None: every node draws from its own generator on fresh 128 bits of OS
-    entropy, so each node's draw (at most ~66 output bits on float64) is covered by the count of
-    docs/privacy/learner.md 2, as one stump's is; a whole tree (~460 bits at depth 3, d = 2) exceeds
-    any 128-bit seed (learner.md 8). A seed (tests and benches; the daemon refuses one): one generator
-    for the whole tree, reproducible."""
+    """A tree's bit sources. seed None: every node draws from its own generator on fresh OS entropy
+    (``os_seed``), so each node's draw -- at most 65 + log2 d output bits on float64 (66 at d = 2) --
+    is covered by the count of docs/privacy/learner.md 2, as one stump's is; a whole tree (462 bits at
+    depth 3, d = 2) exceeds any one seed. The nodes' seeds are independent only as far as the OS
+    generator's outputs are: they all come from one kernel CSPRNG (a 256-bit key), which a deep tree
+    outweighs, so the trees' privacy rests on that generator being indistinguishable from uniform bits
+    (computational, learner.md 8). A seed (tests and benches on synthetic or public data; the daemon
+    refuses one): one PCG64 for the whole tree, reproducible, and no privacy claim: PCG64 is not a
+    cryptographic generator."""
     if seed is None:
         return lambda _node: _bits(None)
     shared = _bits(seed)
@@ -135,10 +154,11 @@ class PrivateLearner:
         """Run the exponential mechanism on the training set (x, y) and return the served learner.
 
         ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
-        tests) draws 128 bits of OS entropy (trees: 128 bits per node, ``node_bits``). The release is a
-        deterministic function of (data, seed), and the hypothesis can be read back from free queries,
-        so a guessable seed voids the guarantee (docs/privacy/learner.md 2, 8); each further fit on the
-        same data spends another epsilon.
+        tests and benchmarks on synthetic or public data) draws 256 bits of OS entropy (``os_seed``;
+        trees: 256 bits per node, ``node_bits``). The release is a deterministic function of (data,
+        seed), and the hypothesis can be read back from free queries, so a guessable seed voids the
+        guarantee, and a seeded fit carries no privacy claim (docs/privacy/learner.md 2, 8); each
+        further fit on the same data spends another epsilon.
         Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
         nothing is kept of the training set. Trees: epsilon is split over the levels by
         ``tree.level_epsilons``, the score chosen by ``tree.uses_split_score`` of epsilon (Theorem T1)."""

@@ -12,7 +12,8 @@ A record reaches one node per level (parallel composition within a level); the l
 sequentially: the release is (sum_l epsilon_l, 0)-DP under substitution (Theorem T1). ``level_epsilons``
 says how epsilon is split, ``uses_split_score`` which score the levels above the last use; both are
 functions of public numbers. Each node draws from its own bit source (``PrivateLearner.fit``: its own
-128 bits of OS entropy, docs/privacy/learner.md 8).
+256 bits of OS entropy; the nodes' seeds are as independent as the OS generator's outputs, a
+computational assumption, docs/privacy/learner.md 8).
 """
 
 from __future__ import annotations

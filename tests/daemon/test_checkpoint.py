@@ -131,3 +131,39 @@ def test_a_suspended_engine_keeps_its_last_good_state_and_the_suspension_survive
     assert s == m.suspension and restored.meta["handover"] is False and restored.meta["n_train"] == 800
     b = asyncio.run(ModelCheckpointer(DirStore(tmp_path), "b").load())
     assert b is not None and b.meta["handover"] is True and b.offsets == {0: 2}
+
+
+# -- one creation per model: the claim (docs/privacy/learner.md 2, "In the daemon") --------------------
+
+
+def test_the_first_claimed_creation_is_the_models_and_a_losers_state_is_deleted(tmp_path: Path) -> None:
+    import os
+
+    from everlast.daemon.checkpoint.blobs import EncryptedStore
+    from everlast.engine import codec
+
+    for store in (DirStore(tmp_path / "plain"), EncryptedStore(DirStore(tmp_path / "sealed"), os.urandom(32))):
+        first, second = tiny_predictor(seed=1), tiny_predictor(seed=2)
+        a, b = ModelCheckpointer(store, "m"), ModelCheckpointer(store, "m")
+        assert asyncio.run(a.create(first, {0: 7}, {"n_train": 800})) is True
+        assert asyncio.run(b.create(second, {0: 9}, {"n_train": 800})) is False  # claimed second: discarded
+        names = asyncio.run(store.names("m"))
+        assert len(names) == 1 and names[0].startswith("created-")  # the loser's state is gone; "claim" is no blob
+        got = asyncio.run(ModelCheckpointer(store, "m").load())  # the winner crashed before its first live
+        assert got is not None and got.offsets == {0: 7} and got.meta == {"n_train": 800}
+        assert codec.pack(got.predictor.round_part()) == codec.pack(first.round_part())
+        asyncio.run(a.save(first, {0: 7}))  # the winner's first checkpoint supersedes its created state
+        assert "live" in asyncio.run(store.names("m"))
+        assert not any(n.startswith("created-") for n in asyncio.run(store.names("m")))
+        again = asyncio.run(ModelCheckpointer(store, "m").load())
+        assert again is not None and codec.pack(again.predictor.round_part()) == codec.pack(first.round_part())
+
+
+def test_a_claimed_creation_whose_state_is_gone_is_refused_not_created_again(tmp_path: Path) -> None:
+    from everlast.daemon.errors import CheckpointError
+
+    store = DirStore(tmp_path)
+    asyncio.run(ModelCheckpointer(store, "m").create(tiny_predictor(seed=1), {0: 0}, {}))
+    asyncio.run(store.delete("m", asyncio.run(store.names("m"))))  # the state deleted, the claim left
+    with pytest.raises(CheckpointError, match="second release"):
+        asyncio.run(ModelCheckpointer(store, "m").load())

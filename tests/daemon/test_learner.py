@@ -343,3 +343,28 @@ def test_trees_start_with_both_bounds_and_a_checkpoint_of_another_depth_is_refus
         p.write_text(f'[[models]]\nid = "m"\ndata = "{data}"\nconcept = "trees"\nd = 2\n'
                      'targets = { epsilon = 1.0, delta = 1e-6, alpha = 0.1 }\n')
         load(p)
+
+
+def test_a_replica_that_fitted_too_but_claimed_second_serves_the_first_fit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two replicas both find no checkpoint and both fit (docs/privacy/learner.md 2, "In the daemon"):
+    the one whose claim the store records second discards its fit, never answering from it, and
+    restores the first one's."""
+    a, b = runtime(tmp_path / "a"), runtime(tmp_path / "b")
+    won: list[Any] = []
+
+    class Racing(DirStore):
+        async def put(self, model: str, name: str, data: bytes) -> None:
+            if name.startswith("created-") and not won:  # B's fit is done; A claims meanwhile
+                served, _, restored = await a.activate(DirStore(tmp_path / "ck"), 0, 4)
+                won.append(served.engine)
+                assert not restored
+            await super().put(model, name, data)
+
+    with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
+        served, _, restored = asyncio.run(b.activate(Racing(tmp_path / "ck"), 0, 4))
+    assert restored and won and served.engine.hypothesis == won[0].hypothesis
+    assert any("claimed its creation first" in r.getMessage() for r in caplog.records)
+    names = asyncio.run(DirStore(tmp_path / "ck").names("pl"))
+    assert len(names) == 1 and names[0].startswith("created-")  # only the winner's state is left

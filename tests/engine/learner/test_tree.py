@@ -194,7 +194,7 @@ def test_only_the_split_score_limits_n(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_node_draws_from_its_own_entropy_without_a_seed() -> None:
     """Without a seed each node gets a generator on fresh OS entropy (learner.md 8: a tree exposes more
-    output bits than one 128-bit seed holds); a seed gives one reproducible generator for the tree."""
+    output bits than one seed holds); a seed gives one reproducible generator for the tree."""
     from everlast.engine.learner.model import node_bits
 
     fresh = node_bits(None)
@@ -209,9 +209,29 @@ def test_every_node_draws_from_its_own_entropy_without_a_seed() -> None:
 
 def test_the_budgets_move_with_n_only_inside_the_band_of_corollary_t1() -> None:
     """learner.md 8, Corollary T1': the level budgets at n and n + 1 coincide (so adding or removing an
-    example costs epsilon / 2) except for 365 <= n <= 1,280 at depth 3, d = 2, epsilon 1 on float64."""
+    example costs the release epsilon / 2) except for 365 <= n <= 1,280 at depth 3, d = 2, epsilon 1 on
+    float64; at n - 1, n and n + 1 (both neighbours of a data set of size n) except for 365-1,281."""
     moving = [n for n in range(1, 3000)
               if level_epsilons(1.0, 3, n, 2, FLOAT64_POINTS) != level_epsilons(1.0, 3, n + 1, 2, FLOAT64_POINTS)]
     assert moving == list(range(365, 1281))
     ln_h = math.log(2 * 2 * (FLOAT64_POINTS + 1))
     assert math.floor(8 * ln_h) == 365 and math.floor(28 * ln_h) == 1280
+    # a data set of size n has neighbours of sizes n - 1 and n + 1: covered iff all three tuples coincide
+    at = {n: level_epsilons(1.0, 3, n, 2, FLOAT64_POINTS) for n in range(1, 3001)}
+    uncovered = [n for n in range(2, 3000) if not at[n - 1] == at[n] == at[n + 1]]
+    assert uncovered == list(range(365, 1282))
+
+
+def test_without_a_seed_each_generator_gets_256_bits_of_os_entropy() -> None:
+    """learner.md 2: an interval exposes 126.9986 bits; a 128-bit seed would leave a margin of one bit,
+    so each generator is seeded from 256 bits (PCG64 keeps 255 as state and increment)."""
+    from everlast.engine.learner.model import SEED_BITS, os_seed
+
+    seeds = [os_seed() for _ in range(4)]
+    assert SEED_BITS == 256 and all(ss.pool_size == 8 for ss in seeds)
+    ents = [int(ss.entropy) for ss in seeds]  # type: ignore[arg-type]
+    assert all(e < 2**256 for e in ents)
+    assert any(e >= 2**128 for e in ents)  # the high half is drawn: all four below 2^128 w.p. 2^-512
+    assert len({e >> 128 for e in ents}) == 4 and len({e % 2**128 for e in ents}) == 4  # w.p. 1 - 2^-124
+    log2_intervals = math.log2((FLOAT64_POINTS + 1) * (FLOAT64_POINTS + 2) // 2)
+    assert 126.998 < log2_intervals < 126.999 and 255 - log2_intervals > 128
