@@ -346,7 +346,7 @@ def readme_section(result: dict[str, Any], command: str) -> str:
     if ev_s is not None and all(n is not None and n < ev_s for n in df):
         verdict = f"everlast loses at every horizon up to {top}."
     else:
-        verdict = f"Dwork–Feldman needs fewer examples at the short horizons only, up to {top}."
+        verdict = "Dwork–Feldman needs fewer examples at short horizons, everlast at long ones."
     q_s = _qstar(_cross(result, "dwork_feldman", "everlast_split_votes"))
     q_p = _qstar(_cross(result, "dwork_feldman", "everlast"))
     return (
