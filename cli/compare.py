@@ -31,6 +31,7 @@ from everlast.peers.comparison.settings import (
     DEFAULT_N,
     DEFAULT_QUERIES,
     EVERLAST_NAMES,
+    HORIZONS,
     Settings,
 )
 from everlast.peers.comparison.sizes import crossover, eps0_at, extended_n, gdp_mu
@@ -100,6 +101,9 @@ def _command_line(epsilon: float, delta: float, alpha: float, docs: Path | None)
               show_default=True, help="Target expected error.")
 @click.option("--n", "n_values", type=click.IntRange(min=1), multiple=True,
               help=f"Labeled-set sizes to run every method at (repeat; default {', '.join(map(str, DEFAULT_N))}).")
+@click.option("--horizon", "horizons", type=click.IntRange(min=1), multiple=True,
+              help="Horizons Q of the table (repeat; default 10^3 to 10^9). Each costs everlast's best-epsilon "
+                   "search at Dwork-Feldman's n for that Q: minutes once that n certifies some epsilon <= 64.")
 @click.option("--queries", type=click.IntRange(min=1), default=DEFAULT_QUERIES, show_default=True,
               help="Queries per run; horizons up to this many are also run at their computed n.")
 @click.option("--domain-sizes", "domain_sizes", multiple=True,
@@ -112,7 +116,8 @@ def _command_line(epsilon: float, delta: float, alpha: float, docs: Path | None)
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
 @click.option("--docs", "docs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write DIR/COMPARISON.md and DIR/img/*.png.")
-def compare(epsilon: float, delta: float, alpha: float, n_values: tuple[int, ...], queries: int,
+def compare(epsilon: float, delta: float, alpha: float, n_values: tuple[int, ...], horizons: tuple[int, ...],
+            queries: int,
             domain_sizes: tuple[str, ...], grid_size: str, max_run_n: int, seed: int, as_json: bool,
             docs: Path | None) -> None:
     """Compare everlast with the alternatives: n required per horizon, runs, domain size."""
@@ -123,6 +128,7 @@ def compare(epsilon: float, delta: float, alpha: float, n_values: tuple[int, ...
         epsilon=epsilon, delta=delta, alpha=alpha,
         n_values=tuple(sorted(set(n_values))) if n_values else DEFAULT_N,
         queries=queries,
+        horizons=tuple(sorted(set(horizons))) if horizons else HORIZONS,
         domain_sizes=tuple(_domain(d) for d in domain_sizes) if domain_sizes else DEFAULT_DOMAIN_SIZES,
         grid_size=grid, seed=seed, max_run_n=max_run_n,
     )
