@@ -338,7 +338,8 @@ class Service:
                 jid = self.journal.id if self.journal is not None else None
                 for mr in (self.models[m] for m, p in self.home.items() if p == part):
                     with self.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
-                        s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid, partition=part)
+                        s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid, partition=part,
+                                                           claim_wait_s=self.cfg.checkpoint.claim_wait_seconds)
                     if mr.adopted is not None:
                         g = mr.guarantee
                         log.warning("model %s: its checkpoint runs another schedule than the configuration (%s "

@@ -6,7 +6,8 @@ Each store also keeps a model's *claims* (``claim``, ``claimed``): the one decis
 the same for every replica, which fit of a new model is its release. A claim is a random token; the
 first one a store records for a model wins, for ever (the directory: a file created once, atomically;
 Kafka: the claim with the lowest offset on the checkpoints topic's partition 0). ``ModelCheckpointer``
-claims a fit before anything is answered from it (docs/privacy/learner.md 2, "In the daemon")."""
+claims a model before creating it: only the winner fits (docs/privacy/learner.md 2, "One fit per
+model"). Only an operator voids a claim (``void_claim``, ``everlast void-claim``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,15 @@ class BlobStore(Protocol):
 
     async def claimed(self, model: str) -> str | None:
         """The winning claim on ``model`` as the store last read it (None: no claim)."""
+        ...
+
+    async def refresh(self) -> None:
+        """Re-read what other replicas may have written since (a no-op where reads are live)."""
+        ...
+
+    async def void_claim(self, model: str) -> int:
+        """Remove every claim on ``model`` (an operator's act: the model may then be created again);
+        returns how many were removed."""
         ...
 
 
@@ -155,6 +165,19 @@ class DirStore:
         except OSError as exc:
             raise CheckpointError(f"cannot read the claim of {model}: {exc.strerror}") from None
 
+    async def refresh(self) -> None:
+        return None  # every read is of the directory as it is
+
+    async def void_claim(self, model: str) -> int:
+        path = self.root / model / CLAIM
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise CheckpointError(f"cannot void the claim of {model}: {exc.strerror}") from None
+        return 1
+
 
 class EncryptedStore:
     """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext; the
@@ -196,6 +219,12 @@ class EncryptedStore:
 
     async def claimed(self, model: str) -> str | None:
         return await self.inner.claimed(model)
+
+    async def refresh(self) -> None:
+        await self.inner.refresh()
+
+    async def void_claim(self, model: str) -> int:
+        return await self.inner.void_claim(model)
 
 
 def key_from_env(var: str) -> bytes | None:

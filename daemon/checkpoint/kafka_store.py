@@ -8,10 +8,17 @@ Apache Kafka), and correct without it (Tansu never compacts): a reader keeps the
 per key itself, never relies on ``end_offsets`` (it reads up to the high watermark seen in fetch
 responses), and ignores a manifest whose chunks are not all present.
 
-Claims (``claim``): a record ``<model>/claim/<token>`` on partition 0, written once per key (so
-compaction keeps it) and never deleted; the claim with the lowest offset wins. A claim is read back
-by re-reading the topic up to a high watermark past it, so every earlier claim is seen: two replicas
-that claim the same model agree on the winner whatever the order of their writes and reads.
+Claims (``claim``): a record ``<model>/claim/<token>`` on partition 0. A claim's position is the
+offset of the *last* record under its key, and the claim with the lowest position wins; a key whose
+last record is a tombstone (``void_claim``, an operator's act) holds no claim. Compaction keeps
+exactly each key's last record, and deletes a tombstoned key's records, so the rule gives the same
+answer before and after the cleaner runs; and a retried write (the producer is not idempotent:
+Tansu does not implement it) only appends a later copy under the same key, which moves that claim
+later, never earlier. A replica decides that it won only after its own write is acknowledged (every
+copy of its claim is in the log) and it has re-read the topic up to a high watermark past it, so it
+has seen every record at a lower offset: a claim it saw as later than its own can never become
+earlier, and no two replicas each decide that they won (docs/privacy/learner.md 2, "One fit per
+model"). Readers that have not claimed only wait for the winner's state.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ class KafkaStore:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             newest: dict[str, bytes | None] = {}
-            claims: dict[str, list[tuple[int, str]]] = {}
+            last_claim: dict[str, tuple[int, bool]] = {}  # claim key -> (offset of its last record, live)
             deadline = time.monotonic() + timeout_s
             while True:
                 batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
@@ -65,8 +72,8 @@ class KafkaStore:
                         key = r.key.decode() if r.key is not None else ""
                         newest[key] = r.value
                         parts_of = key.split("/")
-                        if tp.partition == 0 and len(parts_of) == 3 and parts_of[1] == "claim" and r.value:
-                            claims.setdefault(parts_of[0], []).append((int(r.offset), parts_of[2]))
+                        if tp.partition == 0 and len(parts_of) == 3 and parts_of[1] == "claim":
+                            last_claim[key] = (int(r.offset), r.value is not None)
                 done = True
                 for tp in tps:
                     hw = consumer.highwater(tp)
@@ -77,6 +84,11 @@ class KafkaStore:
                 if time.monotonic() > deadline:
                     raise CheckpointError("timed out reading the checkpoint topic")
             self.raw = {k: v for k, v in newest.items() if v is not None}
+            claims: dict[str, list[tuple[int, str]]] = {}
+            for key, (offset, live) in last_claim.items():
+                if live:
+                    model, _, token = key.split("/")
+                    claims.setdefault(model, []).append((offset, token))
             self.claims = {m: sorted(c) for m, c in claims.items()}
             self.cache = self._assemble()
             self.manifests = {}
@@ -143,6 +155,18 @@ class KafkaStore:
     async def claimed(self, model: str) -> str | None:
         c = self.claims.get(model)
         return c[0][1] if c else None
+
+    async def void_claim(self, model: str) -> int:
+        """Tombstone every claim key of ``model`` (read by the last ``refresh``)."""
+        keys = [f"{model}/claim/{t}" for _, t in self.claims.get(model, [])]
+        try:
+            futs = [await self.producer.send(self.topic, key=k.encode(), value=None, partition=0) for k in keys]
+            for f in futs:
+                await f
+        except Exception as exc:  # KafkaError and timeouts
+            raise CheckpointError(f"cannot void the claim of {model} on Kafka ({type(exc).__name__})") from None
+        self.claims.pop(model, None)
+        return len(keys)
 
     async def names(self, model: str) -> list[str]:
         prefix = f"{model}/"
