@@ -152,7 +152,16 @@ class ModelRuntime:
                  "fitting the private learner" if self.mechanism == "private-learner" else "building round 1",
                  self.n_train)
         engine = await asyncio.to_thread(self.create_engine)
-        await ck.write_created(engine, {partition: start_offset}, {**self.meta(partitions), "handover": False}, token)
+        meta = {**self.meta(partitions), "handover": False}
+        for attempt in range(6):  # the claim is this replica's alone: a state not written leaves the model refused
+            try:
+                await ck.write_created(engine, {partition: start_offset}, meta, token)
+                break
+            except CheckpointError as exc:
+                if attempt == 5:
+                    raise
+                log.warning("model %s: cannot write its first state (%s); retrying", self.id, type(exc).__name__)
+                await asyncio.sleep(0.5 * 2**attempt)
         return Served(self.id, engine, start_offset), ck, False
 
     async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:

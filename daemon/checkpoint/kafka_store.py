@@ -33,6 +33,20 @@ import msgpack
 from everlast.daemon.errors import CheckpointError
 
 
+def retention_problem(configs: dict[str, str]) -> str | None:
+    """What makes the checkpoints topic lose records on its own, from its configuration as the broker
+    describes it (None: nothing, or the broker did not say: ``cleanup.policy`` absent). A model whose
+    claim, ``live`` and rounds expire would be created again on the next start: a second release of its
+    training data (docs/privacy/learner.md 2, "One fit per model"). Only ``cleanup.policy=compact``, or
+    ``delete`` with ``retention.ms`` and ``retention.bytes`` both -1, keep every key's last record."""
+    policy = configs.get("cleanup.policy")
+    if policy is None or "delete" not in {p.strip() for p in policy.split(",")}:
+        return None
+    finite = [f"{k}={configs.get(k, 'the broker default')}" for k in ("retention.ms", "retention.bytes")
+              if configs.get(k) != "-1"]
+    return f"cleanup.policy={policy} with {' and '.join(finite)}" if finite else None
+
+
 class KafkaStore:
     def __init__(self, producer: Any, consumer_factory: Any, topic: str, max_chunk_bytes: int) -> None:
         self.producer = producer

@@ -183,3 +183,17 @@ def test_a_claim_without_its_state_is_refused_until_an_operator_voids_it(tmp_pat
     asyncio.run(ck.write_created(tiny_predictor(seed=1), {0: 0}, {}, token))
     with pytest.raises(CheckpointError, match="its state is in the checkpoint store"):
         asyncio.run(void_store_claim(store, "m"))  # a claim with its state is never voided
+
+
+def test_the_checkpoints_topics_retention_rule() -> None:
+    """Review G4: only settings that keep every key's last record pass; a broker that says nothing passes
+    (the daemon warns)."""
+    from everlast.daemon.checkpoint.kafka_store import retention_problem
+
+    assert retention_problem({}) is None
+    assert retention_problem({"cleanup.policy": "compact", "retention.ms": "1000"}) is None
+    assert retention_problem({"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}) is None
+    assert retention_problem({"cleanup.policy": "compact,delete", "retention.ms": "-1"}) == (
+        "cleanup.policy=compact,delete with retention.bytes=the broker default")
+    assert retention_problem({"cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1"}) == (
+        "cleanup.policy=delete with retention.ms=604800000")

@@ -407,7 +407,7 @@ def test_everlast_void_claim_voids_a_claim_without_its_state_and_refuses_one_wit
     assert out.exit_code == 1 and "second release" in out.output and asyncio.run(store.claimed("pl")) is not None
     out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "pl"])
     assert out.exit_code == 0 and "1 claim(s) voided" in out.output and asyncio.run(store.claimed("pl")) is None
-    served, _, restored = asyncio.run(runtime(tmp_path).activate(store, 0, 4))
+    _, _, restored = asyncio.run(runtime(tmp_path).activate(store, 0, 4))
     assert not restored  # fitted afresh
     out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "pl"])
     assert out.exit_code == 1 and "its state is in the checkpoint store" in out.output

@@ -194,3 +194,28 @@ async def test_a_claims_position_is_its_keys_last_record_so_duplicates_and_compa
         assert await store.claimed("m") is None and store.claims == {}
     finally:
         await p.stop()
+
+
+async def test_a_checkpoints_topic_that_deletes_by_retention_is_refused_at_start(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Review G4: a model whose claim and state expired would be fitted again on the next start (a second
+    release), so the daemon refuses a checkpoints topic with finite retention before it serves anything."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from everlast.daemon.app import serve
+    from everlast.daemon.config import load
+    from everlast.daemon.errors import ConfigError
+
+    cfg_path, topics = learner_config(tmp_path, broker.bootstrap, unique("g"))
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topics["checkpoints"], 1, 1, topic_configs={
+            "cleanup.policy": "delete", "retention.ms": "604800000"})])
+    finally:
+        await admin.close()
+    cfg = load(cfg_path, {"metrics": {"exit_linger_s": 0}})
+    with pytest.raises(ConfigError, match=r"deletes records by retention \(cleanup.policy=delete with retention.ms="
+                                          r"604800000 and retention.bytes=the broker default\).*second release"):
+        await asyncio.wait_for(serve(cfg, asyncio.Event(), {}, handle_signals=False), 60)
