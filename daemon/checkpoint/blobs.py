@@ -179,9 +179,36 @@ class DirStore:
         return 1
 
 
+PADDED = 0xC1
+"""First byte of a padded plaintext: a byte msgpack never uses, so blobs sealed before padding
+(msgpack, unpadded) still read."""
+PAD_MIN = 4096
+
+
+def pad(data: bytes) -> bytes:
+    """``PADDED``, the length (8 bytes), ``data``, zeros: to the next power of two, at least 4 KiB. A
+    ciphertext's length then shows only that bucket, not the exact length of a state whose size
+    depends on secrets (msgpack's integers are variable-length: a fitted cut's width class, a round's
+    counts; review G3)."""
+    n = len(data) + 9
+    size = max(PAD_MIN, 1 << (n - 1).bit_length())
+    return bytes([PADDED]) + len(data).to_bytes(8, "big") + data + bytes(size - n)
+
+
+def unpad(plain: bytes) -> bytes:
+    """``pad``'s inverse; a plaintext sealed before padding is returned as it is."""
+    if plain[:1] != bytes([PADDED]):
+        return plain
+    n = int.from_bytes(plain[1:9], "big")
+    if len(plain) < 9 + n:
+        raise ValueError("padded length exceeds the blob")
+    return plain[9 : 9 + n]
+
+
 class EncryptedStore:
-    """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext; the
-    associated data binds it to its model and name, so blobs cannot be swapped or renamed."""
+    """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext of the padded
+    plaintext (``pad``); the associated data binds it to its model and name, so blobs cannot be
+    swapped or renamed."""
 
     def __init__(self, inner: BlobStore, key: bytes) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -193,7 +220,7 @@ class EncryptedStore:
 
     async def put(self, model: str, name: str, data: bytes) -> None:
         nonce = os.urandom(12)
-        await self.inner.put(model, name, nonce + self.aead.encrypt(nonce, data, f"{model}/{name}".encode()))
+        await self.inner.put(model, name, nonce + self.aead.encrypt(nonce, pad(data), f"{model}/{name}".encode()))
 
     async def get(self, model: str, name: str) -> bytes | None:
         from cryptography.exceptions import InvalidTag
@@ -202,7 +229,7 @@ class EncryptedStore:
         if blob is None:
             return None
         try:
-            return self.aead.decrypt(blob[:12], blob[12:], f"{model}/{name}".encode())
+            return unpad(self.aead.decrypt(blob[:12], blob[12:], f"{model}/{name}".encode()))
         except (InvalidTag, ValueError):
             raise CorruptCheckpoint(
                 f"checkpoint {model}/{name} fails authentication (wrong key, or tampered)"

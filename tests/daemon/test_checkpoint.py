@@ -197,3 +197,24 @@ def test_the_checkpoints_topics_retention_rule() -> None:
         "cleanup.policy=compact,delete with retention.bytes=the broker default")
     assert retention_problem({"cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1"}) == (
         "cleanup.policy=delete with retention.ms=604800000")
+
+
+def test_encrypted_blobs_show_only_a_power_of_two_bucket_of_their_length(tmp_path: Path) -> None:
+    """Review G3: the plaintext is padded before sealing, so the stored length is 12 + 16 + the bucket
+    (the next power of two, at least 4 KiB), whatever the exact length; blobs sealed before padding read."""
+    import os
+
+    from everlast.daemon.checkpoint.blobs import EncryptedStore
+
+    key = os.urandom(32)
+    store = EncryptedStore(DirStore(tmp_path), key)
+    for size, bucket in ((0, 4096), (1, 4096), (4087, 4096), (4088, 8192), (70_000, 131_072)):
+        data = os.urandom(size)
+        asyncio.run(store.put("m", f"b{size}", data))
+        assert (tmp_path / "m" / f"b{size}").stat().st_size == 12 + 16 + bucket
+        assert asyncio.run(store.get("m", f"b{size}")) == data
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce, old = os.urandom(12), b"\x81\xa1c\x05"  # msgpack {"c": 5}, sealed without padding
+    asyncio.run(DirStore(tmp_path).put("m", "old", nonce + AESGCM(key).encrypt(nonce, old, b"m/old")))
+    assert asyncio.run(store.get("m", "old")) == old
