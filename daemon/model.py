@@ -201,9 +201,10 @@ class ModelRuntime:
             if self.cfg.mechanism == "private-learner":
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
-                # seed=None: 256 bits of OS entropy per generator (trees: per node); the trees' privacy rests on
-                # the OS generator being indistinguishable from uniform bits (docs/privacy/learner.md 2, 8).
-                # The config refuses a seed: a seeded fit (PCG64) carries no privacy claim.
+                # seed=None: 256 bits of OS entropy per generator (trees: per node). Privacy rests on two
+                # assumptions (docs/privacy/learner.md 2, 7, 8): the OS generator is indistinguishable from
+                # uniform bits, and PCG64's words from such a seed serve as the sampler's fair bits (a heuristic
+                # about PCG64, not a cryptographic one). The config refuses a seed: a seeded fit has no claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
                                           domain=self.domain, seed=None)
             assert self.schedule is not None
