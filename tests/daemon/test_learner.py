@@ -413,3 +413,43 @@ def test_everlast_void_claim_voids_a_claim_without_its_state_and_refuses_one_wit
     assert out.exit_code == 1 and "its state is in the checkpoint store" in out.output
     out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "other"])
     assert out.exit_code == 1 and "no model 'other'" in out.output
+
+
+def test_genericbbls_first_round_is_built_by_the_claimant_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review G6: GenericBBL's ``Predictor.create`` through ``activate`` with two replicas: the claimant
+    builds round 1 (held); the other waits and restores it, never drawing a root entropy of its own."""
+    import threading
+
+    from everlast.engine import codec
+    from everlast.engine.predictor import Predictor
+    from tests.daemon.kafka_helpers import write_config
+
+    cfg, _ = write_config(tmp_path, "localhost:1", ["g"])  # no broker is contacted: the dir store, in process
+    a, b = (ModelRuntime.prepare(load(cfg).models[0]) for _ in range(2))
+    a.cfg = a.cfg.model_copy(update={"seed": None})  # fresh root entropy per creation, as in production
+    b.cfg = a.cfg
+    store = DirStore(tmp_path / "ck2")
+    real, built = Predictor.create, []
+    release = threading.Event()
+
+    def held(cls: type, *args: Any, **kwargs: Any) -> Predictor:
+        built.append(1)
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(Predictor, "create", classmethod(held))
+
+    async def race() -> tuple[Any, Any]:
+        first = asyncio.create_task(a.activate(store, 0, 4))
+        while not built:
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(b.activate(store, 0, 4, claim_wait_s=30))
+        await asyncio.sleep(0.3)
+        assert not second.done() and len(built) == 1
+        release.set()
+        return await first, await second
+
+    (sa, _, ra), (sb, _, rb) = asyncio.run(race())
+    assert not ra and rb and len(built) == 1
+    assert codec.pack(sb.engine.round_part()) == codec.pack(sa.engine.round_part())
+    assert codec.pack(sb.engine.live_part()) == codec.pack(sa.engine.live_part())

@@ -219,3 +219,40 @@ async def test_a_checkpoints_topic_that_deletes_by_retention_is_refused_at_start
     with pytest.raises(ConfigError, match=r"deletes records by retention \(cleanup.policy=delete with retention.ms="
                                           r"604800000 and retention.bytes=the broker default\).*second release"):
         await asyncio.wait_for(serve(cfg, asyncio.Event(), {}, handle_signals=False), 60)
+
+
+async def test_the_encrypted_store_over_kafka_claims_pads_and_restores(broker: EmbeddedBroker) -> None:
+    """Review G6: ``EncryptedStore`` over ``KafkaStore`` through the broker: the claimant's state, sealed and
+    padded (the topic's value holds the bucket, not the length), is what a second replica restores; a
+    second claim loses."""
+    import os
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from everlast.daemon.checkpoint.blobs import EncryptedStore
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+    from everlast.engine import codec
+    from tests.engine.helpers import tiny_predictor
+
+    topic, key = unique("ck"), os.urandom(32)
+    await create_topics(broker.bootstrap, [topic], partitions=1)
+    producers = [AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all") for _ in range(2)]
+    for p in producers:
+        await p.start()
+    try:
+        a, b = (EncryptedStore(KafkaStore(p, lambda: AIOKafkaConsumer(
+            bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50), topic, 900_000), key)
+            for p in producers)
+        ca, cb = ModelCheckpointer(a, "m"), ModelCheckpointer(b, "m")
+        token = await ca.claim()
+        assert token is not None and await cb.claim() is None
+        first = tiny_predictor(seed=1)
+        await ca.write_created(first, {0: 3}, {"n_train": 800}, token)
+        got = await cb.wait(10)
+        assert codec.pack(got.predictor.round_part()) == codec.pack(first.round_part()) and got.offsets == {0: 3}
+        raw = await b.inner.get("m", "created-" + token)
+        assert raw is not None and len(raw) - 28 >= 4096 and (len(raw) - 28) & (len(raw) - 29) == 0
+    finally:
+        for p in producers:
+            await p.stop()
