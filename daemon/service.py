@@ -147,6 +147,8 @@ class Service:
             return
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+        from everlast.daemon.checkpoint.kafka_store import MIN_COMPACTION_LAG_MS
+
         t = self.cfg.topics
         admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
         await admin.start()
@@ -158,7 +160,8 @@ class Service:
                 if name not in existing
             ]
             if self.cfg.checkpoint.store == "kafka" and t.checkpoints not in existing:
-                new.append(NewTopic(t.checkpoints, 1, 1, topic_configs={"cleanup.policy": "compact"}))
+                new.append(NewTopic(t.checkpoints, 1, 1, topic_configs={
+                    "cleanup.policy": "compact", "min.compaction.lag.ms": str(MIN_COMPACTION_LAG_MS)}))
             if new:
                 await admin.create_topics(new)  # "already exists" comes back as an error code, not a raise
         finally:
@@ -174,7 +177,7 @@ class Service:
         from aiokafka.admin import AIOKafkaAdminClient
         from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-        from everlast.daemon.checkpoint.kafka_store import retention_problem
+        from everlast.daemon.checkpoint.kafka_store import MIN_COMPACTION_LAG_MS, retention_problem
 
         topic = self.cfg.topics.checkpoints
         admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
@@ -198,6 +201,11 @@ class Service:
                 "state expire would be created again, a second release of its training data. Set cleanup.policy="
                 "compact (or retention.ms=-1 and retention.bytes=-1) on it (docs/OPERATIONS.md, 'Checkpoint "
                 "topic')")
+        lag = configs.get("min.compaction.lag.ms", "0")
+        if "compact" in configs.get("cleanup.policy", "") and (not lag.isdigit() or int(lag) < MIN_COMPACTION_LAG_MS):
+            log.warning("the checkpoints topic %s is compacted with min.compaction.lag.ms=%s; set it to at least %d so "
+                        "that no claim is compacted while it is read back (docs/OPERATIONS.md, 'Checkpoint topic')",
+                        topic, lag, MIN_COMPACTION_LAG_MS)
         if "cleanup.policy" not in configs:
             log.warning("the broker does not say how the checkpoints topic %s is cleaned; it must never delete "
                         "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic)

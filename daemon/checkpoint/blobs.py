@@ -38,6 +38,10 @@ class BlobStore(Protocol):
         """The winning claim on ``model`` as the store last read it (None: no claim)."""
         ...
 
+    async def claim_tokens(self, model: str) -> list[str]:
+        """Every claim on ``model`` as the store last read it, the winning one first."""
+        ...
+
     async def refresh(self) -> None:
         """Re-read what other replicas may have written since (a no-op where reads are live)."""
         ...
@@ -165,6 +169,10 @@ class DirStore:
         except OSError as exc:
             raise CheckpointError(f"cannot read the claim of {model}: {exc.strerror}") from None
 
+    async def claim_tokens(self, model: str) -> list[str]:
+        won = await self.claimed(model)
+        return [] if won is None else [won]
+
     async def refresh(self) -> None:
         return None  # every read is of the directory as it is
 
@@ -246,6 +254,9 @@ class EncryptedStore:
 
     async def claimed(self, model: str) -> str | None:
         return await self.inner.claimed(model)
+
+    async def claim_tokens(self, model: str) -> list[str]:
+        return await self.inner.claim_tokens(model)
 
     async def refresh(self) -> None:
         await self.inner.refresh()

@@ -9,16 +9,17 @@ per key itself, never relies on ``end_offsets`` (it reads up to the high waterma
 responses), and ignores a manifest whose chunks are not all present.
 
 Claims (``claim``): a record ``<model>/claim/<token>`` on partition 0. A claim's position is the
-offset of the *last* record under its key, and the claim with the lowest position wins; a key whose
-last record is a tombstone (``void_claim``, an operator's act) holds no claim. Compaction keeps
-exactly each key's last record, and deletes a tombstoned key's records, so the rule gives the same
-answer before and after the cleaner runs; and a retried write (the producer is not idempotent:
-Tansu does not implement it) only appends a later copy under the same key, which moves that claim
-later, never earlier. A replica decides that it won only after its own write is acknowledged (every
-copy of its claim is in the log) and it has re-read the topic up to a high watermark past it, so it
-has seen every record at a lower offset: a claim it saw as later than its own can never become
-earlier, and no two replicas each decide that they won (docs/privacy/learner.md 2, "One fit per
-model"). Readers that have not claimed only wait for the winner's state.
+offset of the *first* record under its key, the claim with the lowest position wins, and a key whose
+last record is a tombstone (``void_claim``, an operator's act) holds no claim. The producer is not
+idempotent (Tansu does not implement it), so a retried write may append a claim twice, even after
+its acknowledgement; a copy never moves a claim's first record. A claimant decides that it won only
+after its write is acknowledged and it has re-read the topic up to a high watermark past it, so it
+has read every record below its own: of two claimants, the one whose first record is later has read
+the other's, and lost. Compaction keeps a key's last record only, so it could hide a first record
+behind a later copy; the daemon creates the topic with ``min.compaction.lag.ms`` of an hour, so no
+record is compacted within a claim's read-back. Only claimants use the order: a replica that restores
+a model reads the one claimed ``created-*`` state, whichever claim it is under (docs/privacy/learner.md
+2, "One fit per model").
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from typing import Any
 import msgpack
 
 from everlast.daemon.errors import CheckpointError
+
+MIN_COMPACTION_LAG_MS = 3_600_000
+"""``min.compaction.lag.ms`` of the checkpoints topic: no record younger than an hour is compacted, so
+a claim's first record stays visible to every claimant reading back its own claim."""
 
 
 def retention_problem(configs: dict[str, str]) -> str | None:
@@ -77,7 +82,7 @@ class KafkaStore:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             newest: dict[str, bytes | None] = {}
-            last_claim: dict[str, tuple[int, bool]] = {}  # claim key -> (offset of its last record, live)
+            first_claim: dict[str, int | None] = {}  # claim key -> its first record's offset (None: tombstoned)
             deadline = time.monotonic() + timeout_s
             while True:
                 batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
@@ -87,7 +92,10 @@ class KafkaStore:
                         newest[key] = r.value
                         parts_of = key.split("/")
                         if tp.partition == 0 and len(parts_of) == 3 and parts_of[1] == "claim":
-                            last_claim[key] = (int(r.offset), r.value is not None)
+                            if r.value is None:
+                                first_claim[key] = None
+                            elif first_claim.get(key) is None:
+                                first_claim[key] = int(r.offset)
                 done = True
                 for tp in tps:
                     hw = consumer.highwater(tp)
@@ -99,8 +107,8 @@ class KafkaStore:
                     raise CheckpointError("timed out reading the checkpoint topic")
             self.raw = {k: v for k, v in newest.items() if v is not None}
             claims: dict[str, list[tuple[int, str]]] = {}
-            for key, (offset, live) in last_claim.items():
-                if live:
+            for key, offset in first_claim.items():
+                if offset is not None:
                     model, _, token = key.split("/")
                     claims.setdefault(model, []).append((offset, token))
             self.claims = {m: sorted(c) for m, c in claims.items()}
@@ -169,6 +177,9 @@ class KafkaStore:
     async def claimed(self, model: str) -> str | None:
         c = self.claims.get(model)
         return c[0][1] if c else None
+
+    async def claim_tokens(self, model: str) -> list[str]:
+        return [t for _, t in self.claims.get(model, [])]
 
     async def void_claim(self, model: str) -> int:
         """Tombstone every claim key of ``model`` (read by the last ``refresh``)."""

@@ -177,10 +177,20 @@ class ModelCheckpointer:
             poll_s = min(poll_s * 2, 5.0)
 
     async def _load_created(self) -> Restored | None:
-        token = await self.store.claimed(self.model)
-        if token is None:
+        """The claimed ``created-*`` state. Only the replica that won the claim writes one, so there is
+        at most one whatever claim it is under: a restorer never needs the claims' order (which the
+        Kafka store's compaction could change), only that the state's token is a claim."""
+        tokens = await self.store.claim_tokens(self.model)
+        if not tokens:
             return None
-        raw = await self.store.get(self.model, CREATED + token)
+        names = set(await self.store.names(self.model))
+        states = [t for t in tokens if CREATED + t in names]
+        if not states:
+            raise ClaimPending(pending_message(self.model, None))
+        if len(states) > 1:
+            raise CheckpointError(f"model {self.model}: {len(states)} claimed creations in the checkpoint store (one "
+                                  "is ever written: was the store merged from two?); restore the store")
+        raw = await self.store.get(self.model, CREATED + states[0])
         if raw is None:
             raise ClaimPending(pending_message(self.model, None))
         try:

@@ -23,9 +23,8 @@ async def void_store_claim(store: BlobStore, model: str) -> int:
     Raises ``CheckpointError`` when the model has a checkpoint or its winner's first state (nothing
     to void: the model restores)."""
     await store.refresh()
-    winner = await store.claimed(model)
     names = await store.names(model)
-    if "live" in names or (winner is not None and CREATED + winner in names):
+    if "live" in names or any(n.startswith(CREATED) for n in names):
         raise CheckpointError(f"model {model}: its state is in the checkpoint store; its claim is not void "
                               "(the model restores from it)")
     return await store.void_claim(model)

@@ -158,16 +158,21 @@ async def test_concurrent_claims_on_the_checkpoints_topic_agree_on_the_first(bro
             await p.stop()
 
 
-async def test_a_claims_position_is_its_keys_last_record_so_duplicates_and_compaction_agree(
+async def test_claims_are_ordered_by_their_first_record_and_restorers_read_the_one_claimed_state(
     broker: EmbeddedBroker,
 ) -> None:
-    """``KafkaStore.refresh``'s rule (review E2): a claim sits at the offset of its key's last record
-    (what compaction keeps), and a key whose last record is a tombstone holds no claim. A retried claim
-    (A, B, A again: the producer is not idempotent) therefore makes B the winner before compaction as
-    after it (where only B and the second A are left); voiding tombstones every claim of the model."""
+    """``KafkaStore.refresh``'s rule (review E2): a claim sits at its key's first record, so a copy of a
+    claim (A, B, A: the producer is not idempotent, and a copy can land even after its acknowledgement)
+    never moves it; a key whose last record is a tombstone holds no claim; voiding tombstones every claim.
+    A restorer does not use the order at all: it restores the one claimed ``created-*`` state (only the
+    claimant that won writes one), and refuses two."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     from everlast.daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+    from everlast.daemon.errors import CheckpointError
+    from everlast.engine import codec
+    from tests.engine.helpers import tiny_predictor
 
     topic = unique("ck")
     await create_topics(broker.bootstrap, [topic], partitions=1)
@@ -177,21 +182,33 @@ async def test_a_claims_position_is_its_keys_last_record_so_duplicates_and_compa
         store = KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
                                                        fetch_max_wait_ms=50), topic, 900_000)
 
-        async def record(token: str, value: bytes | None) -> None:
-            await p.send_and_wait(topic, key=f"m/claim/{token}".encode(), value=value, partition=0)
+        async def record(model: str, token: str, value: bytes | None) -> None:
+            await p.send_and_wait(topic, key=f"{model}/claim/{token}".encode(), value=value, partition=0)
 
         a, b, c = "aa" * 16, "bb" * 16, "cc" * 16
-        for token in (a, b, a):  # the first A's acknowledgement was lost: the producer sent it again
-            await record(token, token.encode())
+        for token in (a, b, a):  # A's write was appended twice
+            await record("m", token, token.encode())
         await store.refresh()
-        assert await store.claimed("m") == b  # as the compacted log (B, A) says
-        assert await store.claim("m", c) == b
-        await record(b, None)  # an operator tombstones B's key: no claim, before compaction or after
+        assert await store.claimed("m") == a and await store.claim_tokens("m") == [a, b]
+        assert await store.claim("m", c) == a
+        await record("m", a, None)  # an operator tombstones A's key: no claim, before compaction or after
         await store.refresh()
-        assert await store.claimed("m") == a
-        assert await store.void_claim("m") == 2  # A and C
+        assert await store.claimed("m") == b
+        assert await store.void_claim("m") == 2  # B and C
         await store.refresh()
         assert await store.claimed("m") is None and store.claims == {}
+        # a restorer reads the claimed state whatever the order says
+        await record("n", a, a.encode())
+        await record("n", b, b.encode())
+        first = tiny_predictor(seed=1)
+        await ModelCheckpointer(store, "n").write_created(first, {0: 5}, {}, b)
+        await store.refresh()
+        got = await ModelCheckpointer(store, "n").load()
+        assert got is not None and codec.pack(got.predictor.round_part()) == codec.pack(first.round_part())
+        await ModelCheckpointer(store, "n").write_created(tiny_predictor(seed=2), {0: 5}, {}, a)
+        await store.refresh()
+        with pytest.raises(CheckpointError, match="2 claimed creations"):
+            await ModelCheckpointer(store, "n").load()
     finally:
         await p.stop()
 
