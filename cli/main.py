@@ -42,6 +42,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("everlast.cli.simulate", "simulate",
                  "Run the predictor in-process on synthetic data labeled by a hidden concept, and print the "
                  "privacy its schedule certifies for this n (docs/PRIVACY.md)."),
+    "void-claim": ("everlast.cli.void_claim", "void_claim_cmd",
+                   "Void the claim on MODEL whose state never reached the checkpoint store, so that the next start "
+                   "creates it afresh."),
 }
 """Subcommand -> (module, attribute, the first sentence of its help)."""
 

@@ -99,6 +99,10 @@ class CheckpointConfig(_Strict):
         "EVERLAST_CHECKPOINT_KEY", description="env var holding the AES-256 key (hex); unset: no encryption"
     )
     max_chunk_bytes: int = Field(900_000, ge=1024, description="Kafka store: larger blobs are split")
+    claim_wait_seconds: float = Field(
+        300.0, gt=0, description="how long a replica waits for the state of a model another replica claimed (it "
+                                 "never creates it itself), before it stops with an error naming `everlast void-claim`"
+    )
     journal: bool = Field(
         True, description="keep the local journal (<dir>/journal.sqlite) of the records processed since the last "
                           "checkpoint, so that a crash recovers exactly without the broker's history"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from everlast.daemon.checkpoint.blobs import BlobStore
-from everlast.daemon.checkpoint.model_state import ModelCheckpointer, Restored
+from everlast.daemon.checkpoint.model_state import ClaimPending, ModelCheckpointer, Restored
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
@@ -115,7 +115,7 @@ class ModelRuntime:
 
     async def activate(
         self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None,
-        partition: int = 0,
+        partition: int = 0, claim_wait_s: float = 300.0,
     ) -> tuple[Served, ModelCheckpointer, bool]:
         """Restore from the checkpoint store, or create the model (GenericBBL: its predictor; the
         learner: its one fit, on OS entropy) on ``partition``. The first checkpoint is written by the
@@ -124,10 +124,12 @@ class ModelRuntime:
         checkpoint written beside it says which of its rows it covers). Returns (served,
         checkpointer, restored).
 
-        A creation is claimed before it is returned (``ModelCheckpointer.create``): if another replica
-        created the model too and claimed first, this creation is discarded unpublished and the
-        winner's state restored (returned as restored), so at most one creation of a model is ever
-        answered from (docs/privacy/learner.md 2, "In the daemon").
+        A model is claimed before it is created (``ModelCheckpointer.claim``; docs/privacy/learner.md 2,
+        "One fit per model"): only the replica whose claim the store records first fits it (or builds
+        GenericBBL's first round), so which fit is released never depends on how long a fit takes. A
+        replica that loses the claim, or finds the model claimed but its state not yet written, never
+        creates it: it waits up to ``claim_wait_s`` for the winner's state and restores it (returned as
+        restored), or raises ``CheckpointError`` naming the operator's procedure.
 
         A creation runs on a worker thread (``create_engine``): the learner's fit and GenericBBL's
         first round take a time that depends on the training data, and the event loop keeps
@@ -135,24 +137,37 @@ class ModelRuntime:
         model becomes ready then): a timing channel no theorem covers (docs/privacy/learner.md 2,
         docs/privacy/genericbbl.md 8)."""
         ck = ModelCheckpointer(store, self.id)
-        restored = await ck.load()
+        try:
+            restored = await ck.load()
+        except ClaimPending:
+            restored = await self._wait(ck, claim_wait_s, "claimed by a replica whose state is not in the store yet")
         if restored is not None:
             return self._restored(restored, start_offset, partitions, journal), ck, True
-        log.info("model %s: no checkpoint: %s on its %d training examples (off the event loop; /healthz and "
-                 "/metrics keep answering)", self.id,
+        token = await ck.claim()
+        if token is None:
+            restored = await self._wait(ck, claim_wait_s, "another replica claimed it first")
+            return self._restored(restored, start_offset, partitions, journal), ck, True
+        log.info("model %s: no checkpoint, creation claimed: %s on its %d training examples (off the event loop; "
+                 "/healthz and /metrics keep answering)", self.id,
                  "fitting the private learner" if self.mechanism == "private-learner" else "building round 1",
                  self.n_train)
         engine = await asyncio.to_thread(self.create_engine)
-        if await ck.create(engine, {partition: start_offset}, {**self.meta(partitions), "handover": False}):
-            return Served(self.id, engine, start_offset), ck, False
-        log.warning("model %s: another replica created it too and claimed its creation first: this replica's %s "
-                    "is discarded, never answered from, and the other's is restored (one release of the training "
-                    "set; docs/privacy/learner.md 2)", self.id,
-                    "fit" if self.mechanism == "private-learner" else "round 1")
-        restored = await ck.load()
-        if restored is None:
-            raise CheckpointError(f"model {self.id}: the winning claim's state is not in the checkpoint store")
-        return self._restored(restored, start_offset, partitions, journal), ck, True
+        meta = {**self.meta(partitions), "handover": False}
+        for attempt in range(6):  # the claim is this replica's alone: a state not written leaves the model refused
+            try:
+                await ck.write_created(engine, {partition: start_offset}, meta, token)
+                break
+            except CheckpointError as exc:
+                if attempt == 5:
+                    raise
+                log.warning("model %s: cannot write its first state (%s); retrying", self.id, type(exc).__name__)
+                await asyncio.sleep(0.5 * 2**attempt)
+        return Served(self.id, engine, start_offset), ck, False
+
+    async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:
+        log.warning("model %s: %s: waiting up to %g s for its state; this replica never creates it (one release "
+                    "of the training set; docs/privacy/learner.md 2)", self.id, why, timeout_s)
+        return await ck.wait(timeout_s)
 
     def _restored(self, restored: Restored, start_offset: int, partitions: int | None, journal: str | None) -> Served:
         meta = restored.meta
@@ -186,9 +201,10 @@ class ModelRuntime:
             if self.cfg.mechanism == "private-learner":
                 lc = self.cfg.learner
                 assert lc is not None and self.domain is not None
-                # seed=None: 256 bits of OS entropy per generator (trees: per node); the trees' privacy rests on
-                # the OS generator being indistinguishable from uniform bits (docs/privacy/learner.md 2, 8).
-                # The config refuses a seed: a seeded fit (PCG64) carries no privacy claim.
+                # seed=None: 256 bits of OS entropy per generator (trees: per node). Privacy rests on two
+                # assumptions (docs/privacy/learner.md 2, 7, 8): the OS generator is indistinguishable from
+                # uniform bits, and PCG64's words from such a seed serve as the sampler's fair bits (a heuristic
+                # about PCG64, not a cryptographic one). The config refuses a seed: a seeded fit has no claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
                                           domain=self.domain, seed=None)
             assert self.schedule is not None

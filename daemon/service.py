@@ -43,7 +43,7 @@ from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore
 from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
 from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import Config
-from everlast.daemon.errors import BrokerError, CheckpointError, DaemonError, Stopped, as_daemon_error
+from everlast.daemon.errors import BrokerError, CheckpointError, ConfigError, DaemonError, Stopped, as_daemon_error
 from everlast.daemon.journal import FILENAME as JOURNAL_FILE
 from everlast.daemon.journal import Journal, Slice
 from everlast.daemon.logs import UNLIMITED
@@ -147,6 +147,8 @@ class Service:
             return
         from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+        from everlast.daemon.checkpoint.kafka_store import MIN_COMPACTION_LAG_MS
+
         t = self.cfg.topics
         admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
         await admin.start()
@@ -158,11 +160,55 @@ class Service:
                 if name not in existing
             ]
             if self.cfg.checkpoint.store == "kafka" and t.checkpoints not in existing:
-                new.append(NewTopic(t.checkpoints, 1, 1, topic_configs={"cleanup.policy": "compact"}))
+                new.append(NewTopic(t.checkpoints, 1, 1, topic_configs={
+                    "cleanup.policy": "compact", "min.compaction.lag.ms": str(MIN_COMPACTION_LAG_MS)}))
             if new:
                 await admin.create_topics(new)  # "already exists" comes back as an error code, not a raise
         finally:
             await admin.close()
+
+    async def _check_checkpoints_topic(self) -> None:
+        """Refuse to start when the Kafka checkpoints topic deletes records by retention: a model whose
+        claim and state expire would be created again, a second release of its training data
+        (``kafka_store.retention_problem``). A broker that does not describe the topic's configuration
+        (Tansu describes only the settings given at creation) gets a warning."""
+        if self.cfg.checkpoint.store != "kafka":
+            return
+        from aiokafka.admin import AIOKafkaAdminClient
+        from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+        from everlast.daemon.checkpoint.kafka_store import MIN_COMPACTION_LAG_MS, retention_problem
+
+        topic = self.cfg.topics.checkpoints
+        admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
+        configs: dict[str, str] | None = None
+        try:
+            await admin.start()
+            got = await asyncio.wait_for(admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]), 30)
+            configs = {str(e[0]): str(e[1]) for r in got for res in r.resources if res[0] == 0 for e in res[4]
+                       if e[1] is not None}
+        except Exception as exc:  # the broker may not implement DescribeConfigs
+            log.warning("cannot read the configuration of the checkpoints topic %s (%s); it must never delete "
+                        "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic, type(exc).__name__)
+        finally:
+            await _quietly(admin.close)
+        if configs is None:
+            return
+        problem = retention_problem(configs)
+        if problem is not None:
+            raise ConfigError(
+                f"the checkpoints topic {topic} deletes records by retention ({problem}): a model whose claim and "
+                "state expire would be created again, a second release of its training data. Set cleanup.policy="
+                "compact (or retention.ms=-1 and retention.bytes=-1) on it (docs/OPERATIONS.md, 'Checkpoint "
+                "topic')")
+        lag = configs.get("min.compaction.lag.ms", "0")
+        if "compact" in configs.get("cleanup.policy", "") and (not lag.isdigit() or int(lag) < MIN_COMPACTION_LAG_MS):
+            log.warning("the checkpoints topic %s is compacted with min.compaction.lag.ms=%s; set it to at least %d so "
+                        "that no claim is compacted while it is read back (docs/OPERATIONS.md, 'Checkpoint topic')",
+                        topic, lag, MIN_COMPACTION_LAG_MS)
+        if "cleanup.policy" not in configs:
+            log.warning("the broker does not say how the checkpoints topic %s is cleaned; it must never delete "
+                        "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic)
 
     def _make_store(self) -> BlobStore:
         ck = self.cfg.checkpoint
@@ -189,6 +235,7 @@ class Service:
         self.stop = stop
         c = self.cfg.consumer
         await self._ensure_topics()
+        await self._check_checkpoints_topic()
         async with contextlib.AsyncExitStack() as clients:
             self._producer = AIOKafkaProducer(
                 **self._kw(),
@@ -338,7 +385,8 @@ class Service:
                 jid = self.journal.id if self.journal is not None else None
                 for mr in (self.models[m] for m, p in self.home.items() if p == part):
                     with self.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
-                        s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid, partition=part)
+                        s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid, partition=part,
+                                                           claim_wait_s=self.cfg.checkpoint.claim_wait_seconds)
                     if mr.adopted is not None:
                         g = mr.guarantee
                         log.warning("model %s: its checkpoint runs another schedule than the configuration (%s "

@@ -6,7 +6,8 @@ Each store also keeps a model's *claims* (``claim``, ``claimed``): the one decis
 the same for every replica, which fit of a new model is its release. A claim is a random token; the
 first one a store records for a model wins, for ever (the directory: a file created once, atomically;
 Kafka: the claim with the lowest offset on the checkpoints topic's partition 0). ``ModelCheckpointer``
-claims a fit before anything is answered from it (docs/privacy/learner.md 2, "In the daemon")."""
+claims a model before creating it: only the winner fits (docs/privacy/learner.md 2, "One fit per
+model"). Only an operator voids a claim (``void_claim``, ``everlast void-claim``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ class BlobStore(Protocol):
 
     async def claimed(self, model: str) -> str | None:
         """The winning claim on ``model`` as the store last read it (None: no claim)."""
+        ...
+
+    async def claim_tokens(self, model: str) -> list[str]:
+        """Every claim on ``model`` as the store last read it, the winning one first."""
+        ...
+
+    async def refresh(self) -> None:
+        """Re-read what other replicas may have written since (a no-op where reads are live)."""
+        ...
+
+    async def void_claim(self, model: str) -> int:
+        """Remove every claim on ``model`` (an operator's act: the model may then be created again);
+        returns how many were removed."""
         ...
 
 
@@ -155,10 +169,54 @@ class DirStore:
         except OSError as exc:
             raise CheckpointError(f"cannot read the claim of {model}: {exc.strerror}") from None
 
+    async def claim_tokens(self, model: str) -> list[str]:
+        won = await self.claimed(model)
+        return [] if won is None else [won]
+
+    async def refresh(self) -> None:
+        return None  # every read is of the directory as it is
+
+    async def void_claim(self, model: str) -> int:
+        path = self.root / model / CLAIM
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise CheckpointError(f"cannot void the claim of {model}: {exc.strerror}") from None
+        return 1
+
+
+PADDED = 0xC1
+"""First byte of a padded plaintext: a byte msgpack never uses, so blobs sealed before padding
+(msgpack, unpadded) still read."""
+PAD_MIN = 4096
+
+
+def pad(data: bytes) -> bytes:
+    """``PADDED``, the length (8 bytes), ``data``, zeros: to the next power of two, at least 4 KiB. A
+    ciphertext's length then shows only that bucket, not the exact length of a state whose size
+    depends on secrets (msgpack's integers are variable-length: a fitted cut's width class, a round's
+    counts; review G3)."""
+    n = len(data) + 9
+    size = max(PAD_MIN, 1 << (n - 1).bit_length())
+    return bytes([PADDED]) + len(data).to_bytes(8, "big") + data + bytes(size - n)
+
+
+def unpad(plain: bytes) -> bytes:
+    """``pad``'s inverse; a plaintext sealed before padding is returned as it is."""
+    if plain[:1] != bytes([PADDED]):
+        return plain
+    n = int.from_bytes(plain[1:9], "big")
+    if len(plain) < 9 + n:
+        raise ValueError("padded length exceeds the blob")
+    return plain[9 : 9 + n]
+
 
 class EncryptedStore:
-    """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext; the
-    associated data binds it to its model and name, so blobs cannot be swapped or renamed."""
+    """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext of the padded
+    plaintext (``pad``); the associated data binds it to its model and name, so blobs cannot be
+    swapped or renamed."""
 
     def __init__(self, inner: BlobStore, key: bytes) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -170,7 +228,7 @@ class EncryptedStore:
 
     async def put(self, model: str, name: str, data: bytes) -> None:
         nonce = os.urandom(12)
-        await self.inner.put(model, name, nonce + self.aead.encrypt(nonce, data, f"{model}/{name}".encode()))
+        await self.inner.put(model, name, nonce + self.aead.encrypt(nonce, pad(data), f"{model}/{name}".encode()))
 
     async def get(self, model: str, name: str) -> bytes | None:
         from cryptography.exceptions import InvalidTag
@@ -179,7 +237,7 @@ class EncryptedStore:
         if blob is None:
             return None
         try:
-            return self.aead.decrypt(blob[:12], blob[12:], f"{model}/{name}".encode())
+            return unpad(self.aead.decrypt(blob[:12], blob[12:], f"{model}/{name}".encode()))
         except (InvalidTag, ValueError):
             raise CorruptCheckpoint(
                 f"checkpoint {model}/{name} fails authentication (wrong key, or tampered)"
@@ -196,6 +254,15 @@ class EncryptedStore:
 
     async def claimed(self, model: str) -> str | None:
         return await self.inner.claimed(model)
+
+    async def claim_tokens(self, model: str) -> list[str]:
+        return await self.inner.claim_tokens(model)
+
+    async def refresh(self) -> None:
+        await self.inner.refresh()
+
+    async def void_claim(self, model: str) -> int:
+        return await self.inner.void_claim(model)
 
 
 def key_from_env(var: str) -> bytes | None:

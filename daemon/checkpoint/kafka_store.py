@@ -8,10 +8,18 @@ Apache Kafka), and correct without it (Tansu never compacts): a reader keeps the
 per key itself, never relies on ``end_offsets`` (it reads up to the high watermark seen in fetch
 responses), and ignores a manifest whose chunks are not all present.
 
-Claims (``claim``): a record ``<model>/claim/<token>`` on partition 0, written once per key (so
-compaction keeps it) and never deleted; the claim with the lowest offset wins. A claim is read back
-by re-reading the topic up to a high watermark past it, so every earlier claim is seen: two replicas
-that claim the same model agree on the winner whatever the order of their writes and reads.
+Claims (``claim``): a record ``<model>/claim/<token>`` on partition 0. A claim's position is the
+offset of the *first* record under its key, the claim with the lowest position wins, and a key whose
+last record is a tombstone (``void_claim``, an operator's act) holds no claim. The producer is not
+idempotent (Tansu does not implement it), so a retried write may append a claim twice, even after
+its acknowledgement; a copy never moves a claim's first record. A claimant decides that it won only
+after its write is acknowledged and it has re-read the topic up to a high watermark past it, so it
+has read every record below its own: of two claimants, the one whose first record is later has read
+the other's, and lost. Compaction keeps a key's last record only, so it could hide a first record
+behind a later copy; the daemon creates the topic with ``min.compaction.lag.ms`` of an hour, so no
+record is compacted within a claim's read-back. Only claimants use the order: a replica that restores
+a model reads the one claimed ``created-*`` state, whichever claim it is under (docs/privacy/learner.md
+2, "One fit per model").
 """
 
 from __future__ import annotations
@@ -24,6 +32,24 @@ from typing import Any
 import msgpack
 
 from everlast.daemon.errors import CheckpointError
+
+MIN_COMPACTION_LAG_MS = 3_600_000
+"""``min.compaction.lag.ms`` of the checkpoints topic: no record younger than an hour is compacted, so
+a claim's first record stays visible to every claimant reading back its own claim."""
+
+
+def retention_problem(configs: dict[str, str]) -> str | None:
+    """What makes the checkpoints topic lose records on its own, from its configuration as the broker
+    describes it (None: nothing, or the broker did not say: ``cleanup.policy`` absent). A model whose
+    claim, ``live`` and rounds expire would be created again on the next start: a second release of its
+    training data (docs/privacy/learner.md 2, "One fit per model"). Only ``cleanup.policy=compact``, or
+    ``delete`` with ``retention.ms`` and ``retention.bytes`` both -1, keep every key's last record."""
+    policy = configs.get("cleanup.policy")
+    if policy is None or "delete" not in {p.strip() for p in policy.split(",")}:
+        return None
+    finite = [f"{k}={configs.get(k, 'the broker default')}" for k in ("retention.ms", "retention.bytes")
+              if configs.get(k) != "-1"]
+    return f"cleanup.policy={policy} with {' and '.join(finite)}" if finite else None
 
 
 class KafkaStore:
@@ -56,7 +82,7 @@ class KafkaStore:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             newest: dict[str, bytes | None] = {}
-            claims: dict[str, list[tuple[int, str]]] = {}
+            first_claim: dict[str, int | None] = {}  # claim key -> its first record's offset (None: tombstoned)
             deadline = time.monotonic() + timeout_s
             while True:
                 batch = await consumer.getmany(timeout_ms=200, max_records=10_000)
@@ -65,8 +91,11 @@ class KafkaStore:
                         key = r.key.decode() if r.key is not None else ""
                         newest[key] = r.value
                         parts_of = key.split("/")
-                        if tp.partition == 0 and len(parts_of) == 3 and parts_of[1] == "claim" and r.value:
-                            claims.setdefault(parts_of[0], []).append((int(r.offset), parts_of[2]))
+                        if tp.partition == 0 and len(parts_of) == 3 and parts_of[1] == "claim":
+                            if r.value is None:
+                                first_claim[key] = None
+                            elif first_claim.get(key) is None:
+                                first_claim[key] = int(r.offset)
                 done = True
                 for tp in tps:
                     hw = consumer.highwater(tp)
@@ -77,6 +106,11 @@ class KafkaStore:
                 if time.monotonic() > deadline:
                     raise CheckpointError("timed out reading the checkpoint topic")
             self.raw = {k: v for k, v in newest.items() if v is not None}
+            claims: dict[str, list[tuple[int, str]]] = {}
+            for key, offset in first_claim.items():
+                if offset is not None:
+                    model, _, token = key.split("/")
+                    claims.setdefault(model, []).append((offset, token))
             self.claims = {m: sorted(c) for m, c in claims.items()}
             self.cache = self._assemble()
             self.manifests = {}
@@ -143,6 +177,21 @@ class KafkaStore:
     async def claimed(self, model: str) -> str | None:
         c = self.claims.get(model)
         return c[0][1] if c else None
+
+    async def claim_tokens(self, model: str) -> list[str]:
+        return [t for _, t in self.claims.get(model, [])]
+
+    async def void_claim(self, model: str) -> int:
+        """Tombstone every claim key of ``model`` (read by the last ``refresh``)."""
+        keys = [f"{model}/claim/{t}" for _, t in self.claims.get(model, [])]
+        try:
+            futs = [await self.producer.send(self.topic, key=k.encode(), value=None, partition=0) for k in keys]
+            for f in futs:
+                await f
+        except Exception as exc:  # KafkaError and timeouts
+            raise CheckpointError(f"cannot void the claim of {model} on Kafka ({type(exc).__name__})") from None
+        self.claims.pop(model, None)
+        return len(keys)
 
     async def names(self, model: str) -> list[str]:
         prefix = f"{model}/"

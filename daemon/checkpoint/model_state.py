@@ -6,26 +6,32 @@ Blobs (all msgpack via ``engine.codec``):
   ``live``           {"live" (engine live state without reservoir points), "offsets", "round",
                       "round_digest", "meta"}: written at every save, last (it commits the rest)
   ``created-TOKEN``  {"round_part", "live_part", "points", "offsets", "meta"}: a new model's first
-                     state, written once, before its claim; deleted once a ``live`` exists
+                     state, written once by the replica whose claim TOKEN won; deleted once a
+                     ``live`` exists
 A write puts the round blob (if new), the reservoir chunk (if any), then ``live``; older rounds
 are pruned only after the new ``live`` is durable, so a crash at any point leaves a consistent
 checkpoint. The order across a partition's models is ``PartitionCheckpoint``'s
 (``daemon/checkpoint/checkpoint.py``).
 
-**One fit per model** (docs/privacy/learner.md 2, "In the daemon"). Creating a model draws fresh
-randomness (the learner's fit, GenericBBL's first round); two replicas can both create it (Kafka's
-group membership is not a lock), and two creations answered from are two releases. So a creation is
-*claimed* before anything is answered from it (``create``): its state is written as
-``created-TOKEN``, then the token is claimed (``BlobStore.claim``: the first claim recorded wins, the
-same for every replica). The winner goes on to its first checkpoint; a loser deletes its blob,
-unpublished, and restores the winner's state (``load``: the ``live`` checkpoint if one exists, else the
-winning ``created-TOKEN``). Only the winner's lineage ever writes ``live``.
+**One fit per model** (docs/privacy/learner.md 2, "One fit per model"). Creating a model draws fresh
+randomness (the learner's fit, GenericBBL's first round); two replicas can both set out to create it
+(Kafka's group membership is not a lock), and two creations are two releases. So a model is *claimed
+before it is created* (``claim``): a random token is recorded in the store (``BlobStore.claim``: the
+first claim recorded wins, the same for every replica), and only the replica whose token won draws
+any randomness; it writes the new state as ``created-TOKEN`` (``write_created``) and goes on to its
+first checkpoint. A loser never creates: it waits, bounded, for the winner's state (``wait``: the
+``live`` checkpoint if one exists, else ``created-TOKEN``) and restores it, or refuses. A claim whose
+state never appears (the winner died while creating) is refused until an operator voids it
+(``everlast void-claim``, docs/OPERATIONS.md "A claim without its state"). Which replica wins
+depends on when each one claimed, never on the data or on any fit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,26 +114,28 @@ class ModelCheckpointer:
         if stale:
             await self.store.delete(self.model, stale)
 
-    async def create(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any]) -> bool:
-        """Claim a new model's first state ``p`` before anything is answered from it: write it as
-        ``created-TOKEN`` (TOKEN: 128 random bits), then claim TOKEN. True: this state is the model's
-        (go on to its first checkpoint); False: another creation was claimed first: this one's blob is
-        deleted, and ``load`` returns the winner's state. Nothing of ``p`` was published either way."""
+    async def claim(self) -> str | None:
+        """Claim the creation of this model before anything of it is drawn: record a fresh token
+        (128 random bits) and return it if it is the first claim the store holds for the model (this
+        replica creates it: ``write_created``), None if another replica's claim came first (this
+        replica never creates it: ``wait`` for the winner's state)."""
         token = os.urandom(16).hex()
+        return token if await self.store.claim(self.model, token) == token else None
+
+    async def write_created(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any], token: str) -> None:
+        """Write the winner's new state ``p`` as ``created-TOKEN`` (``token``: the claim ``claim``
+        returned), so that a replica which lost the claim, or this one after a crash, restores it."""
         filled = p.reservoir_filled
         blob = codec.pack({"round_part": p.round_part(), "live_part": p.live_part(),
                            "points": p.reservoir_points(0, filled) if filled else None,
                            "offsets": {str(t): int(o) for t, o in offsets.items()}, "meta": meta})
         await self.store.put(self.model, CREATED + token, blob)
-        if await self.store.claim(self.model, token) == token:
-            return True
-        await self.store.delete(self.model, [CREATED + token])
-        return False
 
     async def load(self) -> Restored | None:
         """The model's checkpoint: ``live`` and its round; without one, the winning claim's
-        ``created-*`` state (a creation claimed but not yet checkpointed). None: nothing was claimed,
-        and nothing was ever answered (answers come only after a ``live`` exists)."""
+        ``created-*`` state (a creation not yet checkpointed). None: nothing was claimed, and nothing
+        was ever drawn or answered. Raises ``ClaimPending`` when the model is claimed but its state is
+        not in the store (yet: the winner is creating it; or never: ``wait``)."""
         raw = await self.store.get(self.model, "live")
         if raw is None:
             return await self._load_created()
@@ -150,18 +158,41 @@ class ModelCheckpointer:
         offsets = {int(tp): int(o) for tp, o in live["offsets"].items()}
         return Restored(p, offsets, dict(live.get("meta", {})))
 
+    async def wait(self, timeout_s: float, poll_s: float = 0.5) -> Restored:
+        """The state of a model another replica claimed: re-read the store (``BlobStore.refresh``)
+        until ``load`` finds it, for at most ``timeout_s``; then a ``CheckpointError`` naming the
+        operator's procedure. Never creates the model."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            await self.store.refresh()
+            try:
+                restored = await self.load()
+            except ClaimPending:
+                restored = None
+            if restored is not None:
+                return restored
+            if time.monotonic() >= deadline:
+                raise CheckpointError(pending_message(self.model, timeout_s))
+            await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+            poll_s = min(poll_s * 2, 5.0)
+
     async def _load_created(self) -> Restored | None:
-        token = await self.store.claimed(self.model)
-        if token is None:
+        """The claimed ``created-*`` state. Only the replica that won the claim writes one, so there is
+        at most one whatever claim it is under: a restorer never needs the claims' order (which the
+        Kafka store's compaction could change), only that the state's token is a claim."""
+        tokens = await self.store.claim_tokens(self.model)
+        if not tokens:
             return None
-        raw = await self.store.get(self.model, CREATED + token)
+        names = set(await self.store.names(self.model))
+        states = [t for t in tokens if CREATED + t in names]
+        if not states:
+            raise ClaimPending(pending_message(self.model, None))
+        if len(states) > 1:
+            raise CheckpointError(f"model {self.model}: {len(states)} claimed creations in the checkpoint store (one "
+                                  "is ever written: was the store merged from two?); restore the store")
+        raw = await self.store.get(self.model, CREATED + states[0])
         if raw is None:
-            raise CheckpointError(
-                f"model {self.model}: its creation was claimed but neither its checkpoint nor its first state "
-                "is in the store (deleted, or another store?). It may have answered queries, so creating it "
-                "again could be a second release of its training data: restore the store, or start the model "
-                "afresh under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')"
-            )
+            raise ClaimPending(pending_message(self.model, None))
         try:
             c = codec.unpack(raw)
             pts = c["points"]
@@ -198,6 +229,24 @@ class ModelCheckpointer:
 
 
 CREATED = "created-"
+
+
+class ClaimPending(CheckpointError):
+    """A model is claimed but neither its checkpoint nor its first state is in the store."""
+
+
+def pending_message(model: str, waited: float | None) -> str:
+    """Why a claimed model without its state is refused, and what an operator can do."""
+    return (
+        f"model {model}: its creation was claimed but neither its checkpoint nor its first state is in the store"
+        + (f" after waiting {waited:g} s" if waited is not None else "")
+        + ". Another replica may still be creating it (wait, or raise checkpoint.claim_wait_seconds); if the "
+        "replica that claimed it died while creating it, or the store lost its state, it is never created "
+        "again silently. To create it anyway, void the claim (`everlast void-claim --config FILE "
+        f"{model}`): that draws fresh randomness from the training set, a second release of it if the lost "
+        "creation was ever answered from (docs/OPERATIONS.md, 'A claim without its state'); or serve the "
+        "data under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')"
+    )
 
 
 def _round_of(name: str) -> int | None:

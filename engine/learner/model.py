@@ -113,13 +113,14 @@ def _bits(seed: int | None) -> Bits:
 def node_bits(seed: int | None) -> Callable[[int], BitSource]:
     """A tree's bit sources. seed None: every node draws from its own generator on fresh OS entropy
     (``os_seed``), so each node's draw -- at most 65 + log2 d output bits on float64 (66 at d = 2) --
-    is covered by the count of docs/privacy/learner.md 2, as one stump's is; a whole tree (462 bits at
-    depth 3, d = 2) exceeds any one seed. The nodes' seeds are independent only as far as the OS
-    generator's outputs are: they all come from one kernel CSPRNG (a 256-bit key), which a deep tree
-    outweighs, so the trees' privacy rests on that generator being indistinguishable from uniform bits
-    (computational, learner.md 8). A seed (tests and benches on synthetic or public data; the daemon
-    refuses one): one PCG64 for the whole tree, reproducible, and no privacy claim: PCG64 is not a
-    cryptographic generator."""
+    has section 2's margin of docs/privacy/learner.md over its 255-bit seed, as one stump's has; a
+    whole tree (462 bits at depth 3, d = 2) exceeds any one seed. Two assumptions stand under this
+    (learner.md 2, 7, 8; computational): the nodes' seeds are independent only as far as the OS
+    generator's outputs are (one kernel CSPRNG with a 256-bit key, which a deep tree outweighs), so
+    that generator must be indistinguishable from uniform bits; and each node's sampler reads raw
+    PCG64 words as fair bits, which section 2's margin argues only heuristically (a random-map model of
+    PCG64, not a cryptographic generator). A seed (tests and benches on synthetic or public data; the
+    daemon refuses one): one PCG64 for the whole tree, reproducible, and no privacy claim."""
     if seed is None:
         return lambda _node: _bits(None)
     shared = _bits(seed)

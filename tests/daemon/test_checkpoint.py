@@ -133,25 +133,31 @@ def test_a_suspended_engine_keeps_its_last_good_state_and_the_suspension_survive
     assert b is not None and b.meta["handover"] is True and b.offsets == {0: 2}
 
 
-# -- one creation per model: the claim (docs/privacy/learner.md 2, "In the daemon") --------------------
+# -- one creation per model: claimed before it is created (docs/privacy/learner.md 2, "One fit per model") --
 
 
-def test_the_first_claimed_creation_is_the_models_and_a_losers_state_is_deleted(tmp_path: Path) -> None:
+def test_only_the_first_claim_creates_and_a_loser_restores_the_winners_state(tmp_path: Path) -> None:
     import os
 
     from everlast.daemon.checkpoint.blobs import EncryptedStore
+    from everlast.daemon.checkpoint.model_state import ClaimPending
+    from everlast.daemon.errors import CheckpointError
     from everlast.engine import codec
 
     for store in (DirStore(tmp_path / "plain"), EncryptedStore(DirStore(tmp_path / "sealed"), os.urandom(32))):
-        first, second = tiny_predictor(seed=1), tiny_predictor(seed=2)
         a, b = ModelCheckpointer(store, "m"), ModelCheckpointer(store, "m")
-        assert asyncio.run(a.create(first, {0: 7}, {"n_train": 800})) is True
-        assert asyncio.run(b.create(second, {0: 9}, {"n_train": 800})) is False  # claimed second: discarded
-        names = asyncio.run(store.names("m"))
-        assert len(names) == 1 and names[0].startswith("created-")  # the loser's state is gone; "claim" is no blob
-        got = asyncio.run(ModelCheckpointer(store, "m").load())  # the winner crashed before its first live
-        assert got is not None and got.offsets == {0: 7} and got.meta == {"n_train": 800}
+        token = asyncio.run(a.claim())
+        assert token is not None and asyncio.run(b.claim()) is None  # claimed second: b never creates
+        with pytest.raises(ClaimPending, match="void-claim"):  # the winner is still creating it
+            asyncio.run(b.load())
+        with pytest.raises(CheckpointError, match=r"after waiting 0\.2 s.*void-claim.*second release"):
+            asyncio.run(b.wait(0.2, poll_s=0.05))
+        first = tiny_predictor(seed=1)  # the winner's creation, drawn only after its claim won
+        asyncio.run(a.write_created(first, {0: 7}, {"n_train": 800}, token))
+        got = asyncio.run(b.wait(5))
+        assert got.offsets == {0: 7} and got.meta == {"n_train": 800}
         assert codec.pack(got.predictor.round_part()) == codec.pack(first.round_part())
+        assert asyncio.run(store.names("m")) == ["created-" + token]  # "claim" is no blob; nothing of b's
         asyncio.run(a.save(first, {0: 7}))  # the winner's first checkpoint supersedes its created state
         assert "live" in asyncio.run(store.names("m"))
         assert not any(n.startswith("created-") for n in asyncio.run(store.names("m")))
@@ -159,11 +165,56 @@ def test_the_first_claimed_creation_is_the_models_and_a_losers_state_is_deleted(
         assert again is not None and codec.pack(again.predictor.round_part()) == codec.pack(first.round_part())
 
 
-def test_a_claimed_creation_whose_state_is_gone_is_refused_not_created_again(tmp_path: Path) -> None:
+def test_a_claim_without_its_state_is_refused_until_an_operator_voids_it(tmp_path: Path) -> None:
+    from everlast.daemon.checkpoint.model_state import ClaimPending
+    from everlast.daemon.checkpoint.void import void_store_claim
     from everlast.daemon.errors import CheckpointError
 
     store = DirStore(tmp_path)
-    asyncio.run(ModelCheckpointer(store, "m").create(tiny_predictor(seed=1), {0: 0}, {}))
-    asyncio.run(store.delete("m", asyncio.run(store.names("m"))))  # the state deleted, the claim left
-    with pytest.raises(CheckpointError, match="second release"):
+    assert asyncio.run(ModelCheckpointer(store, "m").claim()) is not None  # the winner dies before writing
+    with pytest.raises(ClaimPending, match="second release"):
         asyncio.run(ModelCheckpointer(store, "m").load())
+    assert asyncio.run(void_store_claim(store, "m")) == 1
+    assert asyncio.run(ModelCheckpointer(store, "m").load()) is None  # the next start creates it
+    assert asyncio.run(void_store_claim(store, "m")) == 0
+    ck = ModelCheckpointer(store, "m")
+    token = asyncio.run(ck.claim())
+    assert token is not None
+    asyncio.run(ck.write_created(tiny_predictor(seed=1), {0: 0}, {}, token))
+    with pytest.raises(CheckpointError, match="its state is in the checkpoint store"):
+        asyncio.run(void_store_claim(store, "m"))  # a claim with its state is never voided
+
+
+def test_the_checkpoints_topics_retention_rule() -> None:
+    """Review G4: only settings that keep every key's last record pass; a broker that says nothing passes
+    (the daemon warns)."""
+    from everlast.daemon.checkpoint.kafka_store import retention_problem
+
+    assert retention_problem({}) is None
+    assert retention_problem({"cleanup.policy": "compact", "retention.ms": "1000"}) is None
+    assert retention_problem({"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}) is None
+    assert retention_problem({"cleanup.policy": "compact,delete", "retention.ms": "-1"}) == (
+        "cleanup.policy=compact,delete with retention.bytes=the broker default")
+    assert retention_problem({"cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1"}) == (
+        "cleanup.policy=delete with retention.ms=604800000")
+
+
+def test_encrypted_blobs_show_only_a_power_of_two_bucket_of_their_length(tmp_path: Path) -> None:
+    """Review G3: the plaintext is padded before sealing, so the stored length is 12 + 16 + the bucket
+    (the next power of two, at least 4 KiB), whatever the exact length; blobs sealed before padding read."""
+    import os
+
+    from everlast.daemon.checkpoint.blobs import EncryptedStore
+
+    key = os.urandom(32)
+    store = EncryptedStore(DirStore(tmp_path), key)
+    for size, bucket in ((0, 4096), (1, 4096), (4087, 4096), (4088, 8192), (70_000, 131_072)):
+        data = os.urandom(size)
+        asyncio.run(store.put("m", f"b{size}", data))
+        assert (tmp_path / "m" / f"b{size}").stat().st_size == 12 + 16 + bucket
+        assert asyncio.run(store.get("m", f"b{size}")) == data
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce, old = os.urandom(12), b"\x81\xa1c\x05"  # msgpack {"c": 5}, sealed without padding
+    asyncio.run(DirStore(tmp_path).put("m", "old", nonce + AESGCM(key).encrypt(nonce, old, b"m/old")))
+    assert asyncio.run(store.get("m", "old")) == old

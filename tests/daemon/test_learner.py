@@ -345,26 +345,111 @@ def test_trees_start_with_both_bounds_and_a_checkpoint_of_another_depth_is_refus
         load(p)
 
 
-def test_a_replica_that_fitted_too_but_claimed_second_serves_the_first_fit(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_replica_that_loses_the_claim_never_fits_and_serves_the_winners_fit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two replicas both find no checkpoint and both fit (docs/privacy/learner.md 2, "In the daemon"):
-    the one whose claim the store records second discards its fit, never answering from it, and
-    restores the first one's."""
-    a, b = runtime(tmp_path / "a"), runtime(tmp_path / "b")
-    won: list[Any] = []
+    """Two replicas both find no checkpoint (docs/privacy/learner.md 2, "One fit per model"): A claims
+    the model and fits (held); B, claiming second, never fits: it waits for A's state and restores it.
+    A model claimed by a replica that died before writing its state is refused, never fitted."""
+    import threading
 
-    class Racing(DirStore):
-        async def put(self, model: str, name: str, data: bytes) -> None:
-            if name.startswith("created-") and not won:  # B's fit is done; A claims meanwhile
-                served, _, restored = await a.activate(DirStore(tmp_path / "ck"), 0, 4)
-                won.append(served.engine)
-                assert not restored
-            await super().put(model, name, data)
+    a, b = runtime(tmp_path / "a"), runtime(tmp_path / "b")
+    store = DirStore(tmp_path / "ck")
+    real, fits = PrivateLearner.fit, []
+    release = threading.Event()
+
+    def held(cls: type, *args: Any, **kwargs: Any) -> PrivateLearner:
+        fits.append(1)
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(PrivateLearner, "fit", classmethod(held))
+
+    async def race() -> tuple[Any, Any]:
+        first = asyncio.create_task(a.activate(store, 0, 4))
+        while not fits:  # A has claimed and is fitting
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(b.activate(store, 0, 4, claim_wait_s=30))
+        await asyncio.sleep(0.3)
+        assert not second.done() and len(fits) == 1  # B waits; it has not fitted
+        release.set()
+        return await first, await second
 
     with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
-        served, _, restored = asyncio.run(b.activate(Racing(tmp_path / "ck"), 0, 4))
-    assert restored and won and served.engine.hypothesis == won[0].hypothesis
-    assert any("claimed its creation first" in r.getMessage() for r in caplog.records)
-    names = asyncio.run(DirStore(tmp_path / "ck").names("pl"))
-    assert len(names) == 1 and names[0].startswith("created-")  # only the winner's state is left
+        (sa, _, ra), (sb, _, rb) = asyncio.run(race())
+    assert not ra and rb and len(fits) == 1 and sb.engine.hypothesis == sa.engine.hypothesis
+    assert any("this replica never creates it" in r.getMessage() for r in caplog.records)
+    names = asyncio.run(store.names("pl"))
+    assert len(names) == 1 and names[0].startswith("created-")  # one state, the winner's
+    # the winner died before writing its state: refused after the wait, never fitted
+    dead = DirStore(tmp_path / "dead")
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+
+    assert asyncio.run(ModelCheckpointer(dead, "pl").claim()) is not None
+    with pytest.raises(CheckpointError, match="void-claim"):
+        asyncio.run(runtime(tmp_path / "c").activate(dead, 0, 4, claim_wait_s=0.2))
+    assert len(fits) == 1
+
+
+def test_everlast_void_claim_voids_a_claim_without_its_state_and_refuses_one_with_it(tmp_path: Path) -> None:
+    """The operator's procedure for a model whose claimant died while fitting (docs/OPERATIONS.md, "A claim
+    without its state"): ``everlast void-claim`` removes the claim, so the next start fits; it refuses
+    when the model's state is in the store."""
+    from click.testing import CliRunner
+
+    from everlast.cli.main import main
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+
+    cfg = config(tmp_path)
+    store = DirStore(tmp_path / "ck")
+    assert asyncio.run(ModelCheckpointer(store, "pl").claim()) is not None
+    out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "pl"], input="n\n")
+    assert out.exit_code == 1 and "second release" in out.output and asyncio.run(store.claimed("pl")) is not None
+    out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "pl"])
+    assert out.exit_code == 0 and "1 claim(s) voided" in out.output and asyncio.run(store.claimed("pl")) is None
+    _, _, restored = asyncio.run(runtime(tmp_path).activate(store, 0, 4))
+    assert not restored  # fitted afresh
+    out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "pl"])
+    assert out.exit_code == 1 and "its state is in the checkpoint store" in out.output
+    out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "other"])
+    assert out.exit_code == 1 and "no model 'other'" in out.output
+
+
+def test_genericbbls_first_round_is_built_by_the_claimant_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review G6: GenericBBL's ``Predictor.create`` through ``activate`` with two replicas: the claimant
+    builds round 1 (held); the other waits and restores it, never drawing a root entropy of its own."""
+    import threading
+
+    from everlast.engine import codec
+    from everlast.engine.predictor import Predictor
+    from tests.daemon.kafka_helpers import write_config
+
+    cfg, _ = write_config(tmp_path, "localhost:1", ["g"])  # no broker is contacted: the dir store, in process
+    a, b = (ModelRuntime.prepare(load(cfg).models[0]) for _ in range(2))
+    a.cfg = a.cfg.model_copy(update={"seed": None})  # fresh root entropy per creation, as in production
+    b.cfg = a.cfg
+    store = DirStore(tmp_path / "ck2")
+    real, built = Predictor.create, []
+    release = threading.Event()
+
+    def held(cls: type, *args: Any, **kwargs: Any) -> Predictor:
+        built.append(1)
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(Predictor, "create", classmethod(held))
+
+    async def race() -> tuple[Any, Any]:
+        first = asyncio.create_task(a.activate(store, 0, 4))
+        while not built:
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(b.activate(store, 0, 4, claim_wait_s=30))
+        await asyncio.sleep(0.3)
+        assert not second.done() and len(built) == 1
+        release.set()
+        return await first, await second
+
+    (sa, _, ra), (sb, _, rb) = asyncio.run(race())
+    assert not ra and rb and len(built) == 1
+    assert codec.pack(sb.engine.round_part()) == codec.pack(sa.engine.round_part())
+    assert codec.pack(sb.engine.live_part()) == codec.pack(sa.engine.live_part())

@@ -3,13 +3,15 @@ through a real broker with two replicas in one consumer group and the Kafka chec
 
 The fit runs when a replica is assigned the model's partition, inside aiokafka's assignment callback,
 which sends no heartbeats meanwhile: a fit longer than the session timeout gets its replica expelled,
-and the group hands the partition to the other replica, which finds no checkpoint and fits too. Two
-fits of one training set are two releases; the claim (``BlobStore.claim``) lets only the first one
-recorded ever answer."""
+and the group hands the partition to the other replica, which finds no checkpoint. Two fits of one
+training set are two releases, and a race between finished fits would release the one that finished
+first (its law conditioned on a data-dependent duration); so a model is claimed before it is fitted
+(``BlobStore.claim``), and only the replica whose claim is recorded first ever fits it."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,6 @@ import pytest
 
 from everlast.daemon.broker import EmbeddedBroker
 from everlast.engine.learner import PrivateLearner
-from everlast.engine.learner.ordinals import value
 from tests.daemon.kafka_helpers import (
     collect_ids,
     create_topics,
@@ -43,22 +44,21 @@ def learner_config(root: Path, bootstrap: str, group: str,
         "learner = { epsilon = 1.0 }\n"))
 
 
-async def test_two_replicas_that_both_fit_a_model_serve_only_the_first_claimed_fit(
+async def test_a_replica_that_finds_the_model_claimed_never_fits_it_and_serves_the_claimants_fit(
     broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Replica A's fit is held past the session timeout; B joins, takes the partition over and fits too.
-    B claims first (A is still fitting), so A, once its fit ends, loses the claim, discards its fit and
-    restores B's: every answer from either replica, and after a restart, is one fit's (the queries lie
-    between the two fits' cuts, where they differ)."""
+    """Replica A claims the model and fits, held past the session timeout; B joins and takes the
+    partition over from the expelled A (the "zombie" A holds the claim). B finds the model claimed
+    without its state and waits, never fitting; once A's fit is written, B restores it. Every answer,
+    from either replica and after a restart, is the one fit's, and the checkpoints topic never holds a
+    second fit."""
     real = PrivateLearner.fit
     fits: list[PrivateLearner] = []
     entered, release = threading.Event(), threading.Event()
 
     def held(cls: type, *args: Any, **kwargs: Any) -> PrivateLearner:
-        first = not entered.is_set()
         entered.set()
-        if first:  # replica A's fit outlasts the session timeout (2 s in tests)
-            release.wait(60)
+        release.wait(60)  # replica A's fit outlasts the session timeout (2 s in tests)
         out = real(*args, **kwargs)
         fits.append(out)
         return out
@@ -69,46 +69,63 @@ async def test_two_replicas_that_both_fit_a_model_serve_only_the_first_claimed_f
     cfg_b, _ = learner_config(tmp_path / "b", broker.bootstrap, group, topics)
     await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
     await create_topics(broker.bootstrap, [topics["checkpoints"]], partitions=1)
-    async with running(cfg_a):
-        for _ in range(3_000):
-            if entered.is_set():
-                break
-            await asyncio.sleep(0.01)
-        assert entered.is_set()
-        async with running(cfg_b):
-            for _ in range(3_000):  # B joins; A, stuck in its fit, is expelled; B gets the partition and fits
-                if fits:
-                    break
-                await asyncio.sleep(0.01)
-            assert len(fits) == 1, "the second replica never fitted: the scenario did not happen"
-            release.set()
-            for _ in range(3_000):
-                if len(fits) == 2:
-                    break
-                await asyncio.sleep(0.01)
-            assert len(fits) == 2
-            h_b, h_a = (f.hypothesis for f in fits)
-            assert h_a != h_b  # two fits on fresh entropy: the cut is uniform in a cell of ~2^41 doubles
-            lo, hi = sorted((h_a.lo, h_b.lo))  # type: ignore[union-attr]
-            between = np.array([value(o) for o in np.linspace(lo, hi - 1, 50).astype(np.int64)])
-            xs = np.concatenate([between, np.random.default_rng(1).random(50)])
-            await asyncio.sleep(5)  # the group settles
-            await produce(broker.bootstrap, topics["queries"], query_records("m", xs))
-            labs = await collect_ids(broker.bootstrap, topics["labels"], set(range(100)))
-    # every answer, from either replica, is the same fit's
-    def agrees(f: PrivateLearner, labs: list[dict[str, Any]], base: int) -> bool:
-        want = f.answer(xs).labels
-        return all(int(lab["label"]) == int(want[int(lab["id"]) - base]) for lab in labs
-                   if base <= int(lab["id"]) < base + 100)
 
-    assert sum(agrees(f, labs, 0) for f in fits) == 1
-    assert any("claimed its creation first" in r.getMessage() for r in caplog.records)
-    winner = next(f for f in fits if agrees(f, labs, 0))
-    # a restart restores the winner (never the other fit)
+    def waited() -> bool:
+        return any("this replica never creates it" in r.getMessage() for r in caplog.records)
+
+    xs = np.random.default_rng(1).random(100)
+    with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
+        async with running(cfg_a):
+            for _ in range(3_000):
+                if entered.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            assert entered.is_set()
+            async with running(cfg_b):
+                for _ in range(3_000):  # B joins; A, stuck in its fit, is expelled; B gets the partition and waits
+                    if waited():
+                        break
+                    await asyncio.sleep(0.01)
+                assert waited(), "the second replica never found the model claimed: the scenario did not happen"
+                release.set()
+                for _ in range(3_000):
+                    if fits:
+                        break
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(5)  # the group settles
+                await produce(broker.bootstrap, topics["queries"], query_records("m", xs))
+                labs = await collect_ids(broker.bootstrap, topics["labels"], set(range(100)))
+    assert len(fits) == 1, "a second fit was made"
+    want = fits[0].answer(xs).labels
+    assert all(int(lab["label"]) == int(want[int(lab["id"])]) for lab in labs if int(lab["id"]) < 100)
+    # the topic: one created-* state ever written, the claim's
+    created = {k.split("/")[1] for k in await topic_keys(broker.bootstrap, topics["checkpoints"])
+               if k.count("/") == 1 and k.split("/")[1].startswith("created-")}
+    claims = {k.split("/")[2] for k in await topic_keys(broker.bootstrap, topics["checkpoints"]) if "/claim/" in k}
+    assert len(claims) >= 1 and len(created) == 1
+    # a restart restores the one fit
     async with running(cfg_a):
         await produce(broker.bootstrap, topics["queries"], query_records("m", xs, start_id=1_000))
         again = await collect_ids(broker.bootstrap, topics["labels"], set(range(1_000, 1_100)))
-    assert agrees(winner, again, 1_000)
+    assert all(int(lab["label"]) == int(want[int(lab["id"]) - 1_000]) for lab in again
+               if 1_000 <= int(lab["id"]) < 1_100) and len(fits) == 1
+
+
+async def topic_keys(bootstrap: str, topic: str) -> list[str]:
+    """Every record key on ``topic`` (all partitions), in order per partition."""
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
+    await c.start()
+    try:
+        out: list[str] = []
+        while True:
+            batch = await c.getmany(timeout_ms=1_000)
+            if not batch:
+                return out
+            out += [r.key.decode() for recs in batch.values() for r in recs if r.key is not None]
+    finally:
+        await c.stop()
 
 
 async def test_concurrent_claims_on_the_checkpoints_topic_agree_on_the_first(broker: EmbeddedBroker) -> None:
@@ -136,6 +153,123 @@ async def test_concurrent_claims_on_the_checkpoints_topic_agree_on_the_first(bro
             assert await stores[2].claimed(model) == won[0]
             assert await stores[2].claimed(unique("other")) is None
             assert await stores[2].names(model) == []  # a claim is not a blob
+    finally:
+        for p in producers:
+            await p.stop()
+
+
+async def test_claims_are_ordered_by_their_first_record_and_restorers_read_the_one_claimed_state(
+    broker: EmbeddedBroker,
+) -> None:
+    """``KafkaStore.refresh``'s rule (review E2): a claim sits at its key's first record, so a copy of a
+    claim (A, B, A: the producer is not idempotent, and a copy can land even after its acknowledgement)
+    never moves it; a key whose last record is a tombstone holds no claim; voiding tombstones every claim.
+    A restorer does not use the order at all: it restores the one claimed ``created-*`` state (only the
+    claimant that won writes one), and refuses two."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+    from everlast.daemon.errors import CheckpointError
+    from everlast.engine import codec
+    from tests.engine.helpers import tiny_predictor
+
+    topic = unique("ck")
+    await create_topics(broker.bootstrap, [topic], partitions=1)
+    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await p.start()
+    try:
+        store = KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                                       fetch_max_wait_ms=50), topic, 900_000)
+
+        async def record(model: str, token: str, value: bytes | None) -> None:
+            await p.send_and_wait(topic, key=f"{model}/claim/{token}".encode(), value=value, partition=0)
+
+        a, b, c = "aa" * 16, "bb" * 16, "cc" * 16
+        for token in (a, b, a):  # A's write was appended twice
+            await record("m", token, token.encode())
+        await store.refresh()
+        assert await store.claimed("m") == a and await store.claim_tokens("m") == [a, b]
+        assert await store.claim("m", c) == a
+        await record("m", a, None)  # an operator tombstones A's key: no claim, before compaction or after
+        await store.refresh()
+        assert await store.claimed("m") == b
+        assert await store.void_claim("m") == 2  # B and C
+        await store.refresh()
+        assert await store.claimed("m") is None and store.claims == {}
+        # a restorer reads the claimed state whatever the order says
+        await record("n", a, a.encode())
+        await record("n", b, b.encode())
+        first = tiny_predictor(seed=1)
+        await ModelCheckpointer(store, "n").write_created(first, {0: 5}, {}, b)
+        await store.refresh()
+        got = await ModelCheckpointer(store, "n").load()
+        assert got is not None and codec.pack(got.predictor.round_part()) == codec.pack(first.round_part())
+        await ModelCheckpointer(store, "n").write_created(tiny_predictor(seed=2), {0: 5}, {}, a)
+        await store.refresh()
+        with pytest.raises(CheckpointError, match="2 claimed creations"):
+            await ModelCheckpointer(store, "n").load()
+    finally:
+        await p.stop()
+
+
+async def test_a_checkpoints_topic_that_deletes_by_retention_is_refused_at_start(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Review G4: a model whose claim and state expired would be fitted again on the next start (a second
+    release), so the daemon refuses a checkpoints topic with finite retention before it serves anything."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from everlast.daemon.app import serve
+    from everlast.daemon.config import load
+    from everlast.daemon.errors import ConfigError
+
+    cfg_path, topics = learner_config(tmp_path, broker.bootstrap, unique("g"))
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topics["checkpoints"], 1, 1, topic_configs={
+            "cleanup.policy": "delete", "retention.ms": "604800000"})])
+    finally:
+        await admin.close()
+    cfg = load(cfg_path, {"metrics": {"exit_linger_s": 0}})
+    with pytest.raises(ConfigError, match=r"deletes records by retention \(cleanup.policy=delete with retention.ms="
+                                          r"604800000 and retention.bytes=the broker default\).*second release"):
+        await asyncio.wait_for(serve(cfg, asyncio.Event(), {}, handle_signals=False), 60)
+
+
+async def test_the_encrypted_store_over_kafka_claims_pads_and_restores(broker: EmbeddedBroker) -> None:
+    """Review G6: ``EncryptedStore`` over ``KafkaStore`` through the broker: the claimant's state, sealed and
+    padded (the topic's value holds the bucket, not the length), is what a second replica restores; a
+    second claim loses."""
+    import os
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from everlast.daemon.checkpoint.blobs import EncryptedStore
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+    from everlast.engine import codec
+    from tests.engine.helpers import tiny_predictor
+
+    topic, key = unique("ck"), os.urandom(32)
+    await create_topics(broker.bootstrap, [topic], partitions=1)
+    producers = [AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all") for _ in range(2)]
+    for p in producers:
+        await p.start()
+    try:
+        a, b = (EncryptedStore(KafkaStore(p, lambda: AIOKafkaConsumer(
+            bootstrap_servers=broker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50), topic, 900_000), key)
+            for p in producers)
+        ca, cb = ModelCheckpointer(a, "m"), ModelCheckpointer(b, "m")
+        token = await ca.claim()
+        assert token is not None and await cb.claim() is None
+        first = tiny_predictor(seed=1)
+        await ca.write_created(first, {0: 3}, {"n_train": 800}, token)
+        got = await cb.wait(10)
+        assert codec.pack(got.predictor.round_part()) == codec.pack(first.round_part()) and got.offsets == {0: 3}
+        raw = await b.inner.get("m", "created-" + token)
+        assert raw is not None and len(raw) - 28 >= 4096 and (len(raw) - 28) & (len(raw) - 29) == 0
     finally:
         for p in producers:
             await p.stop()
