@@ -84,7 +84,12 @@ class Prometheus:
     async def becomes_true(self, alert: str, timeout: float = 90.0, while_waiting: Callable[[], Awaitable[None]]
                            | None = None) -> list[Any]:
         """Poll the alert's expression until it returns a series (bounded)."""
-        expr = expr_of(alert)
+        return await self.holds(expr_of(alert), timeout, while_waiting, alert)
+
+    async def holds(self, expr: str, timeout: float = 90.0, while_waiting: Callable[[], Awaitable[None]]
+                    | None = None, alert: str = "") -> list[Any]:
+        """Poll a PromQL expression until it returns a series (bounded)."""
+        alert = alert or expr
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
@@ -233,7 +238,7 @@ async def test_the_prober_fires_the_halt_budget_alerts_with_no_opt_in_flag(broke
                 lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
             assert "everlast_round_halts_used{" not in exposed  # no opt-in flag
             assert 'everlast_round_burn_noisy_tops{model="open"}' in exposed
-            await prom.becomes_true("EverlastGuaranteeWeak")  # scraped from the start: increase() sees 0 -> 1
+            await prom.holds('everlast_guarantee_epsilon{model="open"}')  # scraped from the start: increase() sees 0->1
             q, lab = c.topics.queries, c.topics.labels
             with_quotas = await run_clients_kafka(broker.bootstrap, q, lab, "sample", clients())
             assert with_quotas["clients"]["B"]["ok"] == 5_000

@@ -255,7 +255,7 @@ def test_compose_daemon_config_loads_with_its_environment_and_plans(monkeypatch:
     # the sample schedule certifies only weak numbers: the docs and comments say so (~2.1 and ~4.0, the
     # quotas' eps_q = 0.2 and the burn-rate signal's eps_b = 0.1 included: Theorem Q+)
     assert g.query_private and 2 < g.epsilon_training < 2.3 and 3.8 < g.epsilon_queries < 4.2
-    assert g.details["quotas"] == {"share": 0.2, "eps": 0.2} and g.details["burn"] == {"window": 1000, "eps": 0.1}
+    assert g.details["quotas"] == {"share": 0.2, "eps": 0.2} and g.details["burn"] == {"window": 250, "eps": 0.1}
 
 
 def test_compose_creates_every_topic_the_daemon_uses() -> None:
