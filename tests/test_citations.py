@@ -72,6 +72,6 @@ def test_the_patterns_catch_what_they_should() -> None:
     issue = "iss" + "ue"  # spelled apart so that this file does not cite what it forbids
     assert ISSUE.search(f"the halting channel ({issue} 8)") and ISSUE.search(f"{issue.title()}s 12 and 13")
     assert ISSUE.search(f"see {issue} #26") and not ISSUE.search(f"test_{issue}_13_epsilon_1")
-    assert MACHINE.search("(`/" + "work/shared/research/x.md`)") and not MACHINE.search("docs/notes/x.md")
+    assert MACHINE.search("(`/" + "work/" + "shared/" + "research/x.md`)") and not MACHINE.search("docs/notes/x.md")
     assert not _resolves("nowhere_note.md", ROOT / "README.md")
     assert _resolves("genericbbl.md", ROOT / "docs" / "PRIVACY.md")
