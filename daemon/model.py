@@ -138,6 +138,9 @@ class ModelRuntime:
         docs/privacy/genericbbl.md 8)."""
         ck = ModelCheckpointer(store, self.id)
         try:
+            # The Kafka store's view is refreshed once per assignment, so it may be stale here (an earlier
+            # model's fit took long): harmless, since nothing is decided from it -- ``claim`` and ``wait``
+            # re-read the store before they decide (review of 2026-11-28, N3).
             restored = await ck.load()
         except ClaimPending:
             restored = await self._wait(ck, claim_wait_s, "claimed by a replica whose state is not in the store yet")
@@ -162,6 +165,7 @@ class ModelRuntime:
                     raise
                 log.warning("model %s: cannot write its first state (%s); retrying", self.id, type(exc).__name__)
                 await asyncio.sleep(0.5 * 2**attempt)
+        await ck.confirm(token)  # the claim still wins (not voided meanwhile): only then is anything served
         return Served(self.id, engine, start_offset), ck, False
 
     async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:

@@ -6,7 +6,9 @@ every replica refuses the model (``ModelCheckpointer.wait``): the daemon never c
 its own. Voiding the claim lets the next start create it: fresh randomness drawn from the same
 training set. If the lost creation was ever answered from (its checkpoint was lost, not just never
 written), that is a second release of the training set, which no certificate charges: the operator
-chooses it knowingly (docs/OPERATIONS.md, "A claim without its state")."""
+chooses it knowingly (docs/OPERATIONS.md, "A claim without its state"). Every replica of the model must
+be stopped first: a claimant still creating it would otherwise finish after the void (its
+``ModelCheckpointer.confirm`` then discards its state, and ``void_store_claim`` reports it)."""
 
 from __future__ import annotations
 
@@ -23,11 +25,27 @@ async def void_store_claim(store: BlobStore, model: str) -> int:
     Raises ``CheckpointError`` when the model has a checkpoint or its winner's first state (nothing
     to void: the model restores)."""
     await store.refresh()
-    names = await store.names(model)
-    if "live" in names or any(n.startswith(CREATED) for n in names):
+    if _states(await store.names(model)):
         raise CheckpointError(f"model {model}: its state is in the checkpoint store; its claim is not void "
                               "(the model restores from it)")
-    return await store.void_claim(model)
+    n = await store.void_claim(model)
+    # Read the store again after the void is written (review of 2026-11-28, G1): a claimant still running
+    # writes its state, then re-reads its claim (``ModelCheckpointer.confirm``); of the two read-backs at
+    # least one sees the other's write. A state seen here means a replica was still creating the model.
+    await store.refresh()
+    appeared = _states(await store.names(model))
+    if appeared:
+        raise CheckpointError(
+            f"model {model}: {n} claim(s) voided, but its state appeared in the checkpoint store meanwhile "
+            f"({', '.join(appeared)}): a replica was still creating it. That replica re-reads its claim before it "
+            "serves: if it saw the void it discarded its state and stopped, having answered nothing; if not, it "
+            "serves, and the model restores from its checkpoint. Do not void the claim again: stop every replica "
+            "of this model first, then look at the store (docs/OPERATIONS.md, 'A claim without its state')")
+    return n
+
+
+def _states(names: list[str]) -> list[str]:
+    return [s for s in names if s == "live" or s.startswith(CREATED)]
 
 
 async def void_claim(cfg: Config, model: str) -> int:

@@ -273,3 +273,28 @@ async def test_the_encrypted_store_over_kafka_claims_pads_and_restores(broker: E
     finally:
         for p in producers:
             await p.stop()
+
+
+async def test_a_claim_read_back_too_late_is_not_decided(broker: EmbeddedBroker) -> None:
+    """Review of 2026-11-28, item 3: ``KafkaStore.claim`` times its write and read-back on a clock that
+    counts suspend; past ``claim_bound_s`` (here 0) it refuses without deciding, so nothing is created,
+    and its claim stays: a later claimant loses to it and waits."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.errors import CheckpointError
+
+    topic = unique("ck")
+    await create_topics(broker.bootstrap, [topic], partitions=1)
+    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await p.start()
+    try:
+        store = KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                                       fetch_max_wait_ms=50), topic, 900_000)
+        store.claim_bound_s = 0.0
+        with pytest.raises(CheckpointError, match=r"read back .* s after it was written.*does not decide.*void-claim"):
+            await store.claim("m", "aa" * 16)
+        store.claim_bound_s = 900.0
+        assert await store.claim("m", "bb" * 16) == "aa" * 16
+    finally:
+        await p.stop()
