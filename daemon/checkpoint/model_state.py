@@ -122,7 +122,20 @@ class ModelCheckpointer:
         replica creates it: ``write_created``), None if another replica's claim came first (this
         replica never creates it: ``wait`` for the winner's state)."""
         token = os.urandom(16).hex()
-        return token if await self.store.claim(self.model, token) == token else None
+        if await self.store.claim(self.model, token) != token:
+            return None
+        # The store as the claim's read-back left it: a state here under no claim is a creation whose claim
+        # an operator voided while its replica still ran; that replica may have found its claim intact
+        # (``confirm``) and serve it. Creating the model again could then be a second release: refuse.
+        orphans = [n for n in await self.store.names(self.model) if n == "live" or n.startswith(CREATED)]
+        if orphans:
+            raise CheckpointError(
+                f"model {self.model}: a state of it is in the checkpoint store under no claim ({', '.join(orphans)}): "
+                "its claim was voided while a replica was still creating it, and that replica may serve it. This "
+                "replica does not create the model. Stop every replica of this model first, then run `everlast "
+                "void-claim` (it removes a creation that was never answered from; docs/OPERATIONS.md, 'A claim "
+                "without its state')")
+        return token
 
     async def write_created(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any], token: str) -> None:
         """Write the winner's new state ``p`` as ``created-TOKEN`` (``token``: the claim ``claim``

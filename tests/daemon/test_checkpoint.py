@@ -234,9 +234,21 @@ def test_void_claim_reports_a_state_that_appeared_while_it_voided(tmp_path: Path
 
     store = Racing(tmp_path)
     token = asyncio.run(ModelCheckpointer(store, "m").claim())
+    assert token is not None
     with pytest.raises(CheckpointError, match=rf"1 claim\(s\) voided, but its state appeared.*created-{token}.*"
-                                              r"stop every replica of this model first"):
+                                              r"Stop every replica of this model first"):
         asyncio.run(void_store_claim(store, "m"))
+    # the claimant may have found its claim intact and serve that state: no replica creates the model again
+    with pytest.raises(CheckpointError, match=rf"under no claim \(created-{token}\).*does not create the model"):
+        asyncio.run(ModelCheckpointer(DirStore(tmp_path), "m").claim())
+    # with every replica stopped and no checkpoint, the state was never answered from: void-claim removes it
+    assert asyncio.run(void_store_claim(DirStore(tmp_path), "m")) == 1  # the refused claimant's claim
+    assert asyncio.run(store.names("m")) == []
+    ck = ModelCheckpointer(DirStore(tmp_path), "m")
+    fresh = asyncio.run(ck.claim())
+    assert fresh is not None
+    asyncio.run(ck.write_created(tiny_predictor(seed=2), {0: 0}, {}, fresh))
+    asyncio.run(ck.confirm(fresh))
 
 
 def test_the_messages_of_a_claim_without_state_say_to_stop_every_replica_first() -> None:
