@@ -430,7 +430,7 @@ def test_a_claimant_whose_claim_is_voided_during_its_fit_never_serves_it(
     assert len(fits) == 2
     names = asyncio.run(store.names("pl"))
     assert len(names) == 1 and names[0].startswith("created-")  # C's state only; A's was discarded
-    got = asyncio.run(runtime(tmp_path / "d").activate(store, 0, 4))
+    got: Any = asyncio.run(runtime(tmp_path / "d").activate(store, 0, 4))
     assert got[2] and got[0].engine.hypothesis == sc.engine.hypothesis
 
 
