@@ -129,7 +129,9 @@ class ModelRuntime:
         GenericBBL's first round), so which fit is released never depends on how long a fit takes. A
         replica that loses the claim, or finds the model claimed but its state not yet written, never
         creates it: it waits up to ``claim_wait_s`` for the winner's state and restores it (returned as
-        restored), or raises ``CheckpointError`` naming the operator's procedure.
+        restored), or raises ``CheckpointError`` naming the operator's procedure. The winner serves its
+        creation only if its claim still wins once its state is written (``ModelCheckpointer.confirm``:
+        an operator may have voided it meanwhile).
 
         A creation runs on a worker thread (``create_engine``): the learner's fit and GenericBBL's
         first round take a time that depends on the training data, and the event loop keeps
