@@ -26,13 +26,15 @@ def void_claim_cmd(model: str, config_path: Path | None, bootstrap_servers: str 
     lost its state) and never creates it again on its own. Creating it again draws fresh randomness from
     the same training set: if the lost creation was ever answered from, that is a second release of the
     training set, which no certificate charges (docs/OPERATIONS.md, "A claim without its state").
-    Refused when the model's state is in the store."""
+    Stop every replica of the model first. Refused when the model's state is in the store; an error
+    (after voiding) when its state appeared while the claim was voided."""
     overrides: dict[str, Any] = {}
     if bootstrap_servers:
         overrides.setdefault("broker", {})["bootstrap_servers"] = bootstrap_servers
     if not yes:
-        click.confirm(f"Void the claim on {model}? If its lost creation was ever answered from, creating it again "
-                      "is a second release of its training set", abort=True)
+        click.confirm(f"Void the claim on {model}? Stop every replica of this model first (a replica still "
+                      "creating it would race the void). If its lost creation was ever answered from, creating it "
+                      "again is a second release of its training set", abort=True)
     try:
         cfg = load(config_path, overrides)
         from everlast.daemon.checkpoint.void import void_claim

@@ -287,6 +287,8 @@ class ModelConfig(_Strict):
     def _id(cls, v: str) -> str:
         if not _MODEL_ID.match(v):
             raise ValueError("model id must be 1-128 characters of [A-Za-z0-9._-]")
+        if v in (".", ".."):  # the directory store's <dir>/<id> would be the store's root or its parent
+            raise ValueError(f"model id {v!r} is a directory name of its own; choose another")
         return v
 
     @field_validator("burn", mode="before")

@@ -129,7 +129,9 @@ class ModelRuntime:
         GenericBBL's first round), so which fit is released never depends on how long a fit takes. A
         replica that loses the claim, or finds the model claimed but its state not yet written, never
         creates it: it waits up to ``claim_wait_s`` for the winner's state and restores it (returned as
-        restored), or raises ``CheckpointError`` naming the operator's procedure.
+        restored), or raises ``CheckpointError`` naming the operator's procedure. The winner serves its
+        creation only if its claim still wins once its state is written (``ModelCheckpointer.confirm``:
+        an operator may have voided it meanwhile).
 
         A creation runs on a worker thread (``create_engine``): the learner's fit and GenericBBL's
         first round take a time that depends on the training data, and the event loop keeps
@@ -138,6 +140,9 @@ class ModelRuntime:
         docs/privacy/genericbbl.md 8)."""
         ck = ModelCheckpointer(store, self.id)
         try:
+            # The Kafka store's view is refreshed once per assignment, so it may be stale here (an earlier
+            # model's fit took long): harmless, since nothing is decided from it -- ``claim`` and ``wait``
+            # re-read the store before they decide (review of 2026-11-28, N3).
             restored = await ck.load()
         except ClaimPending:
             restored = await self._wait(ck, claim_wait_s, "claimed by a replica whose state is not in the store yet")
@@ -162,6 +167,7 @@ class ModelRuntime:
                     raise
                 log.warning("model %s: cannot write its first state (%s); retrying", self.id, type(exc).__name__)
                 await asyncio.sleep(0.5 * 2**attempt)
+        await ck.confirm(token)  # the claim still wins (not voided meanwhile): only then is anything served
         return Served(self.id, engine, start_offset), ck, False
 
     async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:

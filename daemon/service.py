@@ -89,6 +89,7 @@ class Service:
         self._consumer: AIOKafkaConsumer | None = None
         self._store: BlobStore | None = None
         self.kafka_store: Any = None
+        self._claim_bound_s = 900.0  # how long a claim's read-back may take (set from the topic at start)
         self.stop = asyncio.Event()
         """Set by SIGTERM: fetch nothing more."""
         self.halt = asyncio.Event()
@@ -161,7 +162,9 @@ class Service:
             ]
             if self.cfg.checkpoint.store == "kafka" and t.checkpoints not in existing:
                 new.append(NewTopic(t.checkpoints, 1, 1, topic_configs={
-                    "cleanup.policy": "compact", "min.compaction.lag.ms": str(MIN_COMPACTION_LAG_MS)}))
+                    "cleanup.policy": "compact", "min.compaction.lag.ms": str(MIN_COMPACTION_LAG_MS),
+                    # the lag counts on the broker's clock, not a replica's (docs/privacy/learner.md 2)
+                    "message.timestamp.type": "LogAppendTime"}))
             if new:
                 await admin.create_topics(new)  # "already exists" comes back as an error code, not a raise
         finally:
@@ -170,14 +173,21 @@ class Service:
     async def _check_checkpoints_topic(self) -> None:
         """Refuse to start when the Kafka checkpoints topic deletes records by retention: a model whose
         claim and state expire would be created again, a second release of its training data
-        (``kafka_store.retention_problem``). A broker that does not describe the topic's configuration
-        (Tansu describes only the settings given at creation) gets a warning."""
+        (``kafka_store.retention_problem``), or is compacted with a ``min.compaction.lag.ms`` below an
+        hour (``kafka_store.compaction_lag_problem``: the claim's argument needs it). A broker that does
+        not describe the topic's configuration (Tansu describes only the settings given at creation) gets
+        a warning. Sets how long a claim's read-back may take (``kafka_store.claim_bound_s``)."""
         if self.cfg.checkpoint.store != "kafka":
             return
         from aiokafka.admin import AIOKafkaAdminClient
         from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-        from everlast.daemon.checkpoint.kafka_store import MIN_COMPACTION_LAG_MS, retention_problem
+        from everlast.daemon.checkpoint.kafka_store import (
+            MIN_COMPACTION_LAG_MS,
+            claim_bound_s,
+            compaction_lag_problem,
+            retention_problem,
+        )
 
         topic = self.cfg.topics.checkpoints
         admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
@@ -192,6 +202,7 @@ class Service:
                         "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic, type(exc).__name__)
         finally:
             await _quietly(admin.close)
+        self._claim_bound_s = claim_bound_s(configs)
         if configs is None:
             return
         problem = retention_problem(configs)
@@ -201,11 +212,22 @@ class Service:
                 "state expire would be created again, a second release of its training data. Set cleanup.policy="
                 "compact (or retention.ms=-1 and retention.bytes=-1) on it (docs/OPERATIONS.md, 'Checkpoint "
                 "topic')")
-        lag = configs.get("min.compaction.lag.ms", "0")
-        if "compact" in configs.get("cleanup.policy", "") and (not lag.isdigit() or int(lag) < MIN_COMPACTION_LAG_MS):
-            log.warning("the checkpoints topic %s is compacted with min.compaction.lag.ms=%s; set it to at least %d so "
-                        "that no claim is compacted while it is read back (docs/OPERATIONS.md, 'Checkpoint topic')",
-                        topic, lag, MIN_COMPACTION_LAG_MS)
+        lag_problem = compaction_lag_problem(configs)
+        if lag_problem is not None:
+            raise ConfigError(
+                f"the checkpoints topic {topic} is compacted with {lag_problem}: the cleaner could remove a claim's "
+                "first record while a replica reads its own claim back, and two replicas could both create a model "
+                f"(a second release of its training data). Set min.compaction.lag.ms={MIN_COMPACTION_LAG_MS} or more "
+                "on it (docs/OPERATIONS.md, 'Checkpoint topic')")
+        compacted = "compact" in configs.get("cleanup.policy", "")
+        if compacted and "min.compaction.lag.ms" not in configs:
+            log.warning("the broker does not report min.compaction.lag.ms of the compacted checkpoints topic %s; it "
+                        "must be at least %d so that no claim is compacted while it is read back (docs/OPERATIONS.md, "
+                        "'Checkpoint topic')", topic, MIN_COMPACTION_LAG_MS)
+        if compacted and configs.get("message.timestamp.type") == "CreateTime":
+            log.warning("the compacted checkpoints topic %s has message.timestamp.type=CreateTime: the compaction lag "
+                        "then counts on the replicas' clocks, and one running slow shortens it; set LogAppendTime "
+                        "(docs/OPERATIONS.md, 'Checkpoint topic')", topic)
         if "cleanup.policy" not in configs:
             log.warning("the broker does not say how the checkpoints topic %s is cleaned; it must never delete "
                         "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic)
@@ -225,6 +247,7 @@ class Service:
                 self.cfg.topics.checkpoints,
                 ck.max_chunk_bytes,
             )
+            self.kafka_store.claim_bound_s = self._claim_bound_s
             inner = self.kafka_store
         key = key_from_env(ck.key_env)
         return EncryptedStore(inner, key) if key is not None else inner

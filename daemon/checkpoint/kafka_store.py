@@ -16,15 +16,19 @@ its acknowledgement; a copy never moves a claim's first record. A claimant decid
 after its write is acknowledged and it has re-read the topic up to a high watermark past it, so it
 has read every record below its own: of two claimants, the one whose first record is later has read
 the other's, and lost. Compaction keeps a key's last record only, so it could hide a first record
-behind a later copy; the daemon creates the topic with ``min.compaction.lag.ms`` of an hour, so no
-record is compacted within a claim's read-back. Only claimants use the order: a replica that restores
-a model reads the one claimed ``created-*`` state, whichever claim it is under (docs/privacy/learner.md
-2, "One fit per model").
+behind a later copy; but Apache Kafka's cleaner lets a record supersede an older one only once it is
+itself past ``min.compaction.lag.ms`` (an hour: the daemon creates the topic so, with
+``message.timestamp.type=LogAppendTime``, and refuses a lower lag the broker reports), and a claimant
+decides only if its read-back ended within a quarter of that lag after it wrote its claim, timed on a
+clock that counts suspend (``claim_bound_s``; otherwise it refuses without deciding). Only claimants
+use the order: a replica that restores a model reads the one claimed ``created-*`` state, whichever
+claim it is under (docs/privacy/learner.md 2, "One fit per model").
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -34,8 +38,43 @@ import msgpack
 from everlast.daemon.errors import CheckpointError
 
 MIN_COMPACTION_LAG_MS = 3_600_000
-"""``min.compaction.lag.ms`` of the checkpoints topic: no record younger than an hour is compacted, so
-a claim's first record stays visible to every claimant reading back its own claim."""
+"""``min.compaction.lag.ms`` of the checkpoints topic, at least: a record supersedes an older one under
+its key only once it is itself an hour old, so a claim's first record stays visible to every claimant
+reading back its own claim within the lag (docs/privacy/learner.md 2, "One fit per model")."""
+
+CLAIM_BOUND_UNKNOWN_S = 900.0
+"""The longest a claim's read-back may take when the broker does not report the topic's lag: a quarter
+of ``MIN_COMPACTION_LAG_MS``."""
+
+
+def suspend_clock() -> float:
+    """Seconds on a clock that keeps counting while the process or the machine is suspended (Linux's
+    CLOCK_BOOTTIME; elsewhere the monotonic clock, which may not): a claim's read-back is timed on it."""
+    if sys.platform == "linux":
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.monotonic()
+
+
+def compaction_lag_problem(configs: dict[str, str]) -> str | None:
+    """Why a compacted checkpoints topic's ``min.compaction.lag.ms`` (as the broker describes it) breaks
+    the claim's argument (None: not compacted, the lag not reported, or at least an hour)."""
+    if "compact" not in {p.strip() for p in configs.get("cleanup.policy", "").split(",")}:
+        return None
+    lag = configs.get("min.compaction.lag.ms")
+    if lag is None:
+        return None
+    if not lag.isdigit() or int(lag) < MIN_COMPACTION_LAG_MS:
+        return f"min.compaction.lag.ms={lag}, below {MIN_COMPACTION_LAG_MS}"
+    return None
+
+
+def claim_bound_s(configs: dict[str, str] | None) -> float:
+    """How long a claim's read-back may take (``KafkaStore.claim``): a quarter of the topic's reported
+    ``min.compaction.lag.ms``, or ``CLAIM_BOUND_UNKNOWN_S`` when the broker does not report it."""
+    lag = (configs or {}).get("min.compaction.lag.ms")
+    if lag is None or not lag.isdigit() or int(lag) < MIN_COMPACTION_LAG_MS:
+        return CLAIM_BOUND_UNKNOWN_S
+    return int(lag) / 4_000
 
 
 def retention_problem(configs: dict[str, str]) -> str | None:
@@ -63,6 +102,8 @@ class KafkaStore:
         self.manifests: dict[str, tuple[str, int]] = {}
         self.claims: dict[str, list[tuple[int, str]]] = {}
         """Per model, its claims as (offset on partition 0, token), as of the last ``refresh``."""
+        self.claim_bound_s = CLAIM_BOUND_UNKNOWN_S
+        """The longest a claim's read-back may take, from before its write (``claim_bound_s``)."""
 
     async def refresh(self, timeout_s: float = 30.0) -> None:
         """Re-read the whole topic (after a rebalance another replica may have written)."""
@@ -162,13 +203,27 @@ class KafkaStore:
 
     async def claim(self, model: str, token: str) -> str:
         """Write the claim to partition 0, wait for the broker's acknowledgement, re-read the topic
-        (``refresh``: up to a high watermark past the claim) and return the first claim on ``model``."""
+        (``refresh``: up to a high watermark past the claim), check that the claim's own record was read
+        back, and return the first claim on ``model``. Refuses to decide (``CheckpointError``; the claim
+        stays, without state, and the model is refused until an operator voids it) when the read-back
+        ended more than ``claim_bound_s`` after the write began, on ``suspend_clock``: the cleaner could
+        then have removed an earlier claim's first record (docs/privacy/learner.md 2, "One fit per
+        model")."""
+        t0 = suspend_clock()
         try:
             await (await self.producer.send(self.topic, key=f"{model}/claim/{token}".encode(),
                                             value=token.encode(), partition=0))
         except Exception as exc:  # KafkaError and timeouts: the caller retries by policy
             raise CheckpointError(f"cannot write the claim of {model} to Kafka ({type(exc).__name__})") from None
         await self.refresh()
+        took = suspend_clock() - t0
+        if took > self.claim_bound_s:
+            raise CheckpointError(
+                f"the claim of {model} was read back {took:.0f} s after it was written, more than "
+                f"{self.claim_bound_s:g} s (a quarter of the checkpoints topic's min.compaction.lag.ms): this "
+                "replica does not decide whether it won and does not create the model. Its claim stays without "
+                "state, so the model is refused: stop every replica of this model, then `everlast void-claim` it "
+                "(docs/OPERATIONS.md, 'A claim without its state')")
         won = await self.claimed(model)
         if won is None or all(t != token for _, t in self.claims.get(model, [])):
             raise CheckpointError(f"the claim of {model} was not read back from the checkpoints topic")

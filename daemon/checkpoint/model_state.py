@@ -18,8 +18,9 @@ randomness (the learner's fit, GenericBBL's first round); two replicas can both 
 (Kafka's group membership is not a lock), and two creations are two releases. So a model is *claimed
 before it is created* (``claim``): a random token is recorded in the store (``BlobStore.claim``: the
 first claim recorded wins, the same for every replica), and only the replica whose token won draws
-any randomness; it writes the new state as ``created-TOKEN`` (``write_created``) and goes on to its
-first checkpoint. A loser never creates: it waits, bounded, for the winner's state (``wait``: the
+any randomness; it writes the new state as ``created-TOKEN`` (``write_created``), re-reads the store
+to check that its claim still wins (``confirm``: not voided by an operator meanwhile), and goes on to
+its first checkpoint. A loser never creates: it waits, bounded, for the winner's state (``wait``: the
 ``live`` checkpoint if one exists, else ``created-TOKEN``) and restores it, or refuses. A claim whose
 state never appears (the winner died while creating) is refused until an operator voids it
 (``everlast void-claim``, docs/OPERATIONS.md "A claim without its state"). Which replica wins
@@ -29,6 +30,7 @@ depends on when each one claimed, never on the data or on any fit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -120,7 +122,20 @@ class ModelCheckpointer:
         replica creates it: ``write_created``), None if another replica's claim came first (this
         replica never creates it: ``wait`` for the winner's state)."""
         token = os.urandom(16).hex()
-        return token if await self.store.claim(self.model, token) == token else None
+        if await self.store.claim(self.model, token) != token:
+            return None
+        # The store as the claim's read-back left it: a state here under no claim is a creation whose claim
+        # an operator voided while its replica still ran; that replica may have found its claim intact
+        # (``confirm``) and serve it. Creating the model again could then be a second release: refuse.
+        orphans = [n for n in await self.store.names(self.model) if n == "live" or n.startswith(CREATED)]
+        if orphans:
+            raise CheckpointError(
+                f"model {self.model}: a state of it is in the checkpoint store under no claim ({', '.join(orphans)}): "
+                "its claim was voided while a replica was still creating it, and that replica may serve it. This "
+                "replica does not create the model. Stop every replica of this model first, then run `everlast "
+                "void-claim` (it removes a creation that was never answered from; docs/OPERATIONS.md, 'A claim "
+                "without its state')")
+        return token
 
     async def write_created(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any], token: str) -> None:
         """Write the winner's new state ``p`` as ``created-TOKEN`` (``token``: the claim ``claim``
@@ -130,6 +145,29 @@ class ModelCheckpointer:
                            "points": p.reservoir_points(0, filled) if filled else None,
                            "offsets": {str(t): int(o) for t, o in offsets.items()}, "meta": meta})
         await self.store.put(self.model, CREATED + token, blob)
+
+    async def confirm(self, token: str) -> None:
+        """After ``write_created``, before anything of the new state is served or ``live`` is written:
+        re-read the store (``BlobStore.refresh``) and check that ``token`` is still the winning claim
+        (review of 2026-11-28, G1). An operator may have voided it while this replica was creating the
+        model (``everlast void-claim`` while it still ran), and another replica may have claimed and
+        created it since. Then this state is discarded -- nothing of it was answered -- and a
+        ``CheckpointError`` stops the model. The write and the read are ordered like ``void-claim``'s
+        tombstones and its read-back (``void.void_store_claim``): of the two, at least one sees the
+        other's write, so either this replica sees the void, or the void sees this state."""
+        await self.store.refresh()
+        won = await self.store.claimed(self.model)
+        if won == token:
+            return
+        with contextlib.suppress(CheckpointError):
+            await self.store.delete(self.model, [CREATED + token])
+        raise CheckpointError(
+            f"model {self.model}: its claim was voided while this replica was creating it"
+            + (" and another replica has claimed it since" if won is not None else "")
+            + ": this creation is discarded (nothing of it was answered) and the model is not served by this "
+            "replica. Stop every replica of this model before voiding its claim (docs/OPERATIONS.md, 'A claim "
+            "without its state'); restart the replicas once the model's state is in the store"
+        )
 
     async def load(self) -> Restored | None:
         """The model's checkpoint: ``live`` and its round; without one, the winning claim's
@@ -242,10 +280,11 @@ def pending_message(model: str, waited: float | None) -> str:
         + (f" after waiting {waited:g} s" if waited is not None else "")
         + ". Another replica may still be creating it (wait, or raise checkpoint.claim_wait_seconds); if the "
         "replica that claimed it died while creating it, or the store lost its state, it is never created "
-        "again silently. To create it anyway, void the claim (`everlast void-claim --config FILE "
-        f"{model}`): that draws fresh randomness from the training set, a second release of it if the lost "
-        "creation was ever answered from (docs/OPERATIONS.md, 'A claim without its state'); or serve the "
-        "data under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')"
+        "again silently. To create it anyway, stop every replica of this model first, then void the claim "
+        f"(`everlast void-claim --config FILE {model}`): that draws fresh randomness from the training set, "
+        "a second release of it if the lost creation was ever answered from (docs/OPERATIONS.md, 'A claim "
+        "without its state'); or serve the data under a new model id (docs/OPERATIONS.md, 'Losing the key, or "
+        "starting a model afresh')"
     )
 
 

@@ -185,6 +185,111 @@ def test_a_claim_without_its_state_is_refused_until_an_operator_voids_it(tmp_pat
         asyncio.run(void_store_claim(store, "m"))  # a claim with its state is never voided
 
 
+def test_a_claimant_whose_claim_was_voided_while_it_created_the_model_never_serves_it(tmp_path: Path) -> None:
+    """Review of 2026-11-28, G1 (its reproduction, on the directory store): A claims and creates; an
+    operator voids the claim while A still runs; C claims, wins and creates. A writes its state after
+    C's claim: ``confirm`` sees that its claim no longer wins, discards A's state and refuses, so A never
+    serves; C's claim holds and C serves. Only C's creation is ever in the store for a restorer."""
+    from everlast.daemon.checkpoint.void import void_store_claim
+    from everlast.daemon.errors import CheckpointError
+    from everlast.engine import codec
+
+    for voided_only in (False, True):
+        store = DirStore(tmp_path / str(voided_only))
+        a, c = ModelCheckpointer(store, "m"), ModelCheckpointer(store, "m")
+        ta = asyncio.run(a.claim())
+        assert ta is not None
+        assert asyncio.run(void_store_claim(store, "m")) == 1  # the operator voids, A still creating
+        tc = None if voided_only else asyncio.run(c.claim())
+        assert voided_only or tc is not None  # C claims afresh and wins
+        asyncio.run(a.write_created(tiny_predictor(seed=1), {0: 0}, {}, ta))
+        with pytest.raises(CheckpointError, match=r"claim was voided while this replica was creating it.*discarded.*"
+                                                  r"Stop every replica of this model"):
+            asyncio.run(a.confirm(ta))
+        assert "created-" + ta not in asyncio.run(store.names("m"))  # A's state is gone
+        if tc is None:
+            assert asyncio.run(ModelCheckpointer(store, "m").load()) is None  # nothing was served: the next creates
+            continue
+        second = tiny_predictor(seed=2)
+        asyncio.run(c.write_created(second, {0: 0}, {}, tc))
+        asyncio.run(c.confirm(tc))  # C's claim holds: C serves
+        got = asyncio.run(ModelCheckpointer(store, "m").load())
+        assert got is not None and codec.pack(got.predictor.round_part()) == codec.pack(second.round_part())
+
+
+def test_void_claim_reports_a_state_that_appeared_while_it_voided(tmp_path: Path) -> None:
+    """Review of 2026-11-28, G1: ``void-claim`` reads the store again after voiding; a state written
+    meanwhile (the claimant was still running) is reported, with "stop every replica" in the message."""
+    from everlast.daemon.checkpoint.void import void_store_claim
+    from everlast.daemon.errors import CheckpointError
+
+    class Racing(DirStore):
+        """The claimant writes its state just as the void goes through."""
+
+        async def void_claim(self, model: str) -> int:
+            token = await self.claimed(model)
+            assert token is not None
+            await ModelCheckpointer(self, model).write_created(tiny_predictor(seed=1), {0: 0}, {}, token)
+            return await super().void_claim(model)
+
+    store = Racing(tmp_path)
+    token = asyncio.run(ModelCheckpointer(store, "m").claim())
+    assert token is not None
+    with pytest.raises(CheckpointError, match=rf"1 claim\(s\) voided, but its state appeared.*created-{token}.*"
+                                              r"Stop every replica of this model first"):
+        asyncio.run(void_store_claim(store, "m"))
+    # the claimant may have found its claim intact and serve that state: no replica creates the model again
+    with pytest.raises(CheckpointError, match=rf"under no claim \(created-{token}\).*does not create the model"):
+        asyncio.run(ModelCheckpointer(DirStore(tmp_path), "m").claim())
+    # with every replica stopped and no checkpoint, the state was never answered from: void-claim removes it
+    assert asyncio.run(void_store_claim(DirStore(tmp_path), "m")) == 1  # the refused claimant's claim
+    assert asyncio.run(store.names("m")) == []
+    ck = ModelCheckpointer(DirStore(tmp_path), "m")
+    fresh = asyncio.run(ck.claim())
+    assert fresh is not None
+    asyncio.run(ck.write_created(tiny_predictor(seed=2), {0: 0}, {}, fresh))
+    asyncio.run(ck.confirm(fresh))
+
+
+def test_the_messages_of_a_claim_without_state_say_to_stop_every_replica_first() -> None:
+    from everlast.daemon.checkpoint.model_state import pending_message
+
+    assert "stop every replica of this model first, then void the claim" in pending_message("m", 1.0)
+
+
+def test_the_checkpoints_topics_compaction_lag_rule_and_the_claims_time_bound() -> None:
+    """Review of 2026-11-28, item 3: a compacted topic whose reported lag is below an hour is refused; a
+    claim's read-back may take a quarter of the reported lag, or 15 minutes when the broker says nothing."""
+    from everlast.daemon.checkpoint.kafka_store import claim_bound_s, compaction_lag_problem, suspend_clock
+
+    compact = {"cleanup.policy": "compact"}
+    assert compaction_lag_problem(compact) is None  # not reported: the daemon warns
+    assert compaction_lag_problem({**compact, "min.compaction.lag.ms": "0"}) == (
+        "min.compaction.lag.ms=0, below 3600000")
+    assert compaction_lag_problem({**compact, "min.compaction.lag.ms": "3599999"}) is not None
+    assert compaction_lag_problem({**compact, "min.compaction.lag.ms": "3600000"}) is None
+    assert compaction_lag_problem({"cleanup.policy": "delete", "min.compaction.lag.ms": "0"}) is None
+    assert claim_bound_s(None) == claim_bound_s({}) == 900.0
+    assert claim_bound_s({"min.compaction.lag.ms": "7200000"}) == 1800.0
+    assert claim_bound_s({"min.compaction.lag.ms": "10"}) == 900.0
+    t0 = suspend_clock()
+    assert suspend_clock() >= t0
+
+
+def test_model_ids_that_name_a_directory_of_their_own_are_refused(tmp_path: Path) -> None:
+    """Review of 2026-11-28, N4: the directory store keeps a model under <dir>/<id>."""
+    from everlast.daemon.config import load
+    from everlast.daemon.errors import ConfigError
+
+    for bad in (".", ".."):
+        p = tmp_path / "c.toml"
+        p.write_text(f'[[models]]\nid = "{bad}"\ndata = "d.csv"\nschedule = "s.json"\n')
+        with pytest.raises(ConfigError, match="directory name of its own"):
+            load(p)
+    p.write_text('[[models]]\nid = "..a"\ndata = "d.csv"\nschedule = "s.json"\n')
+    assert load(p).models[0].id == "..a"
+
+
 def test_the_checkpoints_topics_retention_rule() -> None:
     """Review G4: only settings that keep every key's last record pass; a broker that says nothing passes
     (the daemon warns)."""

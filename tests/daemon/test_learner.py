@@ -391,6 +391,49 @@ def test_a_replica_that_loses_the_claim_never_fits_and_serves_the_winners_fit(
     assert len(fits) == 1
 
 
+def test_a_claimant_whose_claim_is_voided_during_its_fit_never_serves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 2026-11-28, G1, through ``activate``: A claims and fits (held); an operator voids the claim
+    meanwhile and C claims, fits and serves. When A's fit ends, A finds its claim superseded: it stops
+    with an error and never serves; the store holds C's fit only."""
+    import threading
+
+    from everlast.daemon.checkpoint.void import void_store_claim
+
+    a, c = runtime(tmp_path / "a"), runtime(tmp_path / "c")
+    store = DirStore(tmp_path / "ck")
+    real, fits = PrivateLearner.fit, []
+    release = threading.Event()
+
+    def held(cls: type, *args: Any, **kwargs: Any) -> PrivateLearner:
+        fits.append(1)
+        if len(fits) == 1:
+            release.wait(30)  # A's fit
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(PrivateLearner, "fit", classmethod(held))
+
+    async def race() -> Any:
+        first = asyncio.create_task(a.activate(store, 0, 4))
+        while not fits:  # A has claimed and is fitting
+            await asyncio.sleep(0.01)
+        assert await void_store_claim(store, "pl") == 1  # against the procedure: A still runs
+        served, _, restored = await c.activate(store, 0, 4)
+        assert not restored
+        release.set()
+        with pytest.raises(CheckpointError, match="claim was voided while this replica was creating it"):
+            await first
+        return served
+
+    sc = asyncio.run(race())
+    assert len(fits) == 2
+    names = asyncio.run(store.names("pl"))
+    assert len(names) == 1 and names[0].startswith("created-")  # C's state only; A's was discarded
+    got: Any = asyncio.run(runtime(tmp_path / "d").activate(store, 0, 4))
+    assert got[2] and got[0].engine.hypothesis == sc.engine.hypothesis
+
+
 def test_everlast_void_claim_voids_a_claim_without_its_state_and_refuses_one_with_it(tmp_path: Path) -> None:
     """The operator's procedure for a model whose claimant died while fitting (docs/OPERATIONS.md, "A claim
     without its state"): ``everlast void-claim`` removes the claim, so the next start fits; it refuses
@@ -405,6 +448,7 @@ def test_everlast_void_claim_voids_a_claim_without_its_state_and_refuses_one_wit
     assert asyncio.run(ModelCheckpointer(store, "pl").claim()) is not None
     out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "pl"], input="n\n")
     assert out.exit_code == 1 and "second release" in out.output and asyncio.run(store.claimed("pl")) is not None
+    assert "Stop every replica of this model first" in out.output
     out = CliRunner().invoke(main, ["void-claim", "--config", str(cfg), "--yes", "pl"])
     assert out.exit_code == 0 and "1 claim(s) voided" in out.output and asyncio.run(store.claimed("pl")) is None
     _, _, restored = asyncio.run(runtime(tmp_path).activate(store, 0, 4))

@@ -273,3 +273,61 @@ async def test_the_encrypted_store_over_kafka_claims_pads_and_restores(broker: E
     finally:
         for p in producers:
             await p.stop()
+
+
+async def test_a_claim_read_back_too_late_is_not_decided(broker: EmbeddedBroker) -> None:
+    """Review of 2026-11-28, item 3: ``KafkaStore.claim`` times its write and read-back on a clock that
+    counts suspend; past ``claim_bound_s`` (here 0) it refuses without deciding, so nothing is created,
+    and its claim stays: a later claimant loses to it and waits."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
+    from everlast.daemon.errors import CheckpointError
+
+    topic = unique("ck")
+    await create_topics(broker.bootstrap, [topic], partitions=1)
+    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await p.start()
+    try:
+        store = KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                                       fetch_max_wait_ms=50), topic, 900_000)
+        store.claim_bound_s = 0.0
+        with pytest.raises(CheckpointError, match=r"read back .* s after it was written.*does not decide.*void-claim"):
+            await store.claim("m", "aa" * 16)
+        store.claim_bound_s = 900.0
+        assert await store.claim("m", "bb" * 16) == "aa" * 16
+    finally:
+        await p.stop()
+
+
+async def test_the_daemon_creates_the_checkpoints_topic_for_the_claim_and_refuses_a_short_lag(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """Review of 2026-11-28, item 3: the daemon creates the checkpoints topic compacted, with an hour's
+    ``min.compaction.lag.ms`` and broker-side timestamps (``LogAppendTime``); a compacted topic whose
+    reported lag is below an hour is refused at start, before anything is served."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from everlast.daemon.app import serve
+    from everlast.daemon.config import load
+    from everlast.daemon.errors import ConfigError
+
+    cfg_path, topics = learner_config(tmp_path / "a", broker.bootstrap, unique("g"))
+    async with running(cfg_path):
+        pass
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        got = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topics["checkpoints"])])
+        configs = {str(e[0]): str(e[1]) for r in got for res in r.resources for e in res[4] if e[1] is not None}
+        assert configs.get("cleanup.policy") == "compact" and configs.get("min.compaction.lag.ms") == "3600000"
+        assert configs.get("message.timestamp.type") == "LogAppendTime"
+        cfg_b, topics_b = learner_config(tmp_path / "b", broker.bootstrap, unique("g"))
+        await admin.create_topics([NewTopic(topics_b["checkpoints"], 1, 1, topic_configs={
+            "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"})])
+    finally:
+        await admin.close()
+    cfg = load(cfg_b, {"metrics": {"exit_linger_s": 0}})
+    with pytest.raises(ConfigError, match=r"compacted with min.compaction.lag.ms=60000, below 3600000"):
+        await asyncio.wait_for(serve(cfg, asyncio.Event(), {}, handle_signals=False), 60)
