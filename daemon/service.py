@@ -187,6 +187,7 @@ class Service:
             claim_bound_s,
             compaction_lag_problem,
             retention_problem,
+            timestamp_problem,
         )
 
         topic = self.cfg.topics.checkpoints
@@ -224,10 +225,12 @@ class Service:
             log.warning("the broker does not report min.compaction.lag.ms of the compacted checkpoints topic %s; it "
                         "must be at least %d so that no claim is compacted while it is read back (docs/OPERATIONS.md, "
                         "'Checkpoint topic')", topic, MIN_COMPACTION_LAG_MS)
-        if compacted and configs.get("message.timestamp.type") == "CreateTime":
-            log.warning("the compacted checkpoints topic %s has message.timestamp.type=CreateTime: the compaction lag "
-                        "then counts on the replicas' clocks, and one running slow shortens it; set LogAppendTime "
-                        "(docs/OPERATIONS.md, 'Checkpoint topic')", topic)
+        if timestamp_problem(configs) is not None:
+            raise ConfigError(
+                f"the compacted checkpoints topic {topic} has message.timestamp.type=CreateTime: the compaction lag "
+                "then counts on the replicas' clocks, and one running slow shortens it below what the claim's "
+                "argument needs (two replicas could both create a model). Set message.timestamp.type=LogAppendTime "
+                "on it (docs/OPERATIONS.md, 'Checkpoint topic')")
         if "cleanup.policy" not in configs:
             log.warning("the broker does not say how the checkpoints topic %s is cleaned; it must never delete "
                         "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic)

@@ -47,12 +47,19 @@ CLAIM_BOUND_UNKNOWN_S = 900.0
 of ``MIN_COMPACTION_LAG_MS``."""
 
 
-def suspend_clock() -> float:
-    """Seconds on a clock that keeps counting while the process or the machine is suspended (Linux's
-    CLOCK_BOOTTIME; elsewhere the monotonic clock, which may not): a claim's read-back is timed on it."""
-    if sys.platform == "linux":
-        return time.clock_gettime(time.CLOCK_BOOTTIME)
-    return time.monotonic()
+def suspend_clock() -> tuple[float, float]:
+    """Two readings for timing a claim's read-back: a clock that keeps counting while the machine is
+    suspended (Linux's CLOCK_BOOTTIME; elsewhere the monotonic clock, which may not) and the wall
+    clock, which also moves while a virtual machine is paused (a paused guest's BOOTTIME stands still:
+    second claim review, G2). ``elapsed_since`` takes the larger of the two spans."""
+    boot = time.clock_gettime(time.CLOCK_BOOTTIME) if sys.platform == "linux" else time.monotonic()
+    return boot, time.time()
+
+
+def elapsed_since(t0: tuple[float, float]) -> float:
+    """The longer of the suspend-counting and the wall-clock spans since ``suspend_clock()`` gave ``t0``."""
+    now = suspend_clock()
+    return max(now[0] - t0[0], now[1] - t0[1])
 
 
 def compaction_lag_problem(configs: dict[str, str]) -> str | None:
@@ -65,6 +72,17 @@ def compaction_lag_problem(configs: dict[str, str]) -> str | None:
         return None
     if not lag.isdigit() or int(lag) < MIN_COMPACTION_LAG_MS:
         return f"min.compaction.lag.ms={lag}, below {MIN_COMPACTION_LAG_MS}"
+    return None
+
+
+def timestamp_problem(configs: dict[str, str]) -> str | None:
+    """Why a compacted checkpoints topic's timestamps break the claim's argument: with ``CreateTime``
+    the compaction lag counts on the replicas' clocks, and one running slow shortens it (second claim
+    review, G1). None: not compacted, ``LogAppendTime``, or not reported."""
+    if "compact" not in {p.strip() for p in configs.get("cleanup.policy", "").split(",")}:
+        return None
+    if configs.get("message.timestamp.type") == "CreateTime":
+        return "message.timestamp.type=CreateTime"
     return None
 
 
@@ -206,7 +224,7 @@ class KafkaStore:
         (``refresh``: up to a high watermark past the claim), check that the claim's own record was read
         back, and return the first claim on ``model``. Refuses to decide (``CheckpointError``; the claim
         stays, without state, and the model is refused until an operator voids it) when the read-back
-        ended more than ``claim_bound_s`` after the write began, on ``suspend_clock``: the cleaner could
+        ended more than ``claim_bound_s`` after the write began, on ``elapsed_since``: the cleaner could
         then have removed an earlier claim's first record (docs/privacy/learner.md 2, "One fit per
         model")."""
         t0 = suspend_clock()
@@ -216,7 +234,7 @@ class KafkaStore:
         except Exception as exc:  # KafkaError and timeouts: the caller retries by policy
             raise CheckpointError(f"cannot write the claim of {model} to Kafka ({type(exc).__name__})") from None
         await self.refresh()
-        took = suspend_clock() - t0
+        took = elapsed_since(t0)
         if took > self.claim_bound_s:
             raise CheckpointError(
                 f"the claim of {model} was read back {took:.0f} s after it was written, more than "

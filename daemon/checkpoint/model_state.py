@@ -30,7 +30,6 @@ depends on when each one claimed, never on the data or on any fit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import time
@@ -151,22 +150,24 @@ class ModelCheckpointer:
         re-read the store (``BlobStore.refresh``) and check that ``token`` is still the winning claim
         (review of 2026-11-28, G1). An operator may have voided it while this replica was creating the
         model (``everlast void-claim`` while it still ran), and another replica may have claimed and
-        created it since. Then this state is discarded -- nothing of it was answered -- and a
-        ``CheckpointError`` stops the model. The write and the read are ordered like ``void-claim``'s
+        created it since. Then this replica serves nothing of it and a ``CheckpointError`` stops the
+        model. The state is *kept* in the store (second claim review, E1): a replica waiting on the
+        claim may already have restored it, and deleting it would let a later claimant find an empty
+        store and fit again, so that two fits could both be answered. A ``created-*`` under no claim
+        makes every later claimant refuse to create the model; only ``everlast void-claim``, with every
+        replica stopped, removes it. The write and the read are ordered like ``void-claim``'s
         tombstones and its read-back (``void.void_store_claim``): of the two, at least one sees the
         other's write, so either this replica sees the void, or the void sees this state."""
         await self.store.refresh()
         won = await self.store.claimed(self.model)
         if won == token:
             return
-        with contextlib.suppress(CheckpointError):
-            await self.store.delete(self.model, [CREATED + token])
         raise CheckpointError(
             f"model {self.model}: its claim was voided while this replica was creating it"
             + (" and another replica has claimed it since" if won is not None else "")
-            + ": this creation is discarded (nothing of it was answered) and the model is not served by this "
-            "replica. Stop every replica of this model before voiding its claim (docs/OPERATIONS.md, 'A claim "
-            "without its state'); restart the replicas once the model's state is in the store"
+            + ": this replica serves nothing of this creation, which stays in the store so that no replica "
+            "creates the model again. Stop every replica of this model, then run `everlast void-claim` "
+            "(docs/OPERATIONS.md, 'A claim without its state')"
         )
 
     async def load(self) -> Restored | None:

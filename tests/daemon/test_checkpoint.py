@@ -189,7 +189,9 @@ def test_a_claimant_whose_claim_was_voided_while_it_created_the_model_never_serv
     """Review of 2026-11-28, G1 (its reproduction, on the directory store): A claims and creates; an
     operator voids the claim while A still runs; C claims, wins and creates. A writes its state after
     C's claim: ``confirm`` sees that its claim no longer wins, discards A's state and refuses, so A never
-    serves; C's claim holds and C serves. Only C's creation is ever in the store for a restorer."""
+    serves; C's claim holds and C serves. A's state stays in the store (second claim review, E1: a
+    waiting replica may have restored it, so deleting it could let a later claimant fit again), under no
+    claim: a restorer takes C's, and with no claim at all the next claimant refuses to create."""
     from everlast.daemon.checkpoint.void import void_store_claim
     from everlast.daemon.errors import CheckpointError
     from everlast.engine import codec
@@ -203,12 +205,14 @@ def test_a_claimant_whose_claim_was_voided_while_it_created_the_model_never_serv
         tc = None if voided_only else asyncio.run(c.claim())
         assert voided_only or tc is not None  # C claims afresh and wins
         asyncio.run(a.write_created(tiny_predictor(seed=1), {0: 0}, {}, ta))
-        with pytest.raises(CheckpointError, match=r"claim was voided while this replica was creating it.*discarded.*"
-                                                  r"Stop every replica of this model"):
+        with pytest.raises(CheckpointError, match=r"claim was voided while this replica was creating it.*serves "
+                                                  r"nothing.*Stop every replica of this model"):
             asyncio.run(a.confirm(ta))
-        assert "created-" + ta not in asyncio.run(store.names("m"))  # A's state is gone
-        if tc is None:
-            assert asyncio.run(ModelCheckpointer(store, "m").load()) is None  # nothing was served: the next creates
+        assert "created-" + ta in asyncio.run(store.names("m"))  # kept, under no claim
+        if tc is None:  # nothing is claimed, and the next claimant refuses to create over A's state
+            assert asyncio.run(ModelCheckpointer(store, "m").load()) is None
+            with pytest.raises(CheckpointError, match=r"under no claim"):
+                asyncio.run(ModelCheckpointer(store, "m").claim())
             continue
         second = tiny_predictor(seed=2)
         asyncio.run(c.write_created(second, {0: 0}, {}, tc))
@@ -260,7 +264,13 @@ def test_the_messages_of_a_claim_without_state_say_to_stop_every_replica_first()
 def test_the_checkpoints_topics_compaction_lag_rule_and_the_claims_time_bound() -> None:
     """Review of 2026-11-28, item 3: a compacted topic whose reported lag is below an hour is refused; a
     claim's read-back may take a quarter of the reported lag, or 15 minutes when the broker says nothing."""
-    from everlast.daemon.checkpoint.kafka_store import claim_bound_s, compaction_lag_problem, suspend_clock
+    from everlast.daemon.checkpoint.kafka_store import (
+        claim_bound_s,
+        compaction_lag_problem,
+        elapsed_since,
+        suspend_clock,
+        timestamp_problem,
+    )
 
     compact = {"cleanup.policy": "compact"}
     assert compaction_lag_problem(compact) is None  # not reported: the daemon warns
@@ -269,11 +279,15 @@ def test_the_checkpoints_topics_compaction_lag_rule_and_the_claims_time_bound() 
     assert compaction_lag_problem({**compact, "min.compaction.lag.ms": "3599999"}) is not None
     assert compaction_lag_problem({**compact, "min.compaction.lag.ms": "3600000"}) is None
     assert compaction_lag_problem({"cleanup.policy": "delete", "min.compaction.lag.ms": "0"}) is None
+    # the daemon refuses CreateTime on a compacted checkpoints topic (second claim review, G1)
+    assert timestamp_problem({**compact, "message.timestamp.type": "CreateTime"}) == "message.timestamp.type=CreateTime"
+    assert timestamp_problem({**compact, "message.timestamp.type": "LogAppendTime"}) is None
+    assert timestamp_problem(compact) is None and timestamp_problem({"cleanup.policy": "delete"}) is None
     assert claim_bound_s(None) == claim_bound_s({}) == 900.0
     assert claim_bound_s({"min.compaction.lag.ms": "7200000"}) == 1800.0
     assert claim_bound_s({"min.compaction.lag.ms": "10"}) == 900.0
     t0 = suspend_clock()
-    assert suspend_clock() >= t0
+    assert elapsed_since(t0) >= 0.0
 
 
 def test_model_ids_that_name_a_directory_of_their_own_are_refused(tmp_path: Path) -> None:

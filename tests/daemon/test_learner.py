@@ -396,7 +396,8 @@ def test_a_claimant_whose_claim_is_voided_during_its_fit_never_serves_it(
 ) -> None:
     """Review of 2026-11-28, G1, through ``activate``: A claims and fits (held); an operator voids the claim
     meanwhile and C claims, fits and serves. When A's fit ends, A finds its claim superseded: it stops
-    with an error and never serves; the store holds C's fit only."""
+    with an error and never serves; its state stays in the store under no claim (second claim review,
+    E1), and a restorer takes C's, the claimed one."""
     import threading
 
     from everlast.daemon.checkpoint.void import void_store_claim
@@ -429,7 +430,7 @@ def test_a_claimant_whose_claim_is_voided_during_its_fit_never_serves_it(
     sc = asyncio.run(race())
     assert len(fits) == 2
     names = asyncio.run(store.names("pl"))
-    assert len(names) == 1 and names[0].startswith("created-")  # C's state only; A's was discarded
+    assert len(names) == 2 and all(n.startswith("created-") for n in names)  # C's, and A's under no claim
     got: Any = asyncio.run(runtime(tmp_path / "d").activate(store, 0, 4))
     assert got[2] and got[0].engine.hypothesis == sc.engine.hypothesis
 
