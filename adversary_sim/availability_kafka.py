@@ -34,6 +34,7 @@ import msgpack
 import numpy as np
 
 from everlast.adversary_sim.availability import Client, Tally
+from everlast.adversary_sim.kafka_replay import _partitions
 from everlast.daemon.batch import CLIENT_HEADER
 from everlast.daemon.wire import refusal_code
 
@@ -63,7 +64,7 @@ async def run_clients_kafka(bootstrap: str, queries_topic: str, labels_topic: st
     done = asyncio.Event()
     invalid = 0
     try:
-        tps = [TopicPartition(labels_topic, p) for p in await _partitions(consumer, labels_topic)]
+        tps = [TopicPartition(labels_topic, p) for p in await _partitions(consumer, labels_topic, attempts=200)]
         consumer.assign(tps)
         await consumer.seek_to_end(*tps)
         for tp in tps:  # fix the positions now: later records belong to this run
@@ -138,16 +139,6 @@ async def run_clients_kafka(bootstrap: str, queries_topic: str, labels_topic: st
         await producer.stop()
         await consumer.stop()
     return {"clients": {k: v.to_json() for k, v in stats.items()}, "invalid": invalid}
-
-
-async def _partitions(consumer: Any, topic: str) -> list[int]:
-    for _ in range(200):
-        parts = consumer.partitions_for_topic(topic)
-        if parts:
-            return sorted(parts)
-        await consumer._client.force_metadata_update()
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"topic {topic} has no partitions (does it exist?)")
 
 
 def sample_model(quotas: bool, model_id: str = MODEL) -> dict[str, Any]:

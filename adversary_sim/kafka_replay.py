@@ -273,8 +273,9 @@ def _label(lab: dict[str, Any]) -> int:
     return int(v) if isinstance(v, int) else -1
 
 
-async def _partitions(consumer: Any, topic: str) -> list[int]:
-    for _ in range(50):
+async def _partitions(consumer: Any, topic: str, attempts: int = 50) -> list[int]:
+    """The topic's partitions, waiting for its metadata (``attempts`` tries, 50 ms apart)."""
+    for _ in range(attempts):
         parts = consumer.partitions_for_topic(topic)
         if parts:
             return sorted(parts)

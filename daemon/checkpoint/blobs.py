@@ -24,6 +24,15 @@ CLAIM = "claim"
 """The directory store's claim file (not a blob: ``names`` leaves it out)."""
 
 
+def _fsync_dir(d: Path) -> None:
+    """Make a rename or link in ``d`` durable (fsync the directory)."""
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
 class BlobStore(Protocol):
     async def put(self, model: str, name: str, data: bytes) -> None: ...
     async def get(self, model: str, name: str) -> bytes | None: ...
@@ -92,11 +101,7 @@ class DirStore:
             finally:
                 os.close(fd)
             os.replace(tmp, d / name)
-            dfd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _fsync_dir(d)
         except OSError as exc:
             raise CheckpointError(f"cannot write checkpoint {model}/{name}: {exc.strerror}") from None
 
@@ -146,11 +151,7 @@ class DirStore:
                     os.link(tmp, d / CLAIM)
             finally:
                 tmp.unlink()
-            dfd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _fsync_dir(d)
         except OSError as exc:
             raise CheckpointError(f"cannot write the claim of {model}: {exc.strerror}") from None
         won = self._claimed(model)
