@@ -11,8 +11,10 @@ first (its law conditioned on a data-dependent duration); so a model is claimed 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,27 @@ async def test_a_replica_that_finds_the_model_claimed_never_fits_it_and_serves_t
                if 1_000 <= int(lab["id"]) < 1_100) and len(fits) == 1
 
 
+
+@contextlib.asynccontextmanager
+async def kafka_stores(broker: EmbeddedBroker, n: int = 1, partitions: int = 1) -> AsyncIterator[tuple[str, list[Any]]]:
+    """A fresh checkpoints topic and ``n`` ``KafkaStore``s on it, each with its own producer (acks=all)."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from everlast.daemon.checkpoint.kafka_store import KafkaStore
+
+    topic = unique("ck")
+    await create_topics(broker.bootstrap, [topic], partitions=partitions)
+    producers = [AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all") for _ in range(n)]
+    for p in producers:
+        await p.start()
+    try:
+        yield topic, [KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                                             enable_auto_commit=False, fetch_max_wait_ms=50),
+                                 topic, 900_000) for p in producers]
+    finally:
+        for p in producers:
+            await p.stop()
+
 async def topic_keys(bootstrap: str, topic: str) -> list[str]:
     """Every record key on ``topic`` (all partitions), in order per partition."""
     from aiokafka import AIOKafkaConsumer
@@ -132,18 +155,7 @@ async def test_concurrent_claims_on_the_checkpoints_topic_agree_on_the_first(bro
     """``KafkaStore.claim``: replicas that claim the same model at once all read back the same winner,
     the claim with the lowest offset on partition 0 (the topic here has two partitions), and a later
     claim loses to it; a reader that only refreshes sees the same."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    from everlast.daemon.checkpoint.kafka_store import KafkaStore
-
-    topic = unique("ck")
-    await create_topics(broker.bootstrap, [topic], partitions=2)
-    producers = [AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all") for _ in range(3)]
-    for p in producers:
-        await p.start()
-    try:
-        stores = [KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                                                         fetch_max_wait_ms=50), topic, 900_000) for p in producers]
+    async with kafka_stores(broker, 3, partitions=2) as (_, stores):
         for _ in range(3):
             model = unique("m")
             won = await asyncio.gather(stores[0].claim(model, "aa" * 16), stores[1].claim(model, "bb" * 16))
@@ -153,9 +165,6 @@ async def test_concurrent_claims_on_the_checkpoints_topic_agree_on_the_first(bro
             assert await stores[2].claimed(model) == won[0]
             assert await stores[2].claimed(unique("other")) is None
             assert await stores[2].names(model) == []  # a claim is not a blob
-    finally:
-        for p in producers:
-            await p.stop()
 
 
 async def test_claims_are_ordered_by_their_first_record_and_restorers_read_the_one_claimed_state(
@@ -279,25 +288,14 @@ async def test_a_claim_read_back_too_late_is_not_decided(broker: EmbeddedBroker)
     """Review of 2026-11-28, item 3: ``KafkaStore.claim`` times its write and read-back on a clock that
     counts suspend; past ``claim_bound_s`` (here 0) it refuses without deciding, so nothing is created,
     and its claim stays: a later claimant loses to it and waits."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    from everlast.daemon.checkpoint.kafka_store import KafkaStore
     from everlast.daemon.errors import CheckpointError
 
-    topic = unique("ck")
-    await create_topics(broker.bootstrap, [topic], partitions=1)
-    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
-    await p.start()
-    try:
-        store = KafkaStore(p, lambda: AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                                                       fetch_max_wait_ms=50), topic, 900_000)
+    async with kafka_stores(broker) as (_, (store,)):
         store.claim_bound_s = 0.0
         with pytest.raises(CheckpointError, match=r"read back .* s after it was written.*does not decide.*void-claim"):
             await store.claim("m", "aa" * 16)
         store.claim_bound_s = 900.0
         assert await store.claim("m", "bb" * 16) == "aa" * 16
-    finally:
-        await p.stop()
 
 
 async def test_the_daemon_creates_the_checkpoints_topic_for_the_claim_and_refuses_a_short_lag(
