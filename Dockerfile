@@ -22,8 +22,9 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VENV=/opt/everlast
 WORKDIR /src
-# Every package pyproject.toml ships (tool.setuptools.packages.find: the `everlast` namespace, whose
-# subpackages link to the repository's top-level folders) is copied here; a test checks it.
+# Every package pyproject.toml ships (tool.setuptools.packages: the `everlast` namespace, whose
+# subpackages pyproject's package-dir maps to the repository's top-level folders) is copied here; a
+# test checks it.
 COPY pyproject.toml README.md ./
 COPY everlast/ everlast/
 COPY engine/ engine/

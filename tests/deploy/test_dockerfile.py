@@ -81,13 +81,11 @@ def test_pip_installs_only_runtime_dependencies_without_cache() -> None:
 
 
 def test_build_stage_copies_every_package_pyproject_ships() -> None:
-    from setuptools import find_packages
-
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
-    tops = {p.split(".")[0] for p in find_packages(where=str(ROOT), include=include)}
-    # the namespace's subpackages are links to the repository's top-level folders: copy those too
-    tops |= {str(d.resolve().relative_to(ROOT)) for t in list(tops) for d in (ROOT / t).iterdir() if d.is_symlink()}
+    # every package maps to a folder (tool.setuptools.package-dir): copy the top folder of each
+    dirs = conf["tool"]["setuptools"]["package-dir"]
+    tops = {dirs[max((k for k in dirs if p == k or p.startswith(k + ".")), key=len)].split("/")[0]
+            for p in conf["tool"]["setuptools"]["packages"]}
     build = _build()
     sources = {src.strip("/") for i in build.all("COPY") if "--from" not in i.args for src in i.args.split()[:-1]}
     if "." not in sources:
