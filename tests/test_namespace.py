@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-import everlast
-
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("engine", "daemon", "cli", "peers", "adversary_sim")
 
