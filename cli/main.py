@@ -25,6 +25,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "Print label records, one per line: the model id and the label as JSON, e.g."),
     "demo": ("everlast.cli.demo", "demo",
              "Serve GenericBBL and the private learner on the embedded broker; replay one stream to both."),
+    "gateway": ("everlast.cli.gateway", "gateway_cmd",
+                "Serve the HTTP API clients use instead of Kafka: authenticated predicts, each client's own labels."),
+    "gateway-key": ("everlast.cli.gateway", "gateway_key_cmd",
+                    "Create an API key for CLIENT: print the key (give it to the client) and the entry for "
+                    "gateway.keys."),
     "plan": ("everlast.cli.plan", "plan",
              "Plan a schedule for privacy/accuracy targets and certify it step by step."),
     "produce": ("everlast.cli.produce", "produce_cmd",

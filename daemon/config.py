@@ -328,6 +328,81 @@ class ModelConfig(_Strict):
         return self
 
 
+_CLIENT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ApiKeyConfig(_Strict):
+    """One API key of the gateway: the client it authenticates and the key's SHA-256 (never the key)."""
+
+    client: str = Field(description="the client id the gateway stamps on every query of this key (1-64 characters "
+                                    "of [a-z0-9._-], lower case, starting with a letter or digit); several keys may "
+                                    "name one client (rotation): they share its quota")
+    sha256: str = Field(description="hex SHA-256 of the key (`everlast gateway-key CLIENT` prints a key and this)")
+    revoked: bool = Field(False, description="true: the key is refused (401), as if it were unknown")
+
+    @field_validator("client")
+    @classmethod
+    def _client(cls, v: str) -> str:
+        if not _CLIENT_NAME.match(v):
+            raise ValueError("client must be 1-64 characters of [a-z0-9._-] (lower case), starting with a letter or "
+                             "digit: it is the normalised client id stamped on each query")
+        return v
+
+    @field_validator("sha256")
+    @classmethod
+    def _hash(cls, v: str) -> str:
+        if not _SHA256_HEX.match(v):
+            raise ValueError("sha256 must be 64 lower-case hex characters (the SHA-256 of the key, not the key)")
+        return v
+
+
+class GatewayTlsConfig(_Strict):
+    """HTTPS for the gateway; with ``client_ca``, client certificates (mTLS) authenticate clients too."""
+
+    certfile: Path
+    keyfile: Path
+    client_ca: Path | None = Field(None, description="CA bundle that signs client certificates: a client may then "
+                                                     "authenticate by a certificate instead of an API key")
+    require_client_cert: bool = Field(False, description="refuse TLS connections without a client certificate")
+
+
+class GatewayConfig(_Strict):
+    """``everlast gateway``: the authenticated HTTP API in front of the topics (docs/GATEWAY.md)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535, description="the HTTP API (0: any free port)")
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(9465, ge=0, le=65535, description="/metrics of the gateway (0: any free port)")
+    keys: list[ApiKeyConfig] = Field(default_factory=list, description="the API keys, as hashes; also from the "
+                                                                       "environment: EVERLAST_GATEWAY__KEYS as JSON")
+    tls: GatewayTlsConfig | None = None
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="larger request bodies: 413")
+    max_queries: int = Field(1_000, ge=1, le=100_000, description="queries in one request; more: 413")
+    timeout_s: float = Field(10.0, gt=0, le=600, description="how long a request waits for its labels before 504 "
+                                                             "(its queries stay accepted: retry with the same ids)")
+    produce_timeout_s: float = Field(5.0, gt=0, description="how long a produce may take before 503")
+    client_qps: float = Field(2_000.0, gt=0, description="per client: queries per second (a token bucket)")
+    client_burst: int = Field(5_000, ge=1, description="per client: the bucket's size in queries (>= max_queries)")
+    client_inflight: int = Field(16, ge=1, description="per client: requests in progress at once; more: 429")
+    inflight: int = Field(1_024, ge=1, description="all clients: requests in progress at once; more: 503")
+    daemon_readyz: list[str] = Field(default_factory=list, description="the daemons' /readyz URLs: while none answers "
+                                                                       "200 the gateway answers 503 (empty: not "
+                                                                       "checked)")
+    health_interval_s: float = Field(1.0, gt=0, description="how often the broker and the daemons are probed")
+    index_max_entries: int = Field(10_000_000, ge=1000, description="labels kept for replayed ids (oldest dropped)")
+
+    @model_validator(mode="after")
+    def _burst_fits(self) -> GatewayConfig:
+        if self.client_burst < self.max_queries:
+            raise ValueError(f"gateway.client_burst ({self.client_burst}) must be at least gateway.max_queries "
+                             f"({self.max_queries}), or a full request could never pass")
+        hashes = [k.sha256 for k in self.keys]
+        if len(hashes) != len(set(hashes)):
+            raise ValueError("gateway.keys: the same key hash is listed twice")
+        return self
+
+
 class Config(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EVERLAST_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
@@ -337,6 +412,7 @@ class Config(BaseSettings):
     checkpoint: CheckpointConfig = CheckpointConfig()
     metrics: MetricsConfig = MetricsConfig()
     log: LogConfig = LogConfig()
+    gateway: GatewayConfig = GatewayConfig()
     models: list[ModelConfig] = Field(default_factory=list)
     shutdown_timeout_s: float = Field(30.0, gt=0)
     drain_timeout_s: float = Field(

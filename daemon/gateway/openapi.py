@@ -1,0 +1,84 @@
+"""The gateway's OpenAPI 3.1 document (served at ``/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from everlast.daemon.gateway.schema import MAX_ID_CHARS, MAX_X
+
+
+def document(max_queries: int, max_body_bytes: int, timeout_s: float) -> dict[str, Any]:
+    qid = {"oneOf": [{"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS},
+                     {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}],
+           "description": "the client's query id, unique per client: a replayed id returns the label first "
+                          "published for it"}
+    query = {"type": "object", "required": ["id", "x"], "additionalProperties": False,
+             "properties": {"id": qid,
+                            "x": {"oneOf": [{"type": "number"},
+                                            {"type": "array", "items": {"type": "number"}, "minItems": 1,
+                                             "maxItems": MAX_X}],
+                                  "description": "the point: finite numbers, the model's dimension"},
+                            "client": {"description": "ignored: the client is the credential's"}}}
+    label = {"type": "object", "required": ["id", "label", "status", "round"],
+             "properties": {"id": qid, "label": {"type": ["integer", "null"], "enum": [0, 1, None]},
+                            "status": {"type": "string", "enum": ["ok", "refused", "invalid"]},
+                            "round": {"type": "integer"},
+                            "reason": {"type": "string", "description": "why (status is not ok); a client "
+                                                                         "quota's begins with client-quota:"}}}
+    error = {"type": "object", "properties": {"error": {
+        "type": "object", "required": ["code", "field", "message"],
+        "properties": {"code": {"type": "string"}, "field": {"type": "string", "description": "a JSON path, "
+                                                                                              "e.g. queries[3].x"},
+                       "message": {"type": "string"}}}}}
+
+    def err(desc: str) -> dict[str, Any]:
+        return {"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "everlast gateway", "version": "1",
+                 "description": "Private everlasting prediction over HTTP: each query gets exactly one label "
+                                "record, returned only to the client whose credential sent it."},
+        "components": {
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
+                                           "description": "an API key the operator issued"},
+                                "clientCertificate": {"type": "mutualTLS"}},
+            "schemas": {"Query": query, "Label": label, "Error": error,
+                        "Batch": {"type": "object", "required": ["queries"], "additionalProperties": False,
+                                  "properties": {"queries": {"type": "array", "items": {"$ref": "#/components/schemas/Query"},
+                                                             "minItems": 1, "maxItems": max_queries},
+                                                 "client": {"description": "ignored"}}}},
+        },
+        "security": [{"apiKey": []}, {"clientCertificate": []}],
+        "paths": {
+            "/v1/models/{model}/predict": {"post": {
+                "summary": "Label one query or a batch",
+                "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": {"required": True, "description": f"JSON, at most {max_body_bytes} bytes",
+                                "content": {"application/json": {"schema": {"oneOf": [
+                                    {"$ref": "#/components/schemas/Query"}, {"$ref": "#/components/schemas/Batch"}]}}}},
+                "responses": {
+                    "200": {"description": "the label records, in the order of the queries (one query: its record)",
+                            "content": {"application/json": {"schema": {"oneOf": [
+                                {"$ref": "#/components/schemas/Label"},
+                                {"type": "object", "properties": {"model": {"type": "string"}, "labels": {
+                                    "type": "array", "items": {"$ref": "#/components/schemas/Label"}}}}]}}}},
+                    "400": err("the body is not JSON"),
+                    "401": err("no credential, or one that is unknown or revoked: nothing produced"),
+                    "404": err("no model with this id is served"),
+                    "413": err("the body or its query count is over the limit"),
+                    "415": err("the content type is not application/json"),
+                    "422": err("a field breaks the schema (named in error.field): nothing produced"),
+                    "429": err("the client's rate or in-flight limit: retry after Retry-After seconds"),
+                    "503": err("the broker or the daemon is unreachable: nothing accepted; retry after Retry-After"),
+                    "504": err(f"no label within {timeout_s:g} s: the queries are accepted; retry with the same ids "
+                               "to receive their labels"),
+                }}},
+            "/healthz": {"get": {"summary": "the process is alive", "security": [],
+                                 "responses": {"200": {"description": "alive"}}}},
+            "/readyz": {"get": {"summary": "the broker, a daemon and the labels index are ready", "security": [],
+                                "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+            "/openapi.json": {"get": {"summary": "this document", "security": [],
+                                      "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+        },
+    }
