@@ -151,6 +151,11 @@ class Relay:
                 with contextlib.suppress(Exception):
                     await c.stop()
 
+    @staticmethod
+    def record_id(client: str, qid: Id) -> str:
+        """The record's id of a client's query id (module docstring)."""
+        return record_id(client, qid)
+
     def alive(self) -> bool:
         """False once the labels reader has died (a bug: /healthz fails, so the process is restarted)."""
         return self._task is None or not self._task.done()
@@ -187,9 +192,8 @@ class Relay:
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         c.assign(tps)
         await c.seek_to_beginning(*tps)
-        self._ends = await c.end_offsets(tps)
-        if all(v == 0 for v in self._ends.values()):
-            self.caught_up = True
+        # caught up once each partition's position reaches the first high watermark a fetch reported
+        # (the end at start or later; a ListOffsets answer can be short of it on some brokers)
         while True:
             try:
                 batch = await c.getmany(timeout_ms=100, max_records=20_000)
@@ -200,7 +204,12 @@ class Relay:
             for recs in batch.values():
                 self._take(recs)
             if not self.caught_up:
-                self.caught_up = all(await c.position(tp) >= end for tp, end in self._ends.items())
+                for tp in tps:
+                    hw = c.highwater(tp)
+                    if hw is not None:
+                        self._ends.setdefault(tp, hw)
+                self.caught_up = len(self._ends) == len(tps) and all(
+                    [await c.position(tp) >= end for tp, end in self._ends.items()])
                 if self.caught_up:
                     log.info("labels index built: %d labels from the labels topic", len(self.index))
 
@@ -240,7 +249,7 @@ class Relay:
         awaited. Raises ``Unavailable`` when the broker does not acknowledge in time (the client may
         retry with the same ids: what was written is answered once)."""
         n = len(ids)
-        rids = [record_id(client, q) for q in ids]
+        rids = [self.record_id(client, q) for q in ids]
         results: list[Label | None] = [None] * n
         w = _Wait({}, results, 0)
         send: list[int] = []

@@ -9,8 +9,9 @@ import msgpack
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 
-async def records(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of ``topic`` now (all partitions, from the beginning to the end)."""
+async def _read(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of ``topic`` up to its high watermarks as fetches report them (the embedded
+    broker's ListOffsets answer can be short of them)."""
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
     await c.start()
     try:
@@ -21,24 +22,31 @@ async def records(bootstrap: str, topic: str) -> list[Any]:
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         c.assign(tps)
         await c.seek_to_beginning(*tps)
-        ends = await c.end_offsets(tps)
         out: list[Any] = []
-        while any(await c.position(tp) < ends[tp] for tp in tps):
-            for recs in (await c.getmany(timeout_ms=200, max_records=50_000)).values():
-                out.extend(r for r in recs if r.offset < ends[TopicPartition(r.topic, r.partition)])
-        return out
+        target: dict[TopicPartition, int] = {}
+        while True:
+            for recs in (await c.getmany(timeout_ms=100, max_records=50_000)).values():
+                out.extend(recs)
+            for tp in tps:
+                hw = c.highwater(tp)
+                if hw is not None:
+                    target.setdefault(tp, hw)
+            if len(target) == len(tps) and all([await c.position(tp) >= target[tp] for tp in tps]):
+                return [r for r in out if r.offset < target[TopicPartition(r.topic, r.partition)]]
     finally:
         await c.stop()
+
+
+async def records(bootstrap: str, topic: str) -> list[Any]:
+    return await _read(bootstrap, topic)
 
 
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await c.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        return {tp.partition: v for tp, v in (await c.end_offsets(tps)).items()}
-    finally:
-        await c.stop()
+    """Records per partition now."""
+    out: dict[int, int] = {}
+    for r in await _read(bootstrap, topic):
+        out[r.partition] = max(out.get(r.partition, 0), r.offset + 1)
+    return out
 
 
 def value(rec: Any) -> Any:
