@@ -98,3 +98,192 @@ async def test_the_guard_catches_a_gateway_that_trusts_the_header_or_shares_ids(
     found = await guard.violations(stack.bootstrap, t.queries, t.labels, stack.cfg.consumer.client_header, sent)
     assert found, f"the guard passed the broken {broken}"
     assert any("bob's query" in v for v in found)  # bob received what was not his
+
+
+# -- bad input: a 4xx naming the field, nothing produced ----------------------------------------------
+
+BAD = [
+    ("dimension", {"queries": [{"id": 1, "x": 0.5}, {"id": 2, "x": [0.1, 0.2]}]}, 422, "queries[1].x"),
+    ("nan", '{"queries": [{"id": 1, "x": 0.5}, {"id": 2, "x": NaN}]}', 422, "queries[1].x"),
+    ("infinite", '{"id": "q", "x": [1e999]}', 422, "x"),
+    ("oversized", b'{"queries": [' + b",".join([b'{"id": 1, "x": 0.5}'] * 60_000) + b"]}", 413, "body"),
+    ("ten_thousand", {"queries": [{"id": i, "x": 0.5} for i in range(10_000)]}, 413, "queries"),
+    ("unknown_model", {"id": 1, "x": 0.5}, 404, "model"),
+    ("content_type", "id=1&x=0.5", 415, "content-type"),
+    ("not_json", b"{not json", 400, "body"),
+    ("unknown_field", {"queries": [{"id": 1, "x": 0.5, "secret-field-name": 3}]}, 422, "queries[0]"),
+    ("bad_id", {"queries": [{"id": True, "x": 0.5}]}, 422, "queries[0].id"),
+    ("long_id", {"id": "y" * 300, "x": 0.5}, 422, "id"),
+    ("duplicate_id", {"queries": [{"id": 7, "x": 0.5}, {"id": 7, "x": 0.6}]}, 422, "queries[1].id"),
+    ("empty", {"queries": []}, 422, "queries"),
+    ("no_x", {"queries": [{"id": 1}]}, 422, "queries[0].x"),
+    ("string_x", {"queries": [{"id": "SECRETVALUE", "x": "SECRETVALUE"}]}, 422, "queries[0].x"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "code", "field"), BAD, ids=[b[0] for b in BAD])
+async def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_produced(
+        stack: Stack, case: str, body: Any, code: int, field: str) -> None:
+    t = stack.cfg.topics
+    before = await end_offsets(stack.bootstrap, t.queries), await daemon_counters(stack.daemon_metrics)
+    kw: dict[str, Any] = {}
+    if case == "content_type":
+        kw["headers"] = {"Content-Type": "application/x-www-form-urlencoded"}
+        async with httpx.AsyncClient(base_url=stack.url) as h:
+            r = await h.post("/v1/models/sample/predict", content=body, headers={**stack.auth("alice"), **kw["headers"]})
+    else:
+        r = await post(stack, "alice", body, model="no-such-model" if case == "unknown_model" else "sample")
+    assert r.status_code == code, r.text
+    err = r.json()["error"]
+    assert err["field"] == field and err["code"] and err["message"]
+    assert "SECRET" not in r.text and "secret" not in r.text  # no value and no client-chosen name echoed
+    await asyncio.sleep(0.3)
+    after = await end_offsets(stack.bootstrap, t.queries), await daemon_counters(stack.daemon_metrics)
+    assert after == before
+
+
+@pytest.mark.parametrize("credential", ["none", "wrong", "revoked", "malformed"])
+async def test_no_wrong_or_revoked_credential_is_401_and_nothing_is_produced(stack: Stack, credential: str) -> None:
+    headers = {"none": {}, "wrong": {"Authorization": "Bearer evk_" + "A" * 43},
+               "revoked": {"Authorization": f"Bearer {stack.keys['revoked']}"},
+               "malformed": {"Authorization": "Basic YWxpY2U6YWxpY2U="}}[credential]
+    before = await end_offsets(stack.bootstrap, stack.cfg.topics.queries)
+    async with httpx.AsyncClient(base_url=stack.url) as h:
+        r = await h.post("/v1/models/sample/predict", json={"id": 1, "x": 0.5},
+                         headers={**headers, "everlast-client": "alice"})
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"] == "Bearer"
+    assert r.json()["error"]["field"] == "credential"
+    assert await end_offsets(stack.bootstrap, stack.cfg.topics.queries) == before
+
+
+# -- limits, readiness, timeouts ---------------------------------------------------------------------
+
+
+async def test_rate_and_in_flight_limits_answer_429_with_retry_after(stack: Stack) -> None:
+    cfg = gateway_config(stack.cfg, stack.keys, client_qps=1.0, client_burst=10, max_queries=10)
+    gw = await start_gateway(cfg, stack.bootstrap)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}", timeout=60) as h:
+            body = {"queries": [{"id": f"rate-{i}", "x": 0.5} for i in range(10)]}
+            r = await h.post("/v1/models/sample/predict", json=body, headers=stack.auth("alice"))
+            assert r.status_code == 200, r.text
+            body = {"queries": [{"id": f"rate-more-{i}", "x": 0.5} for i in range(10)]}
+            r = await h.post("/v1/models/sample/predict", json=body, headers=stack.auth("alice"))
+            assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+            assert r.json()["error"]["code"] == "rate"
+            r = await h.post("/v1/models/sample/predict", json=body, headers=stack.auth("bob"))
+            assert r.status_code == 200  # another client's bucket
+    finally:
+        await gw.stop()
+    cfg = gateway_config(stack.cfg, stack.keys, client_inflight=1)
+    gw = await start_gateway(cfg, stack.bootstrap)
+    try:
+        gw.limits.enter("alice")  # one request of alice's in progress
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}", timeout=60) as h:
+            r = await h.post("/v1/models/sample/predict", json={"id": "fl", "x": 0.5}, headers=stack.auth("alice"))
+            assert r.status_code == 429 and r.headers["Retry-After"] == "1" and r.json()["error"]["code"] == "inflight"
+            r = await h.post("/v1/models/sample/predict", json={"id": "fl", "x": 0.5}, headers=stack.auth("bob"))
+            assert r.status_code == 200
+    finally:
+        await gw.stop()
+
+
+async def test_503_while_the_daemon_or_the_broker_is_unreachable(stack: Stack) -> None:
+    from everlast.daemon.broker import free_port
+
+    before = await end_offsets(stack.bootstrap, stack.cfg.topics.queries)
+    dead = f"http://127.0.0.1:{free_port()}/readyz"
+    for cfg, bootstrap in ((gateway_config(stack.cfg, stack.keys, daemon_readyz=[dead]), stack.bootstrap),
+                           (gateway_config(stack.cfg, stack.keys), f"127.0.0.1:{free_port()}")):
+        gw = await start_gateway(cfg, bootstrap, ready=False)
+        try:
+            await asyncio.sleep(1.0)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}", timeout=60) as h:
+                assert (await h.get("/readyz")).status_code == 503
+                assert (await h.get("/healthz")).status_code == 200
+                r = await h.post("/v1/models/sample/predict", json={"id": "down", "x": 0.5},
+                                 headers=stack.auth("alice"))
+                assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+        finally:
+            await gw.stop()
+    assert await end_offsets(stack.bootstrap, stack.cfg.topics.queries) == before
+
+
+async def test_a_timed_out_query_stays_accepted_and_a_retry_returns_its_one_label(stack: Stack) -> None:
+    """A gateway on topics no daemon reads: the request times out (504, the query accepted); the label a
+    daemon later publishes is what the retry returns, and the retry produces nothing."""
+    from aiokafka import AIOKafkaProducer
+
+    from everlast.daemon.config import TopicsConfig
+
+    tag = "orphan"
+    topics = TopicsConfig(queries=f"{tag}.queries", labels=f"{tag}.labels", dead_letters=f"{tag}.dl", partitions=1)
+
+    p = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
+    await p.start()
+    try:
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        a = AIOKafkaAdminClient(bootstrap_servers=stack.bootstrap)
+        await a.start()
+        await a.create_topics([NewTopic(topics.queries, 1, 1), NewTopic(topics.labels, 1, 1)])
+        await a.close()
+        cfg = gateway_config(stack.cfg.model_copy(update={"topics": topics}), stack.keys, timeout_s=1.0)
+        gw = await start_gateway(cfg, stack.bootstrap)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}", timeout=60) as h:
+                r = await h.post("/v1/models/sample/predict", json={"queries": [{"id": 5, "x": 0.5}]},
+                                 headers=stack.auth("alice"))
+                assert r.status_code == 504 and r.json()["pending"] == [5] and r.json()["error"]["code"] == "timeout"
+                import msgpack
+
+                rid = record_id("alice", 5)
+                await p.send_and_wait(topics.labels, msgpack.packb({"id": rid, "label": 1, "status": "ok", "round": 3}),
+                                      key=b"sample")
+                await p.send_and_wait(topics.labels, msgpack.packb({"id": rid, "label": 0, "status": "ok", "round": 3}),
+                                      key=b"sample")  # a second label for the same id is never returned
+                for _ in range(100):
+                    if ("sample", rid) in gw.relay.index:
+                        break
+                    await asyncio.sleep(0.05)
+                r = await h.post("/v1/models/sample/predict", json={"queries": [{"id": 5, "x": 0.9}]},
+                                 headers=stack.auth("alice"))
+                assert r.status_code == 200 and r.json()["labels"] == [{"id": 5, "label": 1, "status": "ok", "round": 3}]
+                r = await h.post("/v1/models/sample/predict", json={"queries": [{"id": 5, "x": 0.9}]},
+                                 headers=stack.auth("bob"))
+                assert r.status_code == 504  # bob's id 5 is bob's own query, not alice's
+        finally:
+            await gw.stop()
+        qs = [value(r) for r in await records(stack.bootstrap, topics.queries)]
+        assert [q["id"] for q in qs] == [record_id("alice", 5), record_id("bob", 5)]  # the retry produced nothing
+        # a restarted gateway rebuilds its index from the labels topic: the replay finds the first label
+        gw = await start_gateway(cfg, stack.bootstrap)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}", timeout=60) as h:
+                r = await h.post("/v1/models/sample/predict", json={"id": 5, "x": 0.1}, headers=stack.auth("alice"))
+                assert r.status_code == 200 and r.json() == {"id": 5, "label": 1, "status": "ok", "round": 3}
+        finally:
+            await gw.stop()
+        assert len(await records(stack.bootstrap, topics.queries)) == 2
+    finally:
+        await p.stop()
+
+
+# -- operations ----------------------------------------------------------------------------------------
+
+
+async def test_health_readiness_openapi_and_metrics(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.url) as h:
+        assert (await h.get("/healthz")).status_code == 200
+        assert (await h.get("/readyz")).status_code == 200
+        doc = (await h.get("/openapi.json")).json()
+        assert doc["openapi"].startswith("3.") and "/v1/models/{model}/predict" in doc["paths"]
+        r = await h.get("/no/such/path")
+        assert r.status_code == 404 and r.json()["error"]["field"] == "path"
+    async with httpx.AsyncClient() as h:
+        text = (await h.get(f"http://127.0.0.1:{stack.gateway.metrics_port}/metrics")).text
+    assert 'everlast_gateway_requests_total{code="200",route="predict"}' in text
+    assert "everlast_gateway_request_seconds_bucket" in text and "everlast_gateway_ready 1.0" in text
+    for c in ("alice", "bob", "prober", "honest"):
+        assert c not in text  # no per-client series
+    assert json.dumps(doc)  # serialisable
