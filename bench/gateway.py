@@ -226,11 +226,10 @@ async def run(requests: int, repeats: int, concurrency: int, latency_s: float, w
                     gq = await closed_loop(http, requests, concurrency, g, f"g{r}-", sides)
                     cpu2 = (d.cpu_s(), gw.cpu_s(), time.process_time())
                     per = 1e6 / (requests * BATCH)
-                    runs.append({"direct_qps": dq, "gateway_qps": gq, "ratio": gq / dq,
-                                 "cpu_us_per_query": {
-                                     "direct": {"daemon": per * (cpu1[0] - cpu0[0]), "client": per * (cpu1[2] - cpu0[2])},
-                                     "gateway": {"daemon": per * (cpu2[0] - cpu1[0]), "gateway": per * (cpu2[1] - cpu1[1]),
-                                                 "client": per * (cpu2[2] - cpu1[2])}}})
+                    cpu = {"direct": {"daemon": per * (cpu1[0] - cpu0[0]), "client": per * (cpu1[2] - cpu0[2])},
+                           "gateway": {"daemon": per * (cpu2[0] - cpu1[0]), "gateway": per * (cpu2[1] - cpu1[1]),
+                                       "client": per * (cpu2[2] - cpu1[2])}}
+                    runs.append({"direct_qps": dq, "gateway_qps": gq, "ratio": gq / dq, "cpu_us_per_query": cpu})
                     _say(f"  direct {dq:,.0f} queries/s, gateway {gq:,.0f} queries/s")
                 gq = float(np.median([x["gateway_qps"] for x in runs]))
                 rate = gq / 2 / BATCH

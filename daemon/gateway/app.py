@@ -305,7 +305,7 @@ class Gateway:
 def _bound_port(site: web.TCPSite) -> int:
     server = site._server
     assert server is not None
-    return int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    return int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
 
 
 async def serve(cfg: Config, stop: asyncio.Event | None = None, status: dict[str, Any] | None = None,

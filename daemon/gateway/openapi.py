@@ -32,7 +32,8 @@ def document(max_queries: int, max_body_bytes: int, timeout_s: float) -> dict[st
                        "message": {"type": "string"}}}}}
 
     def err(desc: str) -> dict[str, Any]:
-        return {"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        ref = {"$ref": "#/components/schemas/Error"}
+        return {"description": desc, "content": {"application/json": {"schema": ref}}}
 
     return {
         "openapi": "3.1.0",
@@ -45,8 +46,8 @@ def document(max_queries: int, max_body_bytes: int, timeout_s: float) -> dict[st
                                 "clientCertificate": {"type": "mutualTLS"}},
             "schemas": {"Query": query, "Label": label, "Error": error,
                         "Batch": {"type": "object", "required": ["queries"], "additionalProperties": False,
-                                  "properties": {"queries": {"type": "array", "items": {"$ref": "#/components/schemas/Query"},
-                                                             "minItems": 1, "maxItems": max_queries},
+                                  "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": max_queries,
+                                                             "items": {"$ref": "#/components/schemas/Query"}},
                                                  "client": {"description": "ignored"}}}},
         },
         "security": [{"apiKey": []}, {"clientCertificate": []}],

@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 import pytest
 
-from everlast.daemon.gateway.app import Gateway
 from everlast.daemon.gateway.relay import record_id
 from tests.gateway.conftest import Stack, gateway_config, start_gateway
 from tests.gateway.kafka_view import daemon_counters, end_offsets, records, value
@@ -130,7 +129,8 @@ async def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_produced(
     if case == "content_type":
         kw["headers"] = {"Content-Type": "application/x-www-form-urlencoded"}
         async with httpx.AsyncClient(base_url=stack.url) as h:
-            r = await h.post("/v1/models/sample/predict", content=body, headers={**stack.auth("alice"), **kw["headers"]})
+            r = await h.post("/v1/models/sample/predict", content=body,
+                             headers={**stack.auth("alice"), **kw["headers"]})
     else:
         r = await post(stack, "alice", body, model="no-such-model" if case == "unknown_model" else "sample")
     assert r.status_code == code, r.text
@@ -248,7 +248,8 @@ async def test_a_timed_out_query_stays_accepted_and_a_retry_returns_its_one_labe
                     await asyncio.sleep(0.05)
                 r = await h.post("/v1/models/sample/predict", json={"queries": [{"id": 5, "x": 0.9}]},
                                  headers=stack.auth("alice"))
-                assert r.status_code == 200 and r.json()["labels"] == [{"id": 5, "label": 1, "status": "ok", "round": 3}]
+                assert r.status_code == 200
+                assert r.json()["labels"] == [{"id": 5, "label": 1, "status": "ok", "round": 3}]
                 r = await h.post("/v1/models/sample/predict", json={"queries": [{"id": 5, "x": 0.9}]},
                                  headers=stack.auth("bob"))
                 assert r.status_code == 504  # bob's id 5 is bob's own query, not alice's
