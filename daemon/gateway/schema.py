@@ -101,8 +101,14 @@ def parse(body: bytes, spec: ModelSpec, max_queries: int) -> Parsed | Problem:
     if not qs:
         return Problem(422, "schema", "queries", "queries must hold at least one query")
     ids = [q.id for q in qs]
-    arr = _array([q.x for q in qs], spec.dim)
-    if arr is None or not np.isfinite(arr).all():
+    xs = [q.x for q in qs]
+    arr = _array(xs, spec.dim)
+    if arr is None:  # scalars and one-coordinate lists mixed (accepted, as by the daemon), or a wrong dimension
+        rows = [x if isinstance(x, list) else [x] for x in xs]
+        if any(len(r) != spec.dim for r in rows):
+            return _explain(body, spec, max_queries)
+        arr = np.array(rows, dtype=np.float64).reshape((len(rows),) if spec.dim == 1 else (len(rows), spec.dim))
+    if not np.isfinite(arr).all():
         return _explain(body, spec, max_queries)
     bad = _ids_or_domain(ids, arr, spec, single)
     return bad if bad is not None else Parsed(ids, arr, single)

@@ -288,3 +288,41 @@ async def test_health_readiness_openapi_and_metrics(stack: Stack) -> None:
     for c in ("alice", "bob", "prober", "honest"):
         assert c not in text  # no per-client series
     assert json.dumps(doc)  # serialisable
+
+
+async def test_a_client_certificate_names_the_client(stack: Stack, tmp_path: Any) -> None:
+    import ssl
+
+    from tests.gateway.certs import CA
+
+    ca = CA(tmp_path)
+    server = ca.issue("server", "gateway", server=True)
+    carol = ca.issue("carol", " Carol ")  # normalised: "carol"
+    bad = ca.issue("bad", "not a client id!")
+    tls = {"certfile": str(server[0]), "keyfile": str(server[1]), "client_ca": str(ca.path)}
+    gw = await start_gateway(gateway_config(stack.cfg, stack.keys, tls=tls), stack.bootstrap)
+    url = f"https://127.0.0.1:{gw.port}"
+    body = {"id": "cert-1", "x": 0.8}
+
+    def client(cert: tuple[Any, Any] | None) -> httpx.AsyncClient:
+        ctx = ssl.create_default_context(cafile=str(ca.path))
+        if cert is not None:
+            ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+        return httpx.AsyncClient(base_url=url, verify=ctx, timeout=60)
+
+    try:
+        async with client(carol) as h:
+            r = await h.post("/v1/models/sample/predict", json=body, headers={"everlast-client": "alice"})
+            assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+        async with client(bad) as h:
+            r = await h.post("/v1/models/sample/predict", json=body)
+            assert r.status_code == 401 and r.json()["error"]["field"] == "credential"
+        async with client(None) as h:
+            assert (await h.post("/v1/models/sample/predict", json=body)).status_code == 401
+            r = await h.post("/v1/models/sample/predict", json={"id": "cert-2", "x": 0.8}, headers=stack.auth("bob"))
+            assert r.status_code == 200  # an API key works over TLS too
+    finally:
+        await gw.stop()
+    recs = {value(r)["id"]: r for r in await records(stack.bootstrap, stack.cfg.topics.queries)}
+    assert list(recs[record_id("carol", "cert-1")].headers) == [("everlast-client", b"carol")]
+    assert record_id("bob", "cert-2") in recs
