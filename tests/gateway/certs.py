@@ -29,7 +29,8 @@ class CA:
         self.root = root
         self.key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
-        self.cert = (x509.CertificateBuilder().subject_name(_name("everlast test CA")).issuer_name(_name("everlast test CA"))
+        ca = _name("everlast test CA")
+        self.cert = (x509.CertificateBuilder().subject_name(ca).issuer_name(ca)
                      .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
                      .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
                      .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
