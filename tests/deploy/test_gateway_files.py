@@ -50,6 +50,9 @@ def test_the_compose_gateway_loads_its_config_and_probes_its_own_port(monkeypatc
     assert g.daemon_readyz == [f"http://everlast:{daemon_cfg.metrics.port}/readyz"]
     assert s["depends_on"]["everlast"]["condition"] == "service_healthy"
     assert cfg.topics == daemon_cfg.topics and cfg.consumer.client_header == daemon_cfg.consumer.client_header
+    prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "everlast-gateway"]
+    assert job["static_configs"][0]["targets"] == [f"gateway:{g.metrics_port}"]
 
 
 def _gateway_objects() -> dict[str, dict[str, Any]]:
