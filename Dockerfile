@@ -8,6 +8,8 @@
 # Configuration: the TOML file at /etc/everlast/everlast.toml, overridden by environment variables
 # EVERLAST_<SECTION>__<KEY> (e.g. EVERLAST_BROKER__BOOTSTRAP_SERVERS), overridden by flags.
 # The checkpoint encryption key comes from EVERLAST_CHECKPOINT_KEY (64 hex characters).
+# The same image runs the clients' HTTP API: `everlast gateway --config ...` (docs/GATEWAY.md; its
+# health check is the orchestrator's: this file's probes the daemon's port).
 # deploy/compose runs this image next to Apache Kafka, Prometheus and Grafana; docs/OPERATIONS.md
 # is the runbook. For production, pin the base image by digest (python:3.11-slim-bookworm@sha256:...).
 #

@@ -5,8 +5,9 @@ Query record: key = model id (UTF-8); value = msgpack map
 or the same as JSON when the record carries the header ``content-type: application/json``.
 
 The query's client, for the per-client quotas, is NOT the value's ``client`` field (the client writes
-that, so it may name anyone; it is accepted and ignored): it is the record header the operator's
-gateway sets (``consumer.client_header``, default ``everlast-client``; ``daemon.batch.client_of``).
+that, so it may name anyone; it is accepted and ignored): it is the record header the gateway sets
+from the client's credential (``consumer.client_header``, default ``everlast-client``;
+``daemon.batch.client_of``; ``everlast gateway``, ``daemon.gateway``, is the one that ships).
 
 Label record (labels topic, same key, same format as the query: JSON with the header
 ``content-type: application/json``, msgpack without a header, as for queries):

@@ -326,3 +326,23 @@ async def test_a_client_certificate_names_the_client(stack: Stack, tmp_path: Any
     recs = {value(r)["id"]: r for r in await records(stack.bootstrap, stack.cfg.topics.queries)}
     assert list(recs[record_id("carol", "cert-1")].headers) == [("everlast-client", b"carol")]
     assert record_id("bob", "cert-2") in recs
+
+
+async def test_twenty_credentials_of_one_prober_are_twenty_clients(stack: Stack) -> None:
+    """What a Sybil costs behind the gateway: one credential per client id, each issued by the operator
+    (docs/GATEWAY.md, "Threat model", works out what 20 of them can spend)."""
+    from everlast.daemon.gateway.auth import new_key
+
+    keys = {f"sybil-{i:02d}": new_key() for i in range(20)}
+    gw = await start_gateway(gateway_config(stack.cfg, keys), stack.bootstrap)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.port}", timeout=60) as h:
+            for c, k in keys.items():
+                r = await h.post("/v1/models/sample/predict", json={"id": "s", "x": 0.5},
+                                 headers={"Authorization": f"Bearer {k}", "everlast-client": "sybil-00"})
+                assert r.status_code == 200, (c, r.text)
+    finally:
+        await gw.stop()
+    stamped = {dict(r.headers)["everlast-client"] for r in await records(stack.bootstrap, stack.cfg.topics.queries)
+               if value(r)["id"].startswith("sybil-")}
+    assert stamped == {c.encode() for c in keys}
