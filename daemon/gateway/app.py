@@ -51,7 +51,9 @@ def _json(obj: Any, status: int = 200, headers: dict[str, str] | None = None) ->
     return web.Response(body=_ENC.encode(obj), status=status, content_type="application/json", headers=headers)
 
 
-def _problem(p: schema.Problem, headers: dict[str, str] | None = None) -> web.Response:
+def _problem(p: schema.Problem, headers: dict[str, str] | None = None, v2: bool = False) -> web.Response:
+    if v2:  # the Open Inference Protocol's error body: {"error": "<message>"} (the field and code beside it)
+        return _json({"error": f"{p.field}: {p.message}", "code": p.code, "field": p.field}, p.status, headers)
     return _json(p.to_json(), p.status, headers)
 
 
@@ -120,8 +122,12 @@ class Gateway:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.g.max_body_bytes, middlewares=[self._observe])
         app.router.add_post("/v1/models/{model}/predict", self.predict, name="predict")
+        app.router.add_post("/v2/models/{model}/infer", self.infer, name="infer")
+        app.router.add_get("/v2/models/{model}", self.v2_metadata, name="infer-metadata")
         app.router.add_get("/healthz", self.healthz, name="healthz")
         app.router.add_get("/readyz", self.readyz, name="readyz")
+        app.router.add_get("/v2/health/live", self.healthz, name="healthz-v2")
+        app.router.add_get("/v2/health/ready", self.readyz, name="readyz-v2")
         app.router.add_get("/openapi.json", self.openapi, name="openapi")
         return app
 
@@ -151,77 +157,113 @@ class Gateway:
         why = self.not_ready()
         return web.Response(text="ready\n") if why is None else web.Response(text=why + "\n", status=503)
 
-    async def openapi(self, request: web.Request) -> web.Response:
-        return web.Response(body=self._openapi, content_type="application/json")
-
-    def _reject(self, reason: str, p: schema.Problem, headers: dict[str, str] | None = None) -> web.Response:
-        self.metrics.rejected.labels(reason).inc()
-        return _problem(p, headers)
-
-    async def predict(self, request: web.Request) -> web.Response:
+    async def v2_metadata(self, request: web.Request) -> web.Response:
+        """The Open Inference Protocol's model metadata (a credential is needed, as for predicts)."""
         peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
         client = self.auth.authenticate(request.headers, peer)
         if isinstance(client, Denied):
             return self._reject("unauthenticated", schema.Problem(401, "unauthenticated", "credential",
-                                                                  client.message), {"WWW-Authenticate": "Bearer"})
+                                                                  client.message), {"WWW-Authenticate": "Bearer"}, True)
         spec = self.specs.get(request.match_info["model"])
         if spec is None:
             return self._reject("unknown_model", schema.Problem(404, "unknown_model", "model",
-                                                                "no model with this id is served"))
+                                                                "no model with this id is served"), None, True)
+        shape = [-1] if spec.dim == 1 else [-1, spec.dim]
+        return _json({"name": spec.id, "platform": "everlast", "versions": [],
+                      "inputs": [{"name": "x", "datatype": "FP64", "shape": shape}],
+                      "outputs": [{"name": "label", "datatype": "INT8", "shape": [-1]},
+                                  {"name": "status", "datatype": "BYTES", "shape": [-1]},
+                                  {"name": "round", "datatype": "INT64", "shape": [-1]},
+                                  {"name": "reason", "datatype": "BYTES", "shape": [-1]}]})
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._openapi, content_type="application/json")
+
+    def _reject(self, reason: str, p: schema.Problem, headers: dict[str, str] | None = None,
+                v2: bool = False) -> web.Response:
+        self.metrics.rejected.labels(reason).inc()
+        return _problem(p, headers, v2)
+
+    async def predict(self, request: web.Request) -> web.Response:
+        """``POST /v1/models/{model}/predict``."""
+        return await self._guarded(request, v2=False)
+
+    async def infer(self, request: web.Request) -> web.Response:
+        """``POST /v2/models/{model}/infer`` (the Open Inference Protocol's REST shape)."""
+        return await self._guarded(request, v2=True)
+
+    async def _guarded(self, request: web.Request, v2: bool) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
+        client = self.auth.authenticate(request.headers, peer)
+        if isinstance(client, Denied):
+            return self._reject("unauthenticated", schema.Problem(401, "unauthenticated", "credential",
+                                                                  client.message), {"WWW-Authenticate": "Bearer"}, v2)
+        spec = self.specs.get(request.match_info["model"])
+        if spec is None:
+            return self._reject("unknown_model", schema.Problem(404, "unknown_model", "model",
+                                                                "no model with this id is served"), None, v2)
         if request.content_type != "application/json":
             return self._reject("content_type", schema.Problem(415, "content_type", "content-type",
-                                                               "the body must be application/json"))
+                                                               "the body must be application/json"), None, v2)
         if request.content_length is not None and request.content_length > self.g.max_body_bytes:
-            return self._too_large()
+            return self._too_large(v2)
         wait = self.limits.enter(client)
         if wait is not None:
             return self._reject("inflight", schema.Problem(
                 429, "inflight", "credential", f"this client has {self.g.client_inflight} requests in progress "
-                                               "(gateway.client_inflight)"), {"Retry-After": str(wait)})
+                                               "(gateway.client_inflight)"), {"Retry-After": str(wait)}, v2)
         try:
             if self.inflight >= self.g.inflight:
                 return self._reject("unavailable", schema.Problem(503, "busy", "gateway", "too many requests in "
-                                                                  "progress"), {"Retry-After": "1"})
+                                                                  "progress"), {"Retry-After": "1"}, v2)
             self.inflight += 1
             self.metrics.inflight.set(self.inflight)
             try:
-                return await self._predict(request, client, spec)
+                return await self._predict(request, client, spec, v2)
             finally:
                 self.inflight -= 1
                 self.metrics.inflight.set(self.inflight)
         finally:
             self.limits.leave(client)
 
-    def _too_large(self) -> web.Response:
+    def _too_large(self, v2: bool = False) -> web.Response:
         return self._reject("too_large", schema.Problem(413, "too_large", "body", f"the body exceeds "
-                                                        f"{self.g.max_body_bytes} bytes (gateway.max_body_bytes)"))
+                                                        f"{self.g.max_body_bytes} bytes (gateway.max_body_bytes)"),
+                            None, v2)
 
-    async def _predict(self, request: web.Request, client: str, spec: schema.ModelSpec) -> web.Response:
+    async def _predict(self, request: web.Request, client: str, spec: schema.ModelSpec, v2: bool) -> web.Response:
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return self._too_large()
-        parsed = schema.parse(body, spec, self.g.max_queries)
-        if isinstance(parsed, schema.Problem):
-            reason = "too_large" if parsed.status == 413 else "bad_request"
-            return self._reject(reason, parsed)
+            return self._too_large(v2)
+        request_id = ""
+        if v2:
+            got = schema.parse_v2(body, spec, self.g.max_queries)
+            if isinstance(got, schema.Problem):
+                return self._reject("too_large" if got.status == 413 else "bad_request", got, None, True)
+            request_id, parsed = got
+        else:
+            p1 = schema.parse(body, spec, self.g.max_queries)
+            if isinstance(p1, schema.Problem):
+                return self._reject("too_large" if p1.status == 413 else "bad_request", p1)
+            parsed = p1
         n = len(parsed.ids)
         wait = self.limits.take(client, n)
         if wait is not None:
             return self._reject("rate", schema.Problem(
                 429, "rate", "queries", f"this client's rate limit ({self.g.client_qps:g} queries/s, bursts of "
-                                        f"{self.g.client_burst}) is spent"), {"Retry-After": str(wait)})
+                                        f"{self.g.client_burst}) is spent"), {"Retry-After": str(wait)}, v2)
         why = self.not_ready()
         if why is not None:
             return self._reject("unavailable", schema.Problem(503, "unavailable", "gateway", why),
-                                {"Retry-After": "1"})
+                                {"Retry-After": "1"}, v2)
         try:
             out = await self.relay.predict(spec.id, client, parsed.ids, parsed.x, self.g.timeout_s)
         except Unavailable:
             return self._reject("unavailable", schema.Problem(
                 503, "unavailable", "gateway", "the broker did not acknowledge the queries in time: retry with "
                                                "the same ids (a query that was written is answered once)"),
-                {"Retry-After": "1"})
+                {"Retry-After": "1"}, v2)
         m = self.metrics
         m.produced.inc(out.produced)
         m.replayed.inc(out.replayed)
@@ -235,6 +277,8 @@ class Gateway:
             counts[lab[1]] = counts.get(lab[1], 0) + 1
         for s, k in counts.items():
             m.queries.labels(s if s in ("ok", "refused", "invalid") else "invalid").inc(k)
+        if v2:
+            return self._v2_response(spec.id, request_id, out.labels)
         if pending:
             m.queries.labels("pending").inc(len(pending))
             return _json({"error": {"code": "timeout", "field": "queries", "message": (
@@ -244,6 +288,27 @@ class Gateway:
         if parsed.single:
             return _json(recs[0])
         return _json({"model": spec.id, "labels": recs})
+
+    def _v2_response(self, model: str, request_id: str, labels: list[Label | None]) -> web.Response:
+        """Output tensors ``label`` (INT8: 0, 1, or -1 when there is no label), ``status`` (BYTES: ok,
+        refused, invalid, pending), ``round`` (INT64) and ``reason`` (BYTES, empty when ok)."""
+        n = len(labels)
+        lab = [-1 if x is None or x[0] is None else int(x[0]) for x in labels]
+        st = ["pending" if x is None else x[1] for x in labels]
+        rnd = [-1 if x is None else x[2] for x in labels]
+        why = ["" if x is None or x[3] is None else x[3] for x in labels]
+        out = {"model_name": model, "id": request_id, "outputs": [
+            {"name": "label", "datatype": "INT8", "shape": [n], "data": lab},
+            {"name": "status", "datatype": "BYTES", "shape": [n], "data": st},
+            {"name": "round", "datatype": "INT64", "shape": [n], "data": rnd},
+            {"name": "reason", "datatype": "BYTES", "shape": [n], "data": why}]}
+        pending = st.count("pending")
+        if pending:
+            self.metrics.queries.labels("pending").inc(pending)
+            out["error"] = (f"{pending} of {n} labels did not arrive within {self.g.timeout_s:g} s; the rows are "
+                            "accepted: repeat the request with the same id to receive their labels")
+            return _json(out, 504, {"Retry-After": "1"})
+        return _json(out)
 
     async def metrics_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

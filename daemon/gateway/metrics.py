@@ -7,7 +7,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 PREFIX = "everlast_gateway"
-ROUTES = ("predict", "healthz", "readyz", "openapi", "other")
+ROUTES = ("predict", "infer", "infer-metadata", "healthz", "healthz-v2", "readyz-v2", "readyz", "openapi", "other")
 STATUSES = ("ok", "refused", "invalid", "pending")
 REJECTIONS = ("unauthenticated", "rate", "inflight", "too_large", "bad_request", "unknown_model",
               "content_type", "unavailable")

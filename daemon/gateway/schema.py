@@ -211,3 +211,61 @@ def _finite(c: int | float) -> bool:
         return math.isfinite(float(c))
     except OverflowError:
         return False
+
+
+# -- the Open Inference Protocol's v2 REST shape -------------------------------------------------------
+
+V2_DATATYPES = frozenset({"FP64", "FP32", "FP16", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32",
+                          "UINT64"})
+MAX_V2_ID_CHARS = 128
+
+
+def v2_query_id(request_id: str, i: int) -> str:
+    """The query id of row i of a v2 request: a replayed request id returns the rows' first labels."""
+    return f"v2/{request_id}/{i}"
+
+
+def parse_v2(body: bytes, spec: ModelSpec, max_queries: int) -> tuple[str, Parsed] | Problem:
+    """``{"id": ..., "inputs": [{"name", "shape": [n] or [n, d], "datatype", "data"}]}``: one input
+    tensor of n rows (n queries). The request id is required: it names the rows' query ids."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        return Problem(400, "undecodable", "body", "the body is not valid JSON (UTF-8)")
+    if not isinstance(obj, dict):
+        return Problem(422, "schema", "body", "the body must be an inference request object {id, inputs}")
+    rid = obj.get("id")
+    if not (isinstance(rid, str) and 0 < len(rid) <= MAX_V2_ID_CHARS):
+        return Problem(422, "schema", "id", f"id is required: a string of 1-{MAX_V2_ID_CHARS} characters (it names "
+                                            "the rows' queries; a replayed id returns their first labels)")
+    inputs = obj.get("inputs")
+    if not (isinstance(inputs, list) and len(inputs) == 1 and isinstance(inputs[0], dict)):
+        return Problem(422, "schema", "inputs", "inputs must hold exactly one tensor {name, shape, datatype, data}")
+    t = inputs[0]
+    shape = t.get("shape")
+    if not (isinstance(shape, list) and len(shape) in (1, 2) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                    and v >= 1 for v in shape)):
+        return Problem(422, "schema", "inputs[0].shape", "shape must be [n] or [n, d] with positive integers")
+    n, d = shape[0], shape[1] if len(shape) == 2 else 1
+    if n > max_queries:
+        return Problem(413, "too_many_queries", "inputs[0].shape", f"a request holds at most {max_queries} rows "
+                                                                   "(gateway.max_queries): split it")
+    if d != spec.dim:
+        return Problem(422, "dimension", "inputs[0].shape", wire.msg_dimension(spec.dim))
+    if t.get("datatype") not in V2_DATATYPES:
+        return Problem(422, "schema", "inputs[0].datatype", "datatype must be a numeric tensor type (FP64, FP32, "
+                                                            "INT64, ...)")
+    try:
+        arr = np.asarray(t.get("data"), dtype=np.float64).reshape(-1)
+    except (ValueError, TypeError, OverflowError):
+        return Problem(422, "schema", "inputs[0].data", "data must be numbers (flat, row-major, or nested)")
+    if arr.size != n * d:
+        return Problem(422, "schema", "inputs[0].data", "data must hold shape's product of numbers")
+    if not np.isfinite(arr).all():
+        return Problem(422, "non_finite", "inputs[0].data", wire.MSG_NON_FINITE)
+    x = arr if d == 1 else arr.reshape(n, d)
+    if spec.domain is not None:
+        out = spec.domain.outside(x)
+        if out.any():
+            return Problem(422, "domain", "inputs[0].data", wire.MSG_DOMAIN)
+    return rid, Parsed([v2_query_id(rid, i) for i in range(n)], x, False)

@@ -274,6 +274,7 @@ async def test_a_timed_out_query_stays_accepted_and_a_retry_returns_its_one_labe
 
 
 async def test_health_readiness_openapi_and_metrics(stack: Stack) -> None:
+    assert (await post(stack, "alice", {"id": "metrics-1", "x": 0.5})).status_code == 200
     async with httpx.AsyncClient(base_url=stack.url) as h:
         assert (await h.get("/healthz")).status_code == 200
         assert (await h.get("/readyz")).status_code == 200
@@ -346,3 +347,39 @@ async def test_twenty_credentials_of_one_prober_are_twenty_clients(stack: Stack)
     stamped = {dict(r.headers)["everlast-client"] for r in await records(stack.bootstrap, stack.cfg.topics.queries)
                if value(r)["id"].startswith("sybil-")}
     assert stamped == {c.encode() for c in keys}
+
+
+# -- the Open Inference Protocol's v2 REST shape ------------------------------------------------------
+
+
+async def test_v2_infer_answers_rows_and_a_replayed_request_id_returns_the_first_labels(stack: Stack) -> None:
+    t = stack.cfg.topics
+    body = {"id": "v2-req", "inputs": [{"name": "x", "shape": [3], "datatype": "FP64", "data": [0.1, 0.5, 0.9]}]}
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60) as h:
+        meta = await h.get("/v2/models/sample", headers=stack.auth("alice"))
+        assert meta.status_code == 200 and meta.json()["inputs"][0]["shape"] == [-1]
+        assert (await h.get("/v2/models/sample")).status_code == 401
+        assert (await h.get("/v2/health/ready")).status_code == 200
+        r = await h.post("/v2/models/sample/infer", json=body, headers=stack.auth("alice"))
+        assert r.status_code == 200, r.text
+        out = {o["name"]: o for o in r.json()["outputs"]}
+        assert r.json()["id"] == "v2-req" and r.json()["model_name"] == "sample"
+        assert out["status"]["data"] == ["ok"] * 3 and set(out["label"]["data"]) <= {0, 1}
+        assert out["label"]["shape"] == [3] and out["label"]["datatype"] == "INT8"
+        before = await end_offsets(stack.bootstrap, t.queries)
+        body["inputs"][0]["data"] = [0.9, 0.9, 0.9]
+        again = await h.post("/v2/models/sample/infer", json=body, headers=stack.auth("alice"))
+        assert again.json()["outputs"] == r.json()["outputs"]  # the first labels, nothing produced
+        assert await end_offsets(stack.bootstrap, t.queries) == before
+        for bad, field in (({"inputs": body["inputs"]}, "id"),
+                           ({"id": "v", "inputs": [{"name": "x", "shape": [2, 2], "datatype": "FP64",
+                                                    "data": [1, 2, 3, 4]}]}, "inputs[0].shape"),
+                           ({"id": "v", "inputs": [{"name": "x", "shape": [2], "datatype": "FP64",
+                                                    "data": [1]}]}, "inputs[0].data")):
+            r = await h.post("/v2/models/sample/infer", json=bad, headers=stack.auth("alice"))
+            assert r.status_code == 422 and r.json()["field"] == field and isinstance(r.json()["error"], str)
+        r = await h.post("/v2/models/sample/infer", content='{"id": "v", "inputs": [{"name": "x", "shape": [1], '
+                         '"datatype": "FP64", "data": [NaN]}]}', headers={**stack.auth("alice"),
+                                                                          "Content-Type": "application/json"})
+        assert r.status_code == 422 and r.json()["code"] == "non_finite"
+        assert await end_offsets(stack.bootstrap, t.queries) == before
