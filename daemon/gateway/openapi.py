@@ -75,6 +75,16 @@ def document(max_queries: int, max_body_bytes: int, timeout_s: float) -> dict[st
                     "504": err(f"no label within {timeout_s:g} s: the queries are accepted; retry with the same ids "
                                "to receive their labels"),
                 }}},
+            "/v2/models/{model}/infer": {"post": {
+                "summary": "The Open Inference Protocol's v2 REST inference: one input tensor of n rows (n queries); "
+                           "the request id is required (row i is the query v2/<id>/<i>)",
+                "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["id", "inputs"],
+                    "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 128},
+                                   "inputs": {"type": "array", "minItems": 1, "maxItems": 1}}}}}},
+                "responses": {"200": {"description": "outputs label (INT8, -1: none), status, round, reason"},
+                              "504": {"description": "some rows pending: repeat the request with the same id"}}}},
             "/healthz": {"get": {"summary": "the process is alive", "security": [],
                                  "responses": {"200": {"description": "alive"}}}},
             "/readyz": {"get": {"summary": "the broker, a daemon and the labels index are ready", "security": [],
