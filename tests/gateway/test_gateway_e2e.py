@@ -383,3 +383,49 @@ async def test_v2_infer_answers_rows_and_a_replayed_request_id_returns_the_first
                                                                           "Content-Type": "application/json"})
         assert r.status_code == 422 and r.json()["code"] == "non_finite"
         assert await end_offsets(stack.bootstrap, t.queries) == before
+
+
+# -- the documented quick start ------------------------------------------------------------------------
+
+
+def _quick_start_curls() -> list[tuple[str, str]]:
+    """(curl command, the output docs/GATEWAY.md shows for it) of the quick start's block."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "GATEWAY.md").read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "curl -s" in b)
+    out: list[tuple[str, str]] = []
+    last = ""
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.startswith("curl "):
+            last = line
+        elif line.startswith("#   {") and last:
+            out.append((last, line[4:].strip()))
+            last = ""
+    return out
+
+
+async def test_the_documented_curl_quick_start_works_as_shown(stack: Stack) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    from everlast.daemon.gateway.auth import new_key
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    key = new_key()
+    gw = await start_gateway(gateway_config(stack.cfg, {"quickstart": key}), stack.bootstrap)
+    try:
+        cmds = _quick_start_curls()
+        assert len(cmds) == 2
+        for cmd, shown in cmds:
+            cmd = cmd.replace("127.0.0.1:8080", f"127.0.0.1:{gw.port}")
+            p = await asyncio.create_subprocess_exec("bash", "-c", cmd, env={**os.environ, "KEY": key},
+                                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            out, err = await asyncio.wait_for(p.communicate(), 60)
+            assert p.returncode == 0, err
+            assert json.loads(out) == json.loads(shown), cmd
+    finally:
+        await gw.stop()
