@@ -25,7 +25,7 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
 @click.command("audit")
 @click.option("--game", type=click.Choice([*GAMES, "availability"]), required=True,
               help="training: neighbouring training sets; query: two query streams differing in one query; "
-                   "availability: the README's prober (client A) and an i.i.d. client (B) at the same time on the "
+                   "availability: the boundary prober (client A) and an i.i.d. client (B) at the same time on the "
                    "compose sample's model, through `everlast serve` on the embedded broker (per-client quotas).")
 @click.option("--quotas/--no-quotas", "quotas", default=True, show_default=True,
               help="--game availability: run the sample model with its per-client quotas, or without them (the "

@@ -307,7 +307,7 @@ def test_metrics_have_no_round_or_halt_series_and_say_so(tmp_path: Path) -> None
 # -- the docs' examples -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/OPERATIONS.md"])
+@pytest.mark.parametrize("doc", ["docs/SERVING.md", "docs/OPERATIONS.md"])
 def test_the_documented_learner_config_starts(tmp_path: Path, doc: str) -> None:
     import re
 
