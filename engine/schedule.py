@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from everlast.engine import fields
 from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, Design, capacity_problem, noise_plan
 from everlast.engine.errors import InvalidSchedule
@@ -100,8 +101,8 @@ class Schedule:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
         quotas, burn = d.get("quotas"), d.get("burn")
         return cls(
-            rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
-            repeat_last=bool(d.get("repeat_last", True)),
+            rounds=tuple(RoundSpec.from_dict(r, f"round {i}") for i, r in enumerate(rounds, 1)),
+            repeat_last=fields.flag(d.get("repeat_last", True), "repeat_last"),
             design=design_of(d),
             quotas=None if quotas is None else Quotas.from_dict(quotas),
             burn=None if burn is None else Burn.from_dict(burn),
