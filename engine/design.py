@@ -62,8 +62,11 @@ THRESHOLD_BLOCK = 1024
 
 
 class Halting(enum.StrEnum):
-    PAPER = "paper"
-    """Fail at the c-th top of the round (step 3(d)iv)."""
+    """When a round fails. The values are what schedule files spell (``"halting": "paper"``); in code,
+    "paper" names the design only (``PAPER``), so the paper's halting rule is ``AT_CAP``."""
+
+    AT_CAP = "paper"
+    """Fail at the c-th top of the round (step 3(d)iv): the paper's rule."""
     NOISY = "noisy"
     """Fail when tops + DLap(4/eps_h) >= c0 + DLap(2/eps_h), or at c tops."""
 
@@ -142,12 +145,12 @@ class Design:
 
 _NAMES = {
     (Halting.NOISY, Restarts.NONE): "target-charged",
-    (Halting.PAPER, Restarts.PER_TOP): "paper",
+    (Halting.AT_CAP, Restarts.PER_TOP): "paper",
 }
 _HELP = ("target-charged (halting 'noisy', restarts 'none'; the default)",
          "paper (halting 'paper', restarts 'per-top'; not query-private)")
 DEFAULT = Design(Halting.NOISY, Restarts.NONE)
-PAPER = Design(Halting.PAPER, Restarts.PER_TOP)
+PAPER = Design(Halting.AT_CAP, Restarts.PER_TOP)
 
 
 @dataclass(frozen=True, slots=True)
