@@ -12,29 +12,34 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from everlast.engine.errors import InvalidSchedule
 
 
 def integral(x: Any, what: str) -> int:
-    """An integer-valued field as an int (JSON may carry 12.0); refuses 12.5, ``true`` and strings."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
+    """An integer-valued field as an int (JSON may carry 12.0; a caller in process, a numpy integer);
+    refuses 12.5, ``true`` and strings."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
         raise InvalidSchedule(f"{what} must be an integer, not {x!r}")
-    if isinstance(x, int):
-        return x
-    if not (math.isfinite(x) and x == math.floor(x)):
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    f = float(x)
+    if not (math.isfinite(f) and f == math.floor(f)):
         raise InvalidSchedule(f"{what} must be an integer, not {x!r}")
-    return int(x)
+    return int(f)
 
 
 def number(x: Any, what: str) -> float:
-    """A float field: any int or float, never a boolean or a string."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
+    """A float field: any real number (numpy's too), never a boolean or a string."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
         raise InvalidSchedule(f"{what} must be a number, not {x!r}")
     return float(x)
 

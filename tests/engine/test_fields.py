@@ -58,6 +58,11 @@ def test_integral_floats_and_nulls_where_allowed_load_as_written() -> None:
     assert all(type(getattr(r, f)) is int for f in ("T", "lam", "R", "c", "m_S", "m_D", "halt_threshold"))
     assert s == good
     assert Schedule.from_dict(json.loads(json.dumps(good.to_dict()))) == good
+    import numpy as np  # a caller in process may hand numpy scalars (numpy's bool is refused like bool)
+
+    assert Schedule.from_dict(sample(T=np.int64(50), alpha=np.float64(0.1))) == good
+    with pytest.raises(InvalidSchedule, match="round 1: lam must be an integer"):
+        Schedule.from_dict(sample(lam=np.True_))
 
 
 def test_unknown_and_missing_round_fields_are_refused() -> None:
