@@ -253,6 +253,16 @@ def test_a_quota_firing_inside_the_batch_costs_no_extra_work() -> None:
     ev_firing, r_firing = traced_answer(firing, np.full(60, 0.5), who[150:210])
     assert (r_quiet.refusals == 0).all() and 0 < int((r_firing.refusals != 0).sum()) < 60
     assert ev_quiet == ev_firing
+    # and the same allocation sizes, line by line (twins in the same states; a warm-up trace first)
+    make = lambda: split_vote(client_predictor(seed=SEED, quotas={"share": 0.2, "eps": 100.0}, burn=None,  # noqa: E731
+                                               **SHARP))
+    warm, q2, f2 = make(), make(), make()
+    for p, x in ((warm, -1.0), (q2, -1.0), (f2, 0.5)):
+        p.answer(np.full(150, x), who[:150])
+    allocations(warm, np.full(60, -1.0), who[150:210])
+    gaps = allocation_gaps(allocations(q2, np.full(60, -1.0), who[150:210]),
+                           allocations(f2, np.full(60, 0.5), who[150:210]))
+    assert not gaps, "a quota firing allocates by the private counts:\n" + "\n".join(gaps)
 
 
 def test_the_tracer_sees_a_data_dependent_branch() -> None:
