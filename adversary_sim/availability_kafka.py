@@ -9,7 +9,7 @@ of a seed; then the step waits for all its answers (adaptive streams see their o
 refusal reasons are counted per client (``wire.refusal_code``).
 
 ``run_availability`` is the issue's scenario on the compose sample's model (``deploy/compose``: its
-training set, schedule, quotas and burn-rate signal): client A runs the README's boundary prober
+training set, schedule, quotas and burn-rate signal): client A runs the boundary prober (docs/AUDITS.md)
 (10,000 queries, batches of 100), client B an i.i.d. stream (5,000, batches of 50) at the same time,
 against ``everlast serve`` started in this process on the embedded broker (or a given one). With
 quotas on, A is refused with ``client-quota`` and B answered in full; with them off, the prober

@@ -25,7 +25,7 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
 @click.command("audit")
 @click.option("--game", type=click.Choice([*GAMES, "availability"]), required=True,
               help="training: neighbouring training sets; query: two query streams differing in one query; "
-                   "availability: the README's prober (client A) and an i.i.d. client (B) at the same time on the "
+                   "availability: the boundary prober (client A) and an i.i.d. client (B) at the same time on the "
                    "compose sample's model, through `everlast serve` on the embedded broker (per-client quotas).")
 @click.option("--quotas/--no-quotas", "quotas", default=True, show_default=True,
               help="--game availability: run the sample model with its per-client quotas, or without them (the "
@@ -86,12 +86,13 @@ def audit(game: str, trials: int, mechanism: str, variant: str, attack: str, des
         raise click.UsageError("--concept applies to --mechanism private-learner only")
     if variant not in VARIANTS:
         raise click.UsageError(f"--variant {variant} applies to --mechanism private-learner only")
-    from everlast.adversary_sim.audit.restart import DEFAULT_OFFSET, WaitAndTest
+    from everlast.adversary_sim.audit.games import AUDIT_ROUNDS
+    from everlast.adversary_sim.audit.restart import WaitAndTest
     from everlast.adversary_sim.audit.runner import design_from, resolve_attacks
 
     try:
         design = design_from(design_name, halting, restarts)
-        z = DEFAULT_OFFSET[design.name] if probe_offset is None else probe_offset
+        z = AUDIT_ROUNDS[design].probe_offset if probe_offset is None else probe_offset
         adversary = WaitAndTest(m=wait_run, z=z, theta=theta)
         n_att = len(resolve_attacks(game, [attack], design, queries, adversary, variant))
     except NotImplementedError as exc:

@@ -35,10 +35,14 @@ def write_plots(result: dict[str, Any], img: Path) -> list[Path]:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise click.ClickException("the plots need matplotlib: pip install 'everlast[plots]'") from exc
     img.mkdir(parents=True, exist_ok=True)
-    M = methods_by_name(result)
     paths = [img / f for f in PLOT_FILES]
+    for draw, path in zip((_n_vs_horizon, _answered_vs_n, _domain_size), paths, strict=True):
+        draw(plt, result, path)
+    return paths
 
-    # 1. n required vs horizon
+
+def _n_vs_horizon(plt: Any, result: dict[str, Any], path: Path) -> None:
+    """1. n required vs horizon."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     qs = result["horizons"]
     beyond = result.get("beyond_horizons", {"horizons": []})
@@ -86,10 +90,13 @@ def write_plots(result: dict[str, Any], img: Path) -> list[Path]:
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(paths[0], dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
-    # 2. queries answered before refusal vs n, and the error of those answers
+
+
+def _answered_vs_n(plt: Any, result: dict[str, Any], path: Path) -> None:
+    """2. Queries answered before refusal vs n, and the error of those answers."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
     cap = result["queries"]
     for m in result["methods"]:
@@ -121,10 +128,14 @@ def write_plots(result: dict[str, Any], img: Path) -> list[Path]:
     fig.suptitle("Runs on the same thresholds task (everlast: explicit small schedule, weak certified epsilon)",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
-    # 3. domain size
+
+
+def _domain_size(plt: Any, result: dict[str, Any], path: Path) -> None:
+    """3. The private learner's n and error against the domain size."""
+    M = methods_by_name(result)
     dom = result["domain_effect"]
     fig, (b1, b2) = plt.subplots(1, 2, figsize=(11, 4.5))
     fin = [r for r in dom["rows"] if r["domain_size"] is not None]
@@ -154,6 +165,5 @@ def write_plots(result: dict[str, Any], img: Path) -> list[Path]:
     fig.suptitle("Domain size: the private learner needs a finite X; everlast's n does not depend on |X|",
                  fontsize=10)
     fig.tight_layout()
-    fig.savefig(paths[2], dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    return paths

@@ -29,7 +29,7 @@ from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
 from everlast.engine.planner import mechanisms as mech
 from everlast.engine.planner import plan as make_plan
-from everlast.engine.planner.api import ablation
+from everlast.engine.planner.api import Plan, ablation
 from everlast.engine.planner.report import infeasible_json, plan_json, plan_text
 from everlast.engine.quotas import Quotas
 
@@ -205,20 +205,7 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     try:
         p = make_plan(targets)
     except PlanInfeasible as exc:
-        others = ((mech.bbl_infeasible(targets, str(exc), n, achievable),
-                   mech.learner_cost(targets, n, size, guarantee=guarantee))
-                  if mechanism == "all" else None)
-        if as_json:
-            out = infeasible_json(targets, str(exc), achievable)
-            if others is not None:
-                out.update({"mechanism": "all", **mech.comparison_json(others)})
-            emit_json(out)
-        else:
-            click.echo(f"The targets cannot be met by any schedule: {exc}")
-            if achievable is not None:
-                click.echo(f"n = {n}: best epsilon = {achievable.epsilon:g} {achievable.reason}")
-            if others is not None:
-                click.echo("\nMechanisms (same targets):\n" + mech.comparison_text(others))
+        _infeasible(targets, str(exc), n, achievable, mechanism, size, guarantee, as_json)
         return
     costs = designs(targets) if with_designs else None
     levers = ablation(targets) if with_ablation else None
@@ -228,6 +215,31 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     # epsilon they certify); the target's own plan stays in the JSON as "plan_for_target"
     at_n = (achievable.plan if n is not None and achievable is not None and achievable.plan is not None
             and p.n_required > n else None)
+    _emit(p, at_n, achievable, costs, levers, compared, memory, n, epsilon, as_json)
+
+def _infeasible(targets: Targets, why: str, n: int | None, achievable: Achievable | None, mechanism: str,
+                size: int, guarantee: str, as_json: bool) -> None:
+    """No schedule meets the targets: say why, what ``--n`` certifies, and (``--mechanism all``) the others."""
+    others = ((mech.bbl_infeasible(targets, why, n, achievable),
+               mech.learner_cost(targets, n, size, guarantee=guarantee))
+              if mechanism == "all" else None)
+    if as_json:
+        out = infeasible_json(targets, why, achievable)
+        if others is not None:
+            out.update({"mechanism": "all", **mech.comparison_json(others)})
+        emit_json(out)
+        return
+    click.echo(f"The targets cannot be met by any schedule: {why}")
+    if achievable is not None:
+        click.echo(f"n = {n}: best epsilon = {achievable.epsilon:g} {achievable.reason}")
+    if others is not None:
+        click.echo("\nMechanisms (same targets):\n" + mech.comparison_text(others))
+
+
+def _emit(p: Plan, at_n: Plan | None, achievable: Achievable | None, costs: Any, levers: Any, compared: Any,
+          memory: int, n: int | None, epsilon: float, as_json: bool) -> None:
+    """The plan as JSON or text; with ``at_n``, the schedule ``--n`` examples run (the target's own plan
+    stays in the JSON as the top level)."""
     if as_json:
         out = plan_json(p, achievable, costs, levers, memory)
         if at_n is not None:
@@ -235,7 +247,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         if compared is not None:
             out.update({"mechanism": "all", **mech.comparison_json(compared)})
         emit_json(out)
-    elif at_n is not None:
+        return
+    if at_n is not None:
         assert achievable is not None and n is not None
         def e(v: float) -> str:
             return f"{v:.3g}".replace("e+0", "e").replace("e+", "e")
@@ -243,14 +256,11 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         click.echo(f"n = {e(n)} examples cannot meet epsilon = {epsilon:g} (it needs n = {e(p.n_required)}); the "
                    f"schedule they run certifies epsilon = {achievable.epsilon:.3g}:\n")
         click.echo(plan_text(at_n, achievable, costs, None, memory))
-        if compared is not None:
-            click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
-                       + mech.comparison_text(compared))
     else:
         click.echo(plan_text(p, achievable, costs, levers, memory))
-        if compared is not None:
-            click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
-                       + mech.comparison_text(compared))
+    if compared is not None:
+        click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
+                   + mech.comparison_text(compared))
 
 
 plan = plan_cmd

@@ -315,6 +315,28 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
     ax.legend(loc="upper left", fontsize=7)
     files.append(_save(fig, out / f"{stem}-bounds.png"))
 
+    files += _score_histograms(plt, rows, out, stem)
+
+    lines = [f"## {stem}: privacy audit", "",
+             "| game | design | variant | attack | claimed epsilon | kind | lower bound | trials | verdict |",
+             "|---|---|---|---|---:|---|---:|---:|---|"]
+    for r in rows:
+        o = r[8]
+        verdict = "**caught**: bound above the claim" if r[6] else "consistent with the claim"
+        lines.append(f"| {r[0]} | {_design(o)} | {r[1]} | {r[2]} | {_fmt(r[3])} | {r[4]} | {_fmt(r[5])} | "
+                     f"{o.get('trials', '-')} | {verdict} |")
+    conf = {o.get("confidence") for o in objs}
+    lines += ["", f"Lower bounds hold with confidence {', '.join(_fmt(c, 2) for c in conf)} (Clopper-Pearson, "
+              "Bonferroni over the attacks of a run)."]
+    warns = sorted({w for o in objs for w in o.get("warnings", [])})
+    lines += [f"- {w}" for w in warns]
+    lines.append("")
+    return lines, files
+
+
+def _score_histograms(plt: Any, rows: list[Any], out: Path, stem: str) -> list[Path]:
+    """The adversary's score in the two worlds, one panel per audited attack that recorded them."""
+    files: list[Path] = []
     hist_rows = [r for r in rows if isinstance(r[7].get("scores"), dict)]
     if hist_rows:
         n = len(hist_rows)
@@ -336,19 +358,4 @@ def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], lis
         axes[0][0].legend(fontsize=7)
         fig.suptitle("adversary's score in the two worlds", fontsize=9)
         files.append(_save(fig, out / f"{stem}-scores.png"))
-
-    lines = [f"## {stem}: privacy audit", "",
-             "| game | design | variant | attack | claimed epsilon | kind | lower bound | trials | verdict |",
-             "|---|---|---|---|---:|---|---:|---:|---|"]
-    for r in rows:
-        o = r[8]
-        verdict = "**caught**: bound above the claim" if r[6] else "consistent with the claim"
-        lines.append(f"| {r[0]} | {_design(o)} | {r[1]} | {r[2]} | {_fmt(r[3])} | {r[4]} | {_fmt(r[5])} | "
-                     f"{o.get('trials', '-')} | {verdict} |")
-    conf = {o.get("confidence") for o in objs}
-    lines += ["", f"Lower bounds hold with confidence {', '.join(_fmt(c, 2) for c in conf)} (Clopper-Pearson, "
-              "Bonferroni over the attacks of a run)."]
-    warns = sorted({w for o in objs for w in o.get("warnings", [])})
-    lines += [f"- {w}" for w in warns]
-    lines.append("")
-    return lines, files
+    return files

@@ -21,9 +21,11 @@ from everlast.engine.design import DEFAULT, RETIRED, Design
 from everlast.engine.errors import EngineError
 from everlast.engine.planner import Targets, certify, plan
 from everlast.engine.planner.accuracy import schedule_accuracy
+from everlast.engine.planner.chain import Certificate
 from everlast.engine.planner.learning import vc_dimension
 from everlast.engine.planner.report import certificate_json
 from everlast.engine.predictor import Predictor
+from everlast.engine.schedule import Schedule
 
 HALTING = ("noisy", "paper")
 RESTARTS = ("none", "per-top")
@@ -143,25 +145,8 @@ def simulate(
     """Run the predictor in-process on synthetic data labeled by a hidden concept, and print the
     privacy its schedule certifies for this n (docs/PRIVACY.md)."""
     started = time.perf_counter()
-    if epsilon is not None:
-        schedule, n = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
-        full = plan(Targets(epsilon=epsilon, delta=delta, alpha=flags.get("alpha") or 0.1, concept=concept,
-                            d=dim, accounting=accounting))  # type: ignore[arg-type]
-    else:
-        n = n if n is not None else 1_000_000
-        try:
-            design = Design.parse(halting, restarts)
-        except EngineError as exc:
-            raise click.UsageError(str(exc)) from None
-        schedule = build_schedule(schedule_path, flags, design, delta, concept, dim)
-    if full_rounds is not None:
-        specs = [schedule.spec(i) for i in range(1, full_rounds + 1)]
-        if any(r is None for r in specs):
-            raise click.UsageError(f"the schedule runs fewer than {full_rounds} rounds on one engine")
-        queries = sum(r.R for r in specs if r is not None) + after
-    queries = queries if queries is not None else 5_000_000
-    # a planned schedule is certified whole, even when one engine runs only a prefix of it
-    cert = full.certificate if epsilon is not None else certify(schedule, n, accounting=accounting, delta=delta)
+    schedule, n, queries, cert = _resolve(concept, dim, n, queries, full_rounds, after, schedule_path, epsilon,
+                                          delta, accounting, halting, restarts, flags)
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0, positives=positives)
     data_seed = seed if seed is not None else 0
@@ -206,6 +191,33 @@ def simulate(
         emit_json(out)
         return
     _print_human(out)
+
+
+def _resolve(concept: str, dim: int, n: int | None, queries: int | None, full_rounds: int | None, after: int,
+             schedule_path: Path | None, epsilon: float | None, delta: float, accounting: str, halting: str,
+             restarts: str, flags: dict[str, Any]) -> tuple[Schedule, int, int, Certificate]:
+    """The schedule to run (planned for ``--epsilon``, else from a file or flags), n, the number of
+    queries, and the certificate (a planned schedule is certified whole)."""
+    if epsilon is not None:
+        schedule, n = planned_schedule(concept, dim, n, epsilon, delta, flags.get("alpha") or 0.1, accounting)
+        full = plan(Targets(epsilon=epsilon, delta=delta, alpha=flags.get("alpha") or 0.1, concept=concept,
+                            d=dim, accounting=accounting))  # type: ignore[arg-type]
+    else:
+        n = n if n is not None else 1_000_000
+        try:
+            design = Design.parse(halting, restarts)
+        except EngineError as exc:
+            raise click.UsageError(str(exc)) from None
+        schedule = build_schedule(schedule_path, flags, design, delta, concept, dim)
+    if full_rounds is not None:
+        specs = [schedule.spec(i) for i in range(1, full_rounds + 1)]
+        if any(r is None for r in specs):
+            raise click.UsageError(f"the schedule runs fewer than {full_rounds} rounds on one engine")
+        queries = sum(r.R for r in specs if r is not None) + after
+    queries = queries if queries is not None else 5_000_000
+    # a planned schedule is certified whole, even when one engine runs only a prefix of it
+    cert = full.certificate if epsilon is not None else certify(schedule, n, accounting=accounting, delta=delta)
+    return schedule, n, queries, cert
 
 
 def _print_human(out: dict[str, Any]) -> None:

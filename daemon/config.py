@@ -21,6 +21,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _not_a_boolean(v: Any) -> Any:
+    """pydantic reads ``true`` as 1 for a number; a schedule setting refuses it (engine.fields does too)."""
+    if isinstance(v, bool):
+        raise ValueError(f"must be a number, not {str(v).lower()}")
+    return v
+
+
 class BrokerConfig(_Strict):
     """Passed through to aiokafka. No ``bootstrap_servers``: start the embedded broker."""
 
@@ -147,6 +154,8 @@ class QuotasConfig(_Strict):
     eps: float = Field(gt=0, description="eps_q: the quota test's privacy cost, added to every query's epsilon "
                                          "(Theorem Q+)")
 
+    _numbers = field_validator("share", "eps", mode="before")(_not_a_boolean)
+
     @model_validator(mode="after")
     def _engine_accepts(self) -> QuotasConfig:
         from everlast.engine.errors import InvalidSchedule
@@ -165,6 +174,8 @@ class BurnConfig(_Strict):
     window: int = Field(ge=1, description="queries per window: each completed window releases its noisy top count")
     eps: float = Field(gt=0, description="eps_b: each window's noise is DLap(1/eps_b); added to every query's "
                                          "epsilon (Theorem Q+)")
+
+    _numbers = field_validator("window", "eps", mode="before")(_not_a_boolean)
 
     @model_validator(mode="after")
     def _engine_accepts(self) -> BurnConfig:

@@ -42,6 +42,18 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None, expose_timings: bool = True) -> None:
         r = self.registry = registry or CollectorRegistry()
         timed = r if expose_timings else CollectorRegistry()  # not exported: observed and dropped
+        self._records(r)
+        self._rounds(r)
+        self._guarantees(r)
+        self._timings(timed)
+        self._operations(r)
+        self._clients(r)
+        ProcessCollector(registry=timed)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        self.scrapes = 0
+        """/metrics requests served (the exit path waits for one after a failure)."""
+
+    def _records(self, r: CollectorRegistry) -> None:
+        """Query records: outcomes, malformed records, dead letters."""
         self.build = Info(f"{PREFIX}_build", "Build information", registry=r)
         self.queries = Counter(f"{PREFIX}_queries_total", "Query records by outcome", ["model", "status"], registry=r)
         self.invalid = Counter(
@@ -50,6 +62,9 @@ class Metrics:
         self.dead_letters = Counter(
             f"{PREFIX}_dead_letters_total", "Records sent to the dead-letter topic", ["reason"], registry=r
         )
+
+    def _rounds(self, r: CollectorRegistry) -> None:
+        """A model's round, its counters and its state (halted, suspended)."""
         self.rounds_completed = Counter(
             f"{PREFIX}_rounds_completed_total", "Round transitions completed", ["model"], registry=r
         )
@@ -79,6 +94,9 @@ class Metrics:
             ["model"],
             registry=r,
         )
+
+    def _guarantees(self, r: CollectorRegistry) -> None:
+        """The certificate each model runs under."""
         self.eps = Gauge(
             f"{PREFIX}_guarantee_epsilon",
             "Epsilon the running configuration guarantees (planner; +Inf: none)",
@@ -88,6 +106,9 @@ class Metrics:
         self.delta = Gauge(
             f"{PREFIX}_guarantee_delta", "Delta of the guarantee (planner)", ["model", "protects"], registry=r
         )
+
+    def _timings(self, timed: CollectorRegistry) -> None:
+        """Timing series (a function of the data: exported only with expose_timings)."""
         self.transition_seconds = Histogram(
             f"{PREFIX}_round_transition_seconds",
             "Duration of a round transition (a function of the data: operator-only)",
@@ -110,6 +131,9 @@ class Metrics:
         self.checkpoint_seconds = Histogram(
             f"{PREFIX}_checkpoint_seconds", "Duration of a checkpoint write (operator-only)", registry=timed
         )
+
+    def _operations(self, r: CollectorRegistry) -> None:
+        """The replica: checkpoints, broker, models and their public description."""
         self.checkpoint_failures = Counter(
             f"{PREFIX}_checkpoint_failures_total", "Checkpoint writes (or reads) that failed", registry=r
         )
@@ -137,6 +161,9 @@ class Metrics:
             ["model", "quantity"],
             registry=r,
         )
+
+    def _clients(self, r: CollectorRegistry) -> None:
+        """Per-client quotas, the burn-rate signal and the halting threshold."""
         self.quota_refusals = Counter(
             f"{PREFIX}_client_quota_refusals_total",
             "Queries refused because their client spent its share of the round's halt budget (client-quota)",
@@ -168,9 +195,6 @@ class Metrics:
             ["model"],
             registry=r,
         )
-        ProcessCollector(registry=timed)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
-        self.scrapes = 0
-        """/metrics requests served (the exit path waits for one after a failure)."""
 
     def declare(self, models: Iterable[str], without_rounds: Collection[str] = (),
                 with_burn: Collection[str] = ()) -> None:

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from everlast.engine import fields
 from everlast.engine.errors import CorruptState, InvalidSchedule
+from everlast.engine.fields import integral
 from everlast.engine.noise import NoiseStream, exact_scale
-from everlast.engine.round_spec import integral
 
 I64 = NDArray[np.int64]
 BLOCK = 256
@@ -74,14 +75,8 @@ class Burn:
 
     @classmethod
     def from_dict(cls, d: Any) -> Burn:
-        if not isinstance(d, Mapping):
-            raise InvalidSchedule("burn must be an object with 'window' and 'eps'")
-        unknown = set(d) - {"window", "eps"}
-        if unknown:
-            raise InvalidSchedule(f"unknown burn fields: {sorted(map(str, unknown))}")
-        if "window" not in d or "eps" not in d:
-            raise InvalidSchedule("burn needs 'window' and 'eps'")
-        return cls(window=d["window"], eps=d["eps"])
+        """From the schedule's ``burn`` object (``engine.fields``: an integer window, a number eps)."""
+        return cls(**fields.read(cls, d, "burn"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -33,7 +34,7 @@ import numpy as np
 
 from everlast.engine.errors import CorruptState, InvalidSchedule
 from everlast.engine.noise import NoiseStream, exact_scale, sample
-from everlast.engine.round_spec import RoundSpec, integral
+from everlast.engine.round_spec import COMPLETE_HINT, RoundSpec, integral
 
 I64 = np.int64
 
@@ -61,8 +62,11 @@ THRESHOLD_BLOCK = 1024
 
 
 class Halting(enum.StrEnum):
-    PAPER = "paper"
-    """Fail at the c-th top of the round (step 3(d)iv)."""
+    """When a round fails. The values are what schedule files spell (``"halting": "paper"``); in code,
+    "paper" names the design only (``PAPER``), so the paper's halting rule is ``AT_CAP``."""
+
+    AT_CAP = "paper"
+    """Fail at the c-th top of the round (step 3(d)iv): the paper's rule."""
     NOISY = "noisy"
     """Fail when tops + DLap(4/eps_h) >= c0 + DLap(2/eps_h), or at c tops."""
 
@@ -141,12 +145,12 @@ class Design:
 
 _NAMES = {
     (Halting.NOISY, Restarts.NONE): "target-charged",
-    (Halting.PAPER, Restarts.PER_TOP): "paper",
+    (Halting.AT_CAP, Restarts.PER_TOP): "paper",
 }
 _HELP = ("target-charged (halting 'noisy', restarts 'none'; the default)",
          "paper (halting 'paper', restarts 'per-top'; not query-private)")
 DEFAULT = Design(Halting.NOISY, Restarts.NONE)
-PAPER = Design(Halting.PAPER, Restarts.PER_TOP)
+PAPER = Design(Halting.AT_CAP, Restarts.PER_TOP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +211,7 @@ def noise_plan(design: Design, spec: RoundSpec) -> NoisePlan:
     hi = math.floor(T * (Fraction(1, 2) + g))
     if hi < lo:
         raise InvalidSchedule(f"the band holds no vote count at T = {T} (gamma too small)")
-    return _ROUND_NOISE[design.name](spec, lo, hi)
+    return spec_of(design).noise(spec, lo, hi)
 
 
 def _paper_noise(spec: RoundSpec, lo: int, hi: int) -> NoisePlan:
@@ -229,8 +233,48 @@ def _target_charged_noise(spec: RoundSpec, lo: int, hi: int) -> NoisePlan:
                      exact_scale(2.0 / spec.halt_eps), spec.c, c0)
 
 
-_ROUND_NOISE = {"paper": _paper_noise, "target-charged": _target_charged_noise}
-"""Each design's round noise, by ``Design.name`` (one entry per design in ``_NAMES``)."""
+def _paper_fields(r: RoundSpec, where: str) -> None:
+    if r.delta_bt is None or not 0 < r.delta_bt < 1:
+        raise InvalidSchedule(f"{where}: the paper's design needs delta_bt in (0, 1)")
+
+
+def _target_charged_fields(r: RoundSpec, where: str) -> None:
+    if r.halt_eps is None and r.halt_threshold is None:
+        raise InvalidSchedule(f"{where}: the target-charged design (the default) needs halt_eps and "
+                              f"halt_threshold: {COMPLETE_HINT}")
+    if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
+        raise InvalidSchedule(f"{where}: the target-charged design needs a positive halt_eps")
+    if r.halt_threshold is None or not 1 <= r.halt_threshold <= r.c:
+        raise InvalidSchedule(f"{where}: the target-charged design needs an integer halt_threshold in [1, c]")
+    if r.delta_bt is not None and not 0 < r.delta_bt < 1:
+        raise InvalidSchedule(f"{where}: delta_bt must lie in (0, 1) when given")
+
+
+@dataclass(frozen=True, slots=True)
+class DesignSpec:
+    """Everything the engine knows about one design, in one place: its round noise (``noise_plan``'s
+    last step) and the round fields it needs (``engine.schedule.validate``). The planner's side of a
+    design is ``engine.planner.design_rules.rules(design)`` (its chain, checks and round solver) and
+    the audits' is ``adversary_sim.audit.games.AUDIT_ROUNDS[design]``: one table per layer, each keyed
+    by the ``Design`` (tests/engine/test_design_registry.py checks that all three name every design)."""
+
+    design: Design
+    noise: Callable[[RoundSpec, int, int], NoisePlan]
+    """The exact noise scales and integers of a round (band [lo, hi] already checked)."""
+    check_fields: Callable[[RoundSpec, str], None]
+    """Raises ``InvalidSchedule`` (prefixed with ``where``) when a round lacks a field the design needs."""
+
+
+SPECS: dict[Design, DesignSpec] = {
+    DEFAULT: DesignSpec(DEFAULT, _target_charged_noise, _target_charged_fields),
+    PAPER: DesignSpec(PAPER, _paper_noise, _paper_fields),
+}
+"""The engine's one registry of designs (one entry per design in ``_NAMES``)."""
+
+
+def spec_of(design: Design) -> DesignSpec:
+    """The engine's side of ``design``."""
+    return SPECS[design]
 
 
 # -- the streams ------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from everlast.engine import fields
 from everlast.engine.clients import ClientBatch
 from everlast.engine.errors import CorruptState, InvalidSchedule
 from everlast.engine.noise import NoiseStream, exact_scale
@@ -75,14 +76,8 @@ class Quotas:
 
     @classmethod
     def from_dict(cls, d: Any) -> Quotas:
-        if not isinstance(d, Mapping):
-            raise InvalidSchedule("quotas must be an object with 'share' and 'eps'")
-        unknown = set(d) - {"share", "eps"}
-        if unknown:
-            raise InvalidSchedule(f"unknown quotas fields: {sorted(map(str, unknown))}")
-        if "share" not in d or "eps" not in d:
-            raise InvalidSchedule("quotas needs 'share' and 'eps'")
-        return cls(share=d["share"], eps=d["eps"])
+        """From the schedule's ``quotas`` object (``engine.fields``: numbers only, no unknown field)."""
+        return cls(**fields.read(cls, d, "quotas"))
 
 
 @dataclass(frozen=True, slots=True)

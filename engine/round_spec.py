@@ -8,28 +8,19 @@ module so that the design and the schedule both import it without importing each
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from everlast.engine.errors import InvalidSchedule
+from everlast.engine import fields
+from everlast.engine.fields import integral
+
+__all__ = ["COMPLETE_HINT", "RETIRED_FIELDS", "RoundSpec", "integral"]
 
 COMPLETE_HINT = ("plan the schedule (everlast plan --json), complete a hand-written one "
                  "(everlast complete SCHEDULE), or name the paper's design (halting 'paper', restarts "
                  "'per-top'; not query-private)")
 RETIRED_FIELDS = {"restart_eps", "restart_threshold", "block_cap"}
-
-
-def integral(x: float | int, what: str) -> int:
-    """An integer-valued schedule field as an int (JSON may carry 12.0); refuses 12.5."""
-    if isinstance(x, bool):
-        raise InvalidSchedule(f"{what} must be an integer")
-    if isinstance(x, int):
-        return x
-    if not (isinstance(x, float) and math.isfinite(x) and x == math.floor(x)):
-        raise InvalidSchedule(f"{what} must be an integer")
-    return int(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,31 +70,9 @@ class RoundSpec:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RoundSpec:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - names
-        if unknown & RETIRED_FIELDS:
-            raise InvalidSchedule(f"round fields {sorted(unknown & RETIRED_FIELDS)} belong to the retired "
-                                  f"private-restarts design; {COMPLETE_HINT}")
-        if unknown:
-            raise InvalidSchedule(f"unknown round fields: {sorted(unknown)}")
-        missing = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING} - set(d)
-        if missing:
-            raise InvalidSchedule(f"round is missing fields: {sorted(missing)}")
-        def opt(name: str, kind: type) -> Any:
-            v = d.get(name)
-            return None if v is None else kind(v)
-
-        try:
-            spec = cls(
-                T=int(d["T"]), lam=int(d["lam"]), R=int(d["R"]), c=int(d["c"]),
-                eps_bt=float(d["eps_bt"]), delta_bt=opt("delta_bt", float),
-                alpha=float(d["alpha"]), m_S=int(d["m_S"]), m_D=int(d["m_D"]),
-                gamma=opt("gamma", float), beta=float(d.get("beta", 0.05)),
-                halt_eps=opt("halt_eps", float),
-                halt_threshold=None if d.get("halt_threshold") is None
-                else integral(d["halt_threshold"], "halt_threshold"),
-            )
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise InvalidSchedule(f"round fields have the wrong type: {exc}") from None
-        return spec
+    def from_dict(cls, d: Mapping[str, Any], what: str = "round") -> RoundSpec:
+        """A round from its JSON object, every field checked as its type (``engine.fields``: ``"lam":
+        5.9``, ``"T": 4000.5`` and ``"T": true`` are refused, naming the field); ``what`` names the
+        round in errors (``Schedule.from_dict`` passes ``round 2``)."""
+        retired = dict.fromkeys(RETIRED_FIELDS, f"belong to the retired private-restarts design; {COMPLETE_HINT}")
+        return cls(**fields.read(cls, d, what, retired=retired))

@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from everlast.engine import fields
 from everlast.engine.burn import Burn
-from everlast.engine.design import DEFAULT, Design, capacity_problem, noise_plan
+from everlast.engine.design import DEFAULT, Design, capacity_problem, noise_plan, spec_of
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.quotas import Quotas, quota_plan
-from everlast.engine.round_spec import COMPLETE_HINT
 from everlast.engine.round_spec import RoundSpec as RoundSpec  # re-exported: a schedule's rounds
 
 
@@ -100,8 +100,8 @@ class Schedule:
             raise InvalidSchedule("a schedule needs a non-empty list 'rounds'")
         quotas, burn = d.get("quotas"), d.get("burn")
         return cls(
-            rounds=tuple(RoundSpec.from_dict(r) for r in rounds),
-            repeat_last=bool(d.get("repeat_last", True)),
+            rounds=tuple(RoundSpec.from_dict(r, f"round {i}") for i, r in enumerate(rounds, 1)),
+            repeat_last=fields.flag(d.get("repeat_last", True), "repeat_last"),
             design=design_of(d),
             quotas=None if quotas is None else Quotas.from_dict(quotas),
             burn=None if burn is None else Burn.from_dict(burn),
@@ -155,7 +155,7 @@ def validate(s: Schedule) -> None:
             raise InvalidSchedule(f"{where}: m_S exceeds |S_i| = lam * T")
         if r.m_D > r.R:
             raise InvalidSchedule(f"{where}: m_D exceeds R (D-hat is a subset of the round's queries)")
-        _validate_design(s.design, r, where)
+        spec_of(s.design).check_fields(r, where)
         try:
             noise_plan(s.design, r)
             if s.quotas is not None:
@@ -171,28 +171,3 @@ def validate(s: Schedule) -> None:
                 f"{where}: m_D = {r.m_D} cannot supply round {i + 1}'s labeled set of "
                 f"{nxt.labeled_size} = lam * T points"
             )
-
-
-def _validate_design(design: Design, r: RoundSpec, where: str) -> None:
-    _DESIGN_FIELDS[design.name](r, where)
-
-
-def _paper_fields(r: RoundSpec, where: str) -> None:
-    if r.delta_bt is None or not 0 < r.delta_bt < 1:
-        raise InvalidSchedule(f"{where}: the paper's design needs delta_bt in (0, 1)")
-
-
-def _target_charged_fields(r: RoundSpec, where: str) -> None:
-    if r.halt_eps is None and r.halt_threshold is None:
-        raise InvalidSchedule(f"{where}: the target-charged design (the default) needs halt_eps and "
-                              f"halt_threshold: {COMPLETE_HINT}")
-    if r.halt_eps is None or not (math.isfinite(r.halt_eps) and r.halt_eps > 0):
-        raise InvalidSchedule(f"{where}: the target-charged design needs a positive halt_eps")
-    if r.halt_threshold is None or not 1 <= r.halt_threshold <= r.c:
-        raise InvalidSchedule(f"{where}: the target-charged design needs an integer halt_threshold in [1, c]")
-    if r.delta_bt is not None and not 0 < r.delta_bt < 1:
-        raise InvalidSchedule(f"{where}: delta_bt must lie in (0, 1) when given")
-
-
-_DESIGN_FIELDS = {"paper": _paper_fields, "target-charged": _target_charged_fields}
-"""The round fields each design needs, by ``Design.name``."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from scipy import stats
 
@@ -89,10 +89,19 @@ def optimal_epsilon(k: int, eps0: float, delta: float) -> float:
     return roots.smallest_float(lambda e: optimal_delta(k, eps0, e) <= delta, 0.0, hi, abs_tol=1e-12, rel_tol=1e-12)
 
 
+def _pld_module() -> Any:
+    """dp_accounting's PLD module, from the ``compare`` extra (the daemon never needs it)."""
+    try:
+        from dp_accounting.pld import privacy_loss_distribution
+    except ImportError as e:
+        raise ImportError("the Dwork-Feldman peer's Laplace accounting needs dp-accounting: "
+                          "pip install 'everlast[compare]'") from e
+    return privacy_loss_distribution
+
+
 @lru_cache(maxsize=64)
 def _laplace_pld(eps0: float) -> object:
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
+    pld = _pld_module()
     return pld.from_laplace_mechanism(1.0 / eps0, sensitivity=1.0, value_discretization_interval=min(1e-4, eps0 / 20))
 
 
@@ -110,8 +119,7 @@ def rr_pld_epsilon(k: int, eps0: float, delta: float, interval: float | None = N
     noise_parameter p = 2/(1 + e^eps0), i.e. truth kept w.p. e^eps0/(1+e^eps0)). An independent
     computation of ``optimal_epsilon`` (used by the tests). Discretization: ``interval`` (default
     eps0/1000), rounded pessimistically, so the result is an upper bound within ~1% of the exact one."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
+    pld = _pld_module()
     p = 2.0 / (1.0 + math.exp(eps0))
     step = eps0 / 1000.0 if interval is None else interval
     base = pld.from_randomized_response(p, 2, value_discretization_interval=step)

@@ -4,5 +4,5 @@
 # Extra arguments go to `everlast demo` (try --json or --queries 1000000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh core   # what the daemon imports, no test, lint or benchmark tools
 exec .venv/bin/everlast demo "$@"

@@ -60,7 +60,7 @@ from numpy.typing import NDArray
 
 from everlast.adversary_sim.audit.fastbt import BulkNoise, run_batch
 from everlast.adversary_sim.audit.probe import PaperLLR, Scorer, TctLLR, edge_law, exact_epsilon, preregistered_test
-from everlast.adversary_sim.audit.restart import DEFAULT_OFFSET, Game, WaitAndTest
+from everlast.adversary_sim.audit.restart import Game, WaitAndTest
 from everlast.adversary_sim.audit.restart import play as restart_play
 from everlast.adversary_sim.audit.variants import Variant
 from everlast.engine.concepts import ConceptClass, Thresholds
@@ -206,6 +206,10 @@ class AuditRounds:
     halting_sweep: bool
     """The halting adversary's strategy: sweep split-vote queries up to the hard cap and score the
     halting time (noisy halting), or spend the paper's c tops and read one refusal."""
+    probe_offset: float
+    """The restart adversary's probe offset z (``restart.WaitAndTest``): one noise unit inside the band
+    for the paper's (tops are rare while mu is large), two below it for target-charged (where a probe
+    inside the band is a top half the time, so a run of m zeros never comes)."""
 
 
 def make_schedule(spec: RoundSpec, design: Design = DEFAULT) -> Schedule:
@@ -533,7 +537,7 @@ class RestartAttack(Attack):
     def __init__(self, design: Design = DEFAULT, queries: int | None = None,
                  adversary: WaitAndTest | None = None) -> None:
         super().__init__(design, queries)
-        adv = adversary or WaitAndTest(z=DEFAULT_OFFSET[design.name])
+        adv = adversary or WaitAndTest(z=AUDIT_ROUNDS[design].probe_offset)
         if queries is not None:
             adv = dataclasses.replace(adv, max_queries=queries)
         self.adversary = adv
@@ -569,8 +573,10 @@ DESIGNS = {"target-charged": DEFAULT, "paper": PAPER}
 AUDIT_ROUNDS: dict[Design, AuditRounds] = {
     DEFAULT: AuditRounds(DEFAULT, _tct_main, _tct_halting, _tct_restart, edge_round, EDGE_K0,
                          lambda k0, k1, plan, queries: TctLLR.build(k0, k1, plan), edge_law=True,
-                         halting_sweep=True),
+                         halting_sweep=True, probe_offset=2.0),
     PAPER: AuditRounds(PAPER, _paper_main, _paper_halting, _paper_restart, lambda: _paper_main(AUDIT_T, K0), K0,
-                       PaperLLR.build, edge_law=False, halting_sweep=False),
+                       PaperLLR.build, edge_law=False, halting_sweep=False, probe_offset=-1.0),
 }
-"""What the attacks play against each design (dispatched on the design, not branched on)."""
+"""What the attacks play against each design (dispatched on the design, not branched on): the audits'
+one registry of designs (the engine's is ``engine.design.SPECS``, the planner's
+``engine.planner.design_table.PLANNERS``)."""

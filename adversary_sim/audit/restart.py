@@ -57,12 +57,6 @@ class WaitAndTest:
     same in both worlds, so it only dilutes the statistic)."""
 
 
-DEFAULT_OFFSET = {"paper": -1.0, "target-charged": 2.0}
-"""The probe offset z by design: one noise unit inside the band for the paper's (tops are rare while
-mu is large), two below it for target-charged (where a probe inside the band is a top half the time,
-so a run of m zeros never comes)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Game:
     """One configuration of the round: its parameters and design."""

@@ -15,8 +15,8 @@ default; Theorem Q); the paper's design reports it only conditionally
 mechanism (``Certificate.describes``). ``designs(targets)`` plans both designs.
 
 ``best_epsilon`` is ``engine.planner.search.best_epsilon`` (the search-only estimate locates the
-answer, a few exact plans bracket it); ``engine.planner.api.best_epsilon`` is the plain bisection
-with the same contract.
+answer, a few exact plans bracket it), the one best epsilon of the planner; the plain bisection with
+the same contract is its oracle in the tests (tests/planner/bisection.py).
 """
 
 from everlast.engine.planner.api import (

@@ -2,8 +2,8 @@
 
 In the style of Google's dp_accounting, the chain is a sequence of events -- what ran -- and an
 accountant prices each one, returning a :class:`~everlast.engine.planner.steps.Receipt` that names
-the lemma it used. Before pricing, ``supports`` says whether the accountant can price a design at
-all (the dry run); a refused event prices as an invalid step with the reason, never a made-up
+the lemma it used. Before pricing, ``refusal`` says why the accountant cannot price a design, or
+``None`` when it can (the dry run); a refused event prices as an invalid step with the reason, never a made-up
 number.
 
 The events of the chains (docs/privacy/genericbbl.md 3-4), each priced by one method:
@@ -178,13 +178,14 @@ class Accountant(abc.ABC):
     """The halt budgets the accounting plans with, its own first."""
 
     @abc.abstractmethod
-    def supports(self, design: Design) -> str:
-        """The dry run: '' when this accountant can price rounds of ``design``, else why not."""
+    def refusal(self, design: Design) -> str | None:
+        """The dry run: why this accountant cannot price rounds of ``design``, or ``None`` when it can
+        (dp_accounting's ``supports``, with the reason)."""
 
     def round_answers(self, ev: RoundAnswers) -> Receipt:
         """Steps 1-2 of Phi_i: the round's answers, priced at ``ev.Delta``."""
-        why = self.supports(ev.design)
-        if why:
+        why = self.refusal(ev.design)
+        if why is not None:
             return invalid(ev.chain, ev.round, f"round mechanism, round {ev.round}", f"none ({self.name} accounting)",
                            f"round {ev.round}: {why}")
         return self._round(ev)
@@ -258,8 +259,8 @@ class TightAccountant(Accountant):
     estimates: ClassVar[bool] = True
     halt_budgets: ClassVar[tuple[HaltBudget, ...]] = ("split-votes", "paper")
 
-    def supports(self, design: Design) -> str:
-        return ""
+    def refusal(self, design: Design) -> str | None:
+        return None
 
     def _round(self, ev: RoundAnswers) -> Receipt:
         try:
@@ -294,10 +295,10 @@ class PublishedAccountant(Accountant):
     planning_refusal: ClassVar[str] = ("the paper accounting plans the paper's own design only "
                                        "(halting 'paper', restarts 'per-top'); use --accounting tight")
 
-    def supports(self, design: Design) -> str:
+    def refusal(self, design: Design) -> str | None:
         if design != PAPER:
             return f"the paper's accounting has no lemma for the {design.name} design (use the tight accounting)"
-        return ""
+        return None
 
     def _round(self, ev: RoundAnswers) -> Receipt:
         """Lemma C.3 per instance, Observation 2 over the c instances as declared."""

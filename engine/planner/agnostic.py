@@ -142,7 +142,7 @@ def tree_best_alpha(shape: ClassShape, n: int, epsilon: float, beta: float) -> f
                                 steps=50)
 
 
-def best_epsilon(shape: ClassShape, n: int, alpha: float, beta: float) -> float:
+def epsilon_for_n(shape: ClassShape, n: int, alpha: float, beta: float) -> float:
     """The least epsilon whose excess at n is <= alpha (Theorem L3, or T3 for trees; the excess decreases
     in epsilon: t / n does, and a tree's last-level budget grows with epsilon); +inf when none does
     (the uniform-convergence terms alone exceed alpha)."""

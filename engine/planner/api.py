@@ -19,7 +19,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from everlast.engine import roots
 from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
@@ -284,7 +283,7 @@ def _plan_design(targets: Targets) -> Plan:
         vc = t.vc
     except ValueError as exc:
         raise PlanInfeasible(str(exc)) from None
-    if t.accountant.supports(t.design):
+    if t.accountant.refusal(t.design) is not None:
         raise PlanInfeasible(t.accountant.planning_refusal)
     return _PLANNERS[t.accountant](t, vc)
 
@@ -450,43 +449,6 @@ def cheapest_sound(costs: tuple[DesignCost, ...]) -> DesignCost | None:
     """The query-private (proven) design with the smallest n_required."""
     sound = [d for d in costs if d.query_private and d.n_required]
     return min(sound, key=lambda d: d.n_required or 0) if sound else None
-
-
-def _try_plan(t: Targets) -> Plan | None:
-    try:
-        return plan(t)
-    except PlanInfeasible:
-        return None
-
-
-def best_epsilon(n: int, targets: Targets, lo: float = 1e-2, hi: float | None = None,
-                 rel_tol: float = 5e-3) -> Achievable:
-    """Smallest target epsilon whose plan needs <= n training examples (bisection on log epsilon;
-    n_required is decreasing in epsilon over the searched range). The paper accounting searches
-    (0, 1] (Theorem 5.1's range)."""
-    if hi is None:
-        hi = targets.accountant.epsilon_ceiling
-    top = _try_plan(targets.with_epsilon(hi))
-    if top is None or top.n_required > n:
-        need = "" if top is None else f" (epsilon = {hi:g} already needs n = {top.n_required:.3g})"
-        need = need.replace("e+0", "e").replace("e+", "e")
-        return Achievable(n=n, epsilon=math.inf, target=math.inf, plan=None,
-                          reason=f"no epsilon <= {hi:g} can be certified with n = {n}{need}")
-    bottom = _try_plan(targets.with_epsilon(lo))
-    if bottom is not None and bottom.n_required <= n:
-        return Achievable(n=n, epsilon=_eps(bottom), target=lo, plan=bottom,
-                          reason=f"searched down to epsilon = {lo:g} only")
-    fitting = {math.log(hi): top}
-
-    def fits(log_eps: float) -> bool:
-        p = _try_plan(targets.with_epsilon(math.exp(log_eps)))
-        if p is None or p.n_required > n:
-            return False
-        fitting[log_eps] = p
-        return True
-
-    b = roots.smallest_float(fits, math.log(lo), math.log(hi), abs_tol=rel_tol)
-    return Achievable(n=n, epsilon=_eps(fitting[b]), target=math.exp(b), plan=fitting[b])
 
 
 def _eps(p: Plan) -> float:

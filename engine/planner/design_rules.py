@@ -302,12 +302,11 @@ class PaperDesign(DesignRules):
         return out
 
 
-_RULES: dict[Design, DesignRules] = {r.design: r for r in (TargetCharged(), PaperDesign())}
-
-
 def rules(design: Design) -> DesignRules:
-    """The planner's rules for ``design``."""
-    return _RULES[design]
+    """The planner's rules for ``design`` (registered once, with its solver: ``design_table``)."""
+    from everlast.engine.planner.design_table import PLANNERS  # (it imports this module)
+
+    return PLANNERS[design].rules
 
 
 def halting_test(design: Design, spec: RoundSpec) -> tuple[float, float]:

@@ -147,7 +147,7 @@ def best_alpha(n: int, epsilon: float, beta: float, ln_h: float) -> float:
     return roots.smallest_float(ok, 0.0, 1.0 - 1e-12, steps=60)
 
 
-def best_epsilon(n: int, alpha: float, beta: float, ln_h: float) -> float:
+def epsilon_for_n(n: int, alpha: float, beta: float, ln_h: float) -> float:
     """The smallest epsilon for which Theorem L2 proves accuracy (alpha, beta) with n examples;
     +inf when no epsilon does (n < ln(|H|/beta) / -ln(1 - alpha) or so: even a noiseless ERM
     would need more data under this proof)."""

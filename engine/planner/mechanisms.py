@@ -22,8 +22,9 @@ from everlast.engine.learner.ordinals import FLOAT64_POINTS
 from everlast.engine.learner.tree import DEFAULT_DEPTH
 from everlast.engine.planner import agnostic as ag
 from everlast.engine.planner import learner as pl
-from everlast.engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfeasible, Targets, best_epsilon, plan
+from everlast.engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfeasible, Targets, plan
 from everlast.engine.planner.report import fmt
+from everlast.engine.planner.search import best_epsilon
 
 MECHANISMS = ("generic-bbl", "private-learner")
 GUARANTEES = ("agnostic", "realizable")
@@ -87,7 +88,7 @@ def agnostic_json(shape: ag.ClassShape, t: Targets, n: int | None) -> dict[str, 
     }
     if n is not None:
         d["excess_at_n"] = ag.excess(shape, n, t.epsilon, t.beta)
-        d["epsilon_at_n"] = _num(ag.best_epsilon(shape, n, t.alpha, t.beta))
+        d["epsilon_at_n"] = _num(ag.epsilon_for_n(shape, n, t.alpha, t.beta))
     return d
 
 
@@ -125,7 +126,7 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
         real.update({"theorem": "L2 (docs/privacy/learner.md 4)", "n_required": b.n_required,
                      "beta_em": b.beta_em, "beta_uc": b.beta_uc, "t_errors": b.t_errors})
         if n is not None:
-            real["epsilon_at_n"] = _num(pl.best_epsilon(n, t.alpha, t.beta, ln_h))
+            real["epsilon_at_n"] = _num(pl.epsilon_for_n(n, t.alpha, t.beta, ln_h))
             real["alpha_at_n"] = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
     agn = agnostic_json(shape, t, n)
     extra["realizable"], extra["agnostic"] = real, agn

@@ -315,11 +315,6 @@ class PaperSolver:
         return "privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)"
 
 
-SOLVERS: dict[str, type[TargetChargedSolver] | type[PaperSolver]] = {
-    "target-charged": TargetChargedSolver, "paper": PaperSolver}
-"""The round solver of each design (by ``Design.name``)."""
-
-
 @functools.lru_cache(maxsize=65536)
 def _cached_top_rate(gamma: float, sigma: float, lam: int, boundaries: int) -> float:
     return top_rate(gamma, sigma, lam, boundaries)

@@ -1,9 +1,10 @@
 """The best epsilon a training-set size supports, found with few exact plans.
 
-``engine.planner.api.best_epsilon`` bisects log epsilon with an exact plan at every step (about 13
-plans, 25-50 s for the target-charged design). This search returns the same kind of answer -- an
-exact plan for the user's targets whose n_required fits, and a target epsilon within ``rel_tol``
-(in log epsilon) of one whose plan does not fit -- from about three exact plans:
+The plain bisection (tests/planner/bisection.py, the tests' oracle) bisects log epsilon with an
+exact plan at every step (about 13 plans, 25-50 s for the target-charged design). This search
+returns the same kind of answer -- an exact plan for the user's targets whose n_required fits, and
+a target epsilon within ``rel_tol`` (in log epsilon) of one whose plan does not fit -- from about
+three exact plans:
 
 1. locate the root of log n_required(epsilon) = log n with the planner's search-only estimate
    (``tight.estimate_n``: the Gaussian-DP search phase without the exact pass, within ~1% of the
@@ -27,9 +28,9 @@ from everlast.engine.planner.api import Achievable, Plan, PlanInfeasible, Target
 from everlast.engine.planner.tight import estimate_n
 
 LO = 1e-2
-"""The smallest target epsilon searched (as ``api.best_epsilon``)."""
+"""The smallest target epsilon searched (as the plain bisection)."""
 REL_TOL = 5e-3
-"""Width of the final bracket in log epsilon (as ``api.best_epsilon``)."""
+"""Width of the final bracket in log epsilon (as the plain bisection)."""
 
 
 def _try(t: Targets) -> Plan | None:
@@ -40,7 +41,7 @@ def _try(t: Targets) -> Plan | None:
 
 
 def _certified(p: Plan) -> float:
-    """What a plan certifies (as ``api.best_epsilon``): max of both chains for a query-private
+    """What a plan certifies (as the plain bisection): max of both chains for a query-private
     design, the conditional chains otherwise."""
     return p.certificate.epsilon_claimed
 
@@ -92,7 +93,7 @@ def _secant(g: Callable[[float], float], x0: float, g0: float, x1: float, lo: fl
 def best_epsilon(n: int, targets: Targets, lo: float = LO, hi: float | None = None,
                  rel_tol: float = REL_TOL) -> Achievable:
     """Smallest target epsilon (within ``rel_tol`` in log epsilon) whose plan needs <= n training
-    examples; the same contract as ``engine.planner.api.best_epsilon``."""
+    examples; the same contract as the plain bisection (tests/planner/bisection.py)."""
     if hi is None:
         hi = targets.accountant.epsilon_ceiling
     x_lo, x_hi = math.log(lo), math.log(hi)

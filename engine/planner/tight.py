@@ -48,9 +48,10 @@ from everlast.engine import roots
 from everlast.engine.planner import amplification as amp
 from everlast.engine.planner.accountants import DELTA_CAP
 from everlast.engine.planner.accuracy import relabel_size
+from everlast.engine.planner.design_table import PLANNERS
 from everlast.engine.planner.learning import labelboost_size
 from everlast.engine.planner.options import TightOptions
-from everlast.engine.planner.round_solvers import SOLVERS, Infeasible, RoundSize
+from everlast.engine.planner.round_solvers import Infeasible, RoundSize
 from everlast.engine.schedule import RoundSpec
 
 RATE_SHAVE = 1.0 - 1e-9
@@ -93,7 +94,7 @@ class _Problem:
         K = opts.rounds
         self.K = K
         self.acct = opts.accountant
-        self.solver = SOLVERS[opts.design.name](self, alpha, beta, vc_dim)  # type: ignore[arg-type]
+        self.solver = PLANNERS[opts.design].solver(self, alpha, beta, vc_dim)  # type: ignore[arg-type]
         self.a, self.b, self.lam = self.solver.a, self.solver.b, self.solver.lam
         # the query chain pays the in-round step first (Theorem Q): eps_D = eps - eps_in and
         # delta_D = delta - delta_in, delta_in for the halting test's hard cap (Lemma Cap)

@@ -24,11 +24,11 @@ def play(*flags: str) -> dict[str, object]:
     return out
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "AUDITS.md"
 
 
 def readme_row(quotas: str) -> tuple[int, ...]:
-    """The README table's figures (A ok, A refused, B ok, B refused) for quotas ``on`` or ``off``."""
+    """docs/AUDITS.md's table figures (A ok, A refused, B ok, B refused) for quotas ``on`` or ``off``."""
     line = next(ln for ln in README.read_text().splitlines() if ln.startswith(f"| {quotas} "))
     return tuple(int(v.replace(",", "")) for v in re.findall(r"\d[\d,]*(?= /| \()|(?<=/ )\d[\d,]*", line))
 

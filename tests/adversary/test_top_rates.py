@@ -133,6 +133,7 @@ def test_label_noise_inflates_the_rate_like_one_over_one_minus_two_eta_squared()
     assert m.upper <= 1.25 * m.rule / (1 - 0.4) ** 2
 
 
+@pytest.mark.slow  # a plan per concept
 def test_the_planner_budgets_each_concept_by_the_rule() -> None:
     """The planner's split-votes budget is ceil(k R top_rate) per concept: b from
     ``boundaries``, and the stump d-term vanishes at the lambdas it plans (hundreds of points)."""

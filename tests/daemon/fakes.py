@@ -63,7 +63,8 @@ def feed(proc: PartitionProcessor, recs: list[Rec], hw: int | None = None) -> St
 
 class FakeEngine:
     """Rounds of ``R`` queries (then a transition is due); halts after ``halt_after`` answers;
-    raises ``InvalidState`` once ``fail`` is set; rejects x < 0 as outside its domain."""
+    raises ``InvalidState`` once ``fail`` is set; rejects x < 0 as outside its domain. It keeps the
+    ``Servable`` contract the real mechanisms keep (tests/daemon/test_servable_contract.py)."""
 
     mechanism = "fake"
     has_rounds = True
@@ -98,6 +99,8 @@ class FakeEngine:
         self.calls.append(int(x.shape[0]))
         if self.phase is Phase.TRANSITION_DUE:
             raise InvalidState("cannot answer in phase transition_due")
+        if not np.isfinite(x).all():  # as the real mechanisms' validate_points: nothing consumed
+            raise InvalidInput(f"query point at position {int(np.argmax(~np.isfinite(x)))} is NaN or infinite")
         if (x < 0).any():
             raise InvalidInput(f"query point at position {int(np.argmax(x < 0))} is not in the domain")
         n_in = int(x.shape[0])
@@ -125,6 +128,8 @@ class FakeEngine:
     def transition(self) -> None:
         if self.fail_transition:
             raise InvalidState("cannot transition in phase error")
+        if self.phase is not Phase.TRANSITION_DUE:  # as engine.phases.check: a call out of turn raises
+            raise InvalidState(f"cannot transition in phase {self.phase.value}")
         if self.round >= self.rounds:
             self.phase = Phase.EXHAUSTED
             return

@@ -62,15 +62,17 @@ async def test_sigterm_under_traffic_checkpoints_every_answer_and_the_next_start
     cfg, topics = write_config(tmp_path, broker.bootstrap, ["m"], every_queries=50_000)
     cfg.write_text(cfg.read_text().replace("every_seconds = 1.0", "every_seconds = 3600"))  # no periodic one
     await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
-    xs = np.random.default_rng(25).random(12_000)
+    # The stream runs until the SIGTERM has been sent (it holds ~11 minutes of queries at RATE), so the
+    # signal lands mid-stream however slowly the daemon starts: it waits on a count of labels, not on time.
+    xs = np.random.default_rng(25).random(1_000_000)
     log = tmp_path / "d.log"
     proc = start_daemon(cfg, log)
     stop = asyncio.Event()
-    stream = asyncio.create_task(paced(broker.bootstrap, topics["queries"], "m", xs[:9_000], 0, stop))
+    stream = asyncio.create_task(paced(broker.bootstrap, topics["queries"], "m", xs, 0, stop))
     try:
         while len(await collect(broker.bootstrap, topics["labels"], until=3_000, timeout=0.5)) < 3_000:
             assert proc.poll() is None, log.read_text()[-3000:]
-        assert not stream.done()
+            assert not stream.done(), stream  # (only a failed producer ends it early)
         proc.send_signal(signal.SIGTERM)  # mid-stream: the daemon is answering as queries arrive
         code = await asyncio.to_thread(proc.wait, 60)
     finally:
@@ -83,15 +85,16 @@ async def test_sigterm_under_traffic_checkpoints_every_answer_and_the_next_start
     assert 3_000 <= len(first) < sent  # it stopped mid-stream: queries were left for the next start
     assert all(len(v) == 1 for v in first.values())
 
-    await produce(broker.bootstrap, topics["queries"], query_records("m", xs[sent:], start_id=sent))
+    total = sent + 3_000  # and 3,000 more for the next start
+    await produce(broker.bootstrap, topics["queries"], query_records("m", xs[sent:total], start_id=sent))
     proc = start_daemon(cfg, log)
     try:
-        recs = await collect(broker.bootstrap, topics["labels"], until=len(xs), timeout=90)
+        recs = await collect(broker.bootstrap, topics["labels"], until=total, timeout=90)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 60) == 0
     both = labels_by_id(recs)
-    assert sorted(both) == list(range(len(xs)))
+    assert sorted(both) == list(range(total))
     replayed = sum(len(v) - 1 for v in both.values())
     print(f"SIGTERM at {RATE} queries/s after {len(first):,} answers: the next start replayed {replayed} records")
     assert replayed == 0  # the hand-over checkpoint covered every answer published before the SIGTERM

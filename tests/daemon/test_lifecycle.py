@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import time
 import urllib.request
 from pathlib import Path
 
@@ -29,10 +28,8 @@ async def test_sigterm_drains_and_a_restart_resumes_without_replay(broker: Embed
     log = tmp_path / "d.log"
     proc = start_daemon(cfg, log)
     assert len(await collect(broker.bootstrap, topics["labels"], until=20_000)) >= 20_000
-    t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
-    assert time.monotonic() - t0 < 30
+    assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]  # (a hung drain raises TimeoutExpired)
     assert "stopped cleanly" in log.read_text()
     await produce(broker.bootstrap, topics["queries"], query_records("m", xs[20_000:], start_id=20_000))
     proc = start_daemon(cfg, log)

@@ -210,6 +210,7 @@ def test_a_partition_without_models_rejects_and_advances_from_the_committed_offs
 
 
 def test_the_fake_engine_is_a_servable() -> None:
+    """(Its behaviour: tests/daemon/test_servable_contract.py, with the real mechanisms.)"""
     from everlast.engine.serving import Servable
 
     assert isinstance(FakeEngine(), Servable)  # the fake keeps to the protocol the daemon serves

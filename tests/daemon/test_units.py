@@ -53,6 +53,7 @@ def test_environment_and_flags_override_the_file(tmp_path: Path, monkeypatch: py
     assert load(p, {"consumer": {"fetch_max_wait_ms": 3}}).consumer.fetch_max_wait_ms == 3
 
 
+@pytest.mark.slow  # the refusal plans what would work
 def test_targets_that_need_more_data_refuse_to_start_and_say_what_would_work(tmp_path: Path) -> None:
     from everlast.daemon.model import ModelRuntime
 

@@ -12,12 +12,19 @@ call into numpy.
 
 ``run_tct`` used to skip forming the per-query counts when C_n + max(xi) < c0 + rho_h; the near run
 below is built so that this condition differs between the two runs, and the test checks that it does.
+
+The same calls can still do more work: ``np.ones(tops)`` is one call whatever ``tops`` is. So the
+tracer also records, line by line, how many bytes the line allocated at its peak (``tracemalloc``, which
+sees numpy's array data as well as Python objects), and the two runs must agree line by line within
+``ALLOC_SLACK`` bytes. A mutant whose work grows with the private top count (kept below) is caught by
+that comparison and passed by the call-by-call one.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+import tracemalloc
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
@@ -36,9 +43,14 @@ Event = tuple[str, str, Any]
 class Tracer:
     """Records the engine's own work inside one call (``run``)."""
 
-    def __init__(self, root: CodeType) -> None:
+    def __init__(self, root: CodeType, sizes: bool = False) -> None:
         self.root = root
         self.events: list[Event] = []
+        self.sizes: list[tuple[str, int, int]] | None = [] if sizes else None
+        """(file, line, the peak bytes allocated while the line ran) per line event, if asked."""
+        self._base = 0
+        self._last = ("answer", 0)
+        """The line running (the root call's entry until its first line event)."""
 
     @staticmethod
     def engine_file(name: str) -> bool:
@@ -77,6 +89,11 @@ class Tracer:
 
     def line(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
         if event == "line":
+            if self.sizes is not None:  # the line that ran until now: its peak above what it began with
+                now, peak = tracemalloc.get_traced_memory()
+                self.sizes.append((*self._last, peak - self._base))
+                tracemalloc.reset_peak()
+                self._base, self._last = now, (self.short(frame.f_code), frame.f_lineno)
             self.events.append(("line", self.short(frame.f_code), frame.f_lineno))
         elif event == "opcode":
             self.events.append(("op", self.short(frame.f_code), frame.f_lasti))
@@ -91,6 +108,10 @@ class Tracer:
         (Python code) inside any call, at moments that depend on earlier allocations, not on data."""
         gc.collect()
         gc.disable()
+        if self.sizes is not None:
+            tracemalloc.start()
+            self._base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
         sys.settrace(self.trace)
         sys.setprofile(self.profile)
         try:
@@ -98,6 +119,8 @@ class Tracer:
         finally:
             sys.setprofile(None)
             sys.settrace(None)
+            if self.sizes is not None:
+                tracemalloc.stop()
             gc.enable()
 
 
@@ -106,6 +129,38 @@ def traced_answer(p: Predictor, x: np.ndarray[Any, Any], who: Any) -> tuple[list
     res = t.run(lambda: p.answer(x, who))
     assert t.events and any(e[0] == "c_call" for e in t.events) and any(e[0] == "line" for e in t.events)
     return t.events, res
+
+
+ALLOC_SLACK = 512
+"""Bytes by which one line's peak allocation may differ between two runs that differ only in their
+private counts: a few Python objects (an int above the small-int cache in one run and not the other, a
+float served from a free list in one run): measured at most 59 bytes. An array whose length is the
+round's top count costs 8 bytes per top: the runs below differ by 180 tops or more (1,440 bytes)."""
+
+
+def allocations(p: Predictor, x: np.ndarray[Any, Any], who: Any) -> list[tuple[str, int, int]]:
+    """(file, line, peak bytes) for every line ``p.answer(x, who)`` runs."""
+    t = Tracer(Predictor.answer.__code__, sizes=True)
+    t.run(lambda: p.answer(x, who))
+    assert t.sizes is not None and t.sizes
+    return t.sizes
+
+
+def allocation_gaps(far: list[tuple[str, int, int]], near: list[tuple[str, int, int]]) -> list[str]:
+    """The lines whose peak allocations differ by more than ``ALLOC_SLACK`` (same lines in both)."""
+    assert [a[:2] for a in far] == [b[:2] for b in near]
+    return [f"{a[0]}:{a[1]}: {a[2]} vs {b[2]} bytes" for a, b in zip(far, near, strict=True)
+            if abs(a[2] - b[2]) > ALLOC_SLACK]
+
+
+def same_allocations(make: Callable[[], Predictor], far: Predictor, near: Predictor, batch: np.ndarray[Any, Any],
+                     who: Any) -> list[str]:
+    """``allocation_gaps`` of far and near answering ``batch``, after a warm-up on a third predictor
+    in far's state (the first traced call pays one-off allocations: caches filled on first use)."""
+    warm = make()
+    warm.answer(np.full(250, -1.0), who[:250])
+    allocations(warm, batch, who[250:350])
+    return allocation_gaps(allocations(far, batch, who[250:350]), allocations(near, batch, who[250:350]))
 
 
 def old_shortcut(p: Predictor, n: int, out_tops: int) -> bool:
@@ -138,6 +193,9 @@ def test_the_answer_path_does_the_same_work_whatever_the_counts(case: str) -> No
     batch = np.r_[np.full(70, -1.0), np.full(30, 0.5)]  # the same batch; its tops come last
     if case == "quotas off":  # the removed shortcut would have run in one and not the other
         assert old_shortcut(far, 100, 30) and not old_shortcut(near, 100, 30)
+    twins = [CASES[case]() for _ in range(2)]  # far's and near's twins, for the allocation check
+    twins[0].answer(np.full(250, -1.0), who[:250])
+    twins[1].answer(np.full(250, 0.5), who[:250])
     ev_far, res_far = traced_answer(far, batch, who[250:350])
     ev_near, res_near = traced_answer(near, batch, who[250:350])
     assert far.phase is near.phase is Phase.ANSWERING  # neither halted
@@ -145,6 +203,35 @@ def test_the_answer_path_does_the_same_work_whatever_the_counts(case: str) -> No
         assert (res_near.refusals != 0).all() and (res_far.refusals == 0).all()  # quotas: released, not timed
         assert res_far.burn.shape == res_near.burn.shape == (2, 3)
     assert ev_far == ev_near, differ(ev_far, ev_near)
+    gaps = same_allocations(CASES[case], *twins, batch, who)
+    assert not gaps, "the answer path allocates by the private counts:\n" + "\n".join(gaps)
+
+
+def test_a_mutant_whose_work_grows_with_the_top_count_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutant: the halting test also sums an array as long as the round's private top count (at
+    10^6 tops, milliseconds against microseconds at none). Its calls and lines are the same in both
+    runs, so the call-by-call trace passes it; the allocation sizes catch it."""
+    real = bt.halt_tct
+
+    def growing(out: Any, xi: Any, plan: Any, state: bt.BTState, refused: Any = None) -> bt.BTRun:
+        np.ones(state.tops, dtype=np.int64).sum()  # work proportional to a private count
+        return real(out, xi, plan, state, refused)
+
+    monkeypatch.setattr(bt, "halt_tct", growing)
+    make = CASES["quotas off"]
+    far, near = make(), make()
+    who = [None] * 400
+    far.answer(np.full(250, -1.0))
+    near.answer(np.full(250, 0.5))
+    batch = np.r_[np.full(70, -1.0), np.full(30, 0.5)]
+    twins = [make(), make()]
+    twins[0].answer(np.full(250, -1.0))
+    twins[1].answer(np.full(250, 0.5))
+    ev_far, _ = traced_answer(far, batch, who[250:350])
+    ev_near, _ = traced_answer(near, batch, who[250:350])
+    assert ev_far == ev_near  # the call-by-call trace alone cannot see it
+    gaps = same_allocations(make, *twins, batch, who)
+    assert gaps and any("test_constant_work.py" in g for g in gaps), gaps
 
 
 def differ(a: list[Event], b: list[Event]) -> str:
@@ -166,6 +253,16 @@ def test_a_quota_firing_inside_the_batch_costs_no_extra_work() -> None:
     ev_firing, r_firing = traced_answer(firing, np.full(60, 0.5), who[150:210])
     assert (r_quiet.refusals == 0).all() and 0 < int((r_firing.refusals != 0).sum()) < 60
     assert ev_quiet == ev_firing
+    # and the same allocation sizes, line by line (twins in the same states; a warm-up trace first)
+    make = lambda: split_vote(client_predictor(seed=SEED, quotas={"share": 0.2, "eps": 100.0}, burn=None,  # noqa: E731
+                                               **SHARP))
+    warm, q2, f2 = make(), make(), make()
+    for p, x in ((warm, -1.0), (q2, -1.0), (f2, 0.5)):
+        p.answer(np.full(150, x), who[:150])
+    allocations(warm, np.full(60, -1.0), who[150:210])
+    gaps = allocation_gaps(allocations(q2, np.full(60, -1.0), who[150:210]),
+                           allocations(f2, np.full(60, 0.5), who[150:210]))
+    assert not gaps, "a quota firing allocates by the private counts:\n" + "\n".join(gaps)
 
 
 def test_the_tracer_sees_a_data_dependent_branch() -> None:

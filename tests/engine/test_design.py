@@ -388,9 +388,9 @@ def test_a_d_hat_beyond_2_to_32_points_is_certified_but_not_run() -> None:
 
 
 def test_every_design_has_its_round_noise_and_its_fields() -> None:
-    """Design behaviour is dispatched by the design's name: each design in the table has both."""
+    """Design behaviour is dispatched on the design: the engine's one registry has every design, each
+    entry under its own key (the other layers' tables: tests/engine/test_design_registry.py)."""
     from everlast.engine import design as dz
-    from everlast.engine import schedule as sz
 
-    names = set(dz._NAMES.values())
-    assert set(dz._ROUND_NOISE) == names and set(sz._DESIGN_FIELDS) == names
+    assert {Design.named(n) for n in dz._NAMES.values()} == set(dz.SPECS)
+    assert all(spec.design == d for d, spec in dz.SPECS.items())

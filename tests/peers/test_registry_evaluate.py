@@ -85,7 +85,11 @@ def test_everlast_adapter_runs_through_run_peer() -> None:
     peer = registry.build("everlast", "thresholds", 800, EPS, DELTA, ALPHA, seed=1, task=t,
                           schedule=Schedule((spec,), repeat_last=True, design=PAPER))
     r = evaluate.run_peer(peer, t, 2000, seed=2)
-    assert r["queries"] == 2000 and r["answered"] + r["refused"] == 2000
+    # c = 1000 > R = 600: no round can halt, and the last round repeats, so every query is answered (a
+    # refusal, or a query lost between the adapter and run_peer, fails here); 800 examples of a threshold
+    # answer far better than chance
+    assert (r["answered"], r["refused"], r["answered_before_refusal"]) == (2000, 0, 2000)
+    assert r["error_rate"] is not None and r["error_rate"] < 0.2
     assert math.isnan(peer.privacy.epsilon)  # certified by the planner, not by the adapter
 
 

@@ -78,6 +78,7 @@ def test_paper_design_json() -> None:
     assert _one_json("--restarts", "per-top", "--no-designs")["n_required"] == d["n_required"]
 
 
+@pytest.mark.slow  # plans both designs exactly: minutes on a loaded machine
 def test_designs_list_both_designs() -> None:
     d = _one_json("--epsilon", "8")
     names = [x["name"] for x in d["designs"]]

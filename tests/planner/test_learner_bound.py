@@ -69,11 +69,11 @@ def test_best_epsilon_and_alpha_invert_n_required(concept: str) -> None:
     for eps in (0.2, 1.0, 3.0):
         n = pl.n_required(eps, 0.1, 0.05, ln_h).n_required
         assert n is not None
-        assert pl.best_epsilon(n, 0.1, 0.05, ln_h) <= eps * (1 + 1e-6)
-        assert pl.best_epsilon(n - 50, 0.1, 0.05, ln_h) > eps * 0.99
+        assert pl.epsilon_for_n(n, 0.1, 0.05, ln_h) <= eps * (1 + 1e-6)
+        assert pl.epsilon_for_n(n - 50, 0.1, 0.05, ln_h) > eps * 0.99
         assert pl.best_alpha(n, eps, 0.05, ln_h) <= 0.1
     # too little data for any epsilon: even t -> 0 fails the union bound
-    assert math.isinf(pl.best_epsilon(100, 0.1, 0.05, ln_h))
+    assert math.isinf(pl.epsilon_for_n(100, 0.1, 0.05, ln_h))
     assert pl.best_alpha(3, 1.0, 0.05, ln_h) == 1.0
 
 
