@@ -17,7 +17,8 @@ from everlast.daemon.config import Config
 from everlast.daemon.errors import ConfigError
 from everlast.daemon.metrics import HealthServer, Metrics
 from everlast.daemon.model import ModelRuntime
-from everlast.daemon.service import Service, client_tests_line, publish_guarantee
+from everlast.daemon.service import Service
+from everlast.daemon.signals import client_tests_line, publish_guarantee
 
 log = logging.getLogger("everlast.daemon")
 

@@ -65,6 +65,8 @@ from numpy.typing import NDArray
 
 from everlast.daemon import wire
 from everlast.daemon.batch import Batch, Id, LabelEncoder
+from everlast.daemon.errors import OutOfTurn
+from everlast.daemon.events import Event, EventKind
 from everlast.engine.errors import EngineError, InvalidInput
 from everlast.engine.phases import Phase
 from everlast.engine.serving import Answers, DomainScreen, Refusal, Servable
@@ -219,19 +221,6 @@ class Served:
         return int(self.engine.point_dim)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """Something an operator should read in the log (``Service`` logs it)."""
-
-    kind: str
-    """``halted``, ``exhausted``, ``suspended``, ``log_replaced``, ``log_deleted``, ``journal``,
-    ``round``, ``quota`` (a client's quota test fired: ``detail`` names the client and where) or
-    ``quota_many`` (more than ``QUOTA_LOG_LINES`` such lines in a round)."""
-    model: str | None = None
-    round: int = 0
-    detail: str = ""
-
-
 @dataclass
 class Step:
     """What the I/O layer must do after one call into the processor."""
@@ -332,9 +321,9 @@ class PartitionProcessor:
         """A fetched batch of this partition (offset order) and the high watermark from the same
         fetch response (``None`` if no response arrived since assignment); ``log_start``: the log's
         first offset, when the I/O layer has asked the broker (at assignment)."""
-        step = Step()
         if self.status is Status.REVOKED:
-            return step
+            raise OutOfTurn(f"partition {self.partition}: feed after revoke")
+        step = Step()
         if highwater is not None:
             self.log_checked = True
         if self.status is Status.TRANSITIONING:
@@ -356,6 +345,8 @@ class PartitionProcessor:
     def transition_done(self, failures: dict[str, BaseException] | None = None) -> list[Event]:
         """The transitions ``Step.transitions`` asked for have run (``failures``: the models whose
         transition raised an ``EngineError``: they are suspended). Checkpoint now, then ``resume``."""
+        if self.status is not Status.TRANSITIONING:
+            raise OutOfTurn(f"partition {self.partition}: transition_done while {self.status.value}")
         events = []
         failures = failures or {}
         for mid in self._transitioning:
@@ -365,20 +356,20 @@ class PartitionProcessor:
                 events.append(self._suspend(m, engine_failed_reason(exc), self.next_offset, True))
                 continue
             m.round, m.phase = m.engine.round, m.engine.phase
-            events.append(Event("round", m.id, m.round, m.phase.value))
+            events.append(Event(EventKind.ROUND, m.id, m.round, m.phase.value))
             if m.phase is Phase.EXHAUSTED:
-                events.append(Event("exhausted", m.id, m.round))
+                events.append(Event(EventKind.EXHAUSTED, m.id, m.round))
         self._transitioning = []
-        if self.status is Status.TRANSITIONING:
-            self.status = Status.ACTIVE
+        self.status = Status.ACTIVE
         return events
 
     def resume(self) -> Step:
         """Process the records parked while the transitions ran; resume the partition unless
         another round ended among them."""
-        step = Step()
         if self.status is not Status.ACTIVE:
-            return step
+            raise OutOfTurn(f"partition {self.partition}: resume while {self.status.value} "
+                            "(call transition_done first)")
+        step = Step()
         parked, self.parked = self.parked, []
         self._run(parked, step)
         step.resume = self.status is Status.ACTIVE
@@ -416,11 +407,10 @@ class PartitionProcessor:
     def replay(self, batch: Batch) -> Step:
         """Process journaled records as if fetched (no log checks: they are what this partition
         processed before). The step's labels are the ones first published, byte for byte."""
-        step = Step()
         if self.status is not Status.ACTIVE:
-            if self.status is Status.TRANSITIONING and len(batch):
-                self.parked.append(batch)
-            return step
+            raise OutOfTurn(f"partition {self.partition}: replay while {self.status.value} (a replayed round's "
+                            "transition must finish first)")
+        step = Step()
         first = 0
         while first < len(batch) and batch.offset(first) < self.next_offset:
             first += 1
@@ -467,7 +457,8 @@ class PartitionProcessor:
     def _rebase(self, step: Step, highwater: int | None) -> None:
         step.log_reset = True
         step.seek = 0
-        step.events.append(Event("log_replaced", detail=f"high watermark {highwater}, next offset {self.next_offset}"))
+        step.events.append(Event(EventKind.LOG_REPLACED,
+                                 detail=f"high watermark {highwater}, next offset {self.next_offset}"))
         for m in self.models.values():
             if m.suspension is not None:
                 m.suspension = replace(m.suspension, from_offset=0)
@@ -485,7 +476,7 @@ class PartitionProcessor:
         get no label: they never reached it); a model that may have published answers beyond its
         checkpoint, whose queries are among the deleted, cannot replay them: suspended."""
         step.seek = log_start
-        step.events.append(Event("log_deleted", detail=f"offsets {self.next_offset} to {log_start - 1}"))
+        step.events.append(Event(EventKind.LOG_DELETED, detail=f"offsets {self.next_offset} to {log_start - 1}"))
         for m in self.models.values():
             if m.offset >= log_start:
                 continue
@@ -498,7 +489,7 @@ class PartitionProcessor:
     def _suspend(self, m: Served, reason: str, from_offset: int, engine_failed: bool) -> Event:
         m.suspension = Suspension(reason, m.round, from_offset, engine_failed)
         m.broken = m.broken or engine_failed
-        return Event("suspended", m.id, m.round, "engine failed" if engine_failed else "log lost")
+        return Event(EventKind.SUSPENDED, m.id, m.round, "engine failed" if engine_failed else "log lost")
 
     # -- 2-7. records ------------------------------------------------------------------------------
 
@@ -631,7 +622,7 @@ class PartitionProcessor:
             labels, refusals, rnd, failed = self._call(m, p.x[:take], q, b, rejected, step)
             if not m.broken:
                 if m.phase is not Phase.HALTED and m.engine.phase is Phase.HALTED:
-                    step.events.append(Event("halted", m.id, m.engine.round))
+                    step.events.append(Event(EventKind.HALTED, m.id, m.engine.round))
                 m.round, m.phase = m.engine.round, m.engine.phase
             if p.clean and failed is None and -1 not in labels:  # the whole group, in order
                 ids = b.ids
@@ -717,9 +708,9 @@ class PartitionProcessor:
             seen += 1
             if seen <= QUOTA_LOG_LINES:
                 who = show_client(None if clients is None else clients[j])
-                step.events.append(Event("quota", m.id, rnd, f"{who} (offset {b.offset(q[j])})"))
+                step.events.append(Event(EventKind.QUOTA, m.id, rnd, f"{who} (offset {b.offset(q[j])})"))
             elif seen == QUOTA_LOG_LINES + 1:
-                step.events.append(Event("quota_many", m.id, rnd, str(QUOTA_LOG_LINES)))
+                step.events.append(Event(EventKind.QUOTA_MANY, m.id, rnd, str(QUOTA_LOG_LINES)))
         m.quota_lines = (rnd, seen)
 
     def _call_inside(self, m: Served, x: NDArray[np.float64], q: list[int], bad: NDArray[np.bool_], b: Batch,

@@ -68,6 +68,13 @@ class DirStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @classmethod
+    def private(cls, root: Path) -> DirStore:
+        """A store on ``root``, made private first (``secure_root``)."""
+        store = cls(root)
+        store.secure_root()
+        return store
+
     def secure_root(self) -> None:
         """Create the root directory with mode 0700, or make an existing one 0700: checkpoints hold
         secrets (training data, random-stream state). Raises ``CheckpointError`` if it cannot."""
@@ -264,6 +271,11 @@ class EncryptedStore:
 
     async def void_claim(self, model: str) -> int:
         return await self.inner.void_claim(model)
+
+
+def sealed(inner: BlobStore, key: bytes | None) -> BlobStore:
+    """``inner`` as the daemon uses it: encrypted under ``key`` when one is configured."""
+    return EncryptedStore(inner, key) if key is not None else inner
 
 
 def key_from_env(var: str) -> bytes | None:

@@ -196,10 +196,25 @@ def test_json_queries_get_json_labels() -> None:
     assert recs[1][1] == b'{"id":1,"label":0,"status":"ok","round":1}'
 
 
-def test_a_revoked_partition_does_nothing() -> None:
-    p = proc_of(served("m", FakeEngine()))
+def test_calls_out_of_turn_raise() -> None:
+    import pytest
+
+    from everlast.daemon.errors import OutOfTurn
+    from tests.daemon.fakes import decode as batch_of
+
+    eng = FakeEngine(R=2)
+    p = proc_of(served("m", eng))
+    with pytest.raises(OutOfTurn, match="transition_done while active"):
+        p.transition_done({})
+    feed(p, queries("m", [0.9] * 3, 0))  # the round ends after two: transitioning
+    with pytest.raises(OutOfTurn, match="resume while transitioning"):
+        p.resume()
+    with pytest.raises(OutOfTurn, match="replay while transitioning"):
+        p.replay(batch_of(queries("m", [0.9], 3)))
     p.revoke()
-    assert feed(p, queries("m", [0.9], 0)).labels == {} and p.status is Status.REVOKED
+    with pytest.raises(OutOfTurn, match="feed after revoke"):
+        feed(p, queries("m", [0.9], 0))
+    assert p.status is Status.REVOKED
 
 
 def test_a_partition_without_models_rejects_and_advances_from_the_committed_offset() -> None:
