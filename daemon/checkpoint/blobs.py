@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,6 +60,39 @@ class BlobStore(Protocol):
         """Remove every claim on ``model`` (an operator's act: the model may then be created again);
         returns how many were removed."""
         ...
+
+
+FRAME = b"EVB1"
+"""First bytes of a checksummed blob: ``FRAME``, SHA-256 of (model, name, data), data."""
+
+
+def frame(model: str, name: str, data: bytes) -> bytes:
+    """``data`` with its checksum, bound to its model and name (so that a blob cannot be swapped or
+    renamed unnoticed). Written by ``ModelCheckpointer`` into whatever store it uses: every blob is
+    verified before use whatever the configuration (with a key, AES-GCM authenticates it as well)."""
+    return FRAME + _digest(model, name, data) + data
+
+
+def unframe(model: str, name: str, raw: bytes, authenticated: bool = False) -> bytes:
+    """``frame``'s inverse; raises ``CorruptCheckpoint`` when the checksum fails. A blob without a
+    frame (written before checksums) is accepted only from a store that authenticates its blobs
+    itself (``authenticated``: the encrypted store)."""
+    if raw[:4] != FRAME:
+        if authenticated:
+            return raw
+        raise CorruptCheckpoint(f"checkpoint {model}/{name} carries no checksum (damaged, or written by a version "
+                                "before checksums): it cannot be verified")
+    data = raw[36:]
+    if len(raw) < 36 or _digest(model, name, data) != raw[4:36]:
+        raise CorruptCheckpoint(f"checkpoint {model}/{name} fails its checksum (damaged)")
+    return data
+
+
+def _digest(model: str, name: str, data: bytes) -> bytes:
+    h = hashlib.sha256()
+    h.update(f"everlast blob v1/{model}/{name}/".encode())
+    h.update(data)
+    return h.digest()
 
 
 class DirStore:
@@ -225,6 +259,9 @@ class EncryptedStore:
     """AES-256-GCM around another store. Each blob is nonce (12 bytes) || ciphertext of the padded
     plaintext (``pad``); the associated data binds it to its model and name, so blobs cannot be
     swapped or renamed."""
+
+    authenticated = True
+    """Every blob is authenticated (AES-GCM) before it is returned."""
 
     def __init__(self, inner: BlobStore, key: bytes) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
