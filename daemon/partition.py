@@ -85,6 +85,16 @@ LOG_DELETED_REASON = (
 )
 
 
+def behind_reason(lost: str, broker: str) -> str:
+    """Why a model whose restored state is behind its published answers is suspended: what was lost
+    of its own state (``Served.lost``: the journal's rows, the checkpoint's) and what of the broker's."""
+    return (
+        f"this model's state is behind answers it already published ({lost}), and {broker}: answering on "
+        "would reuse the randomness of published answers. It refuses until an operator restores a checkpoint "
+        "that covers them or retires the model (see docs/OPERATIONS.md, 'A model suspended')"
+    )
+
+
 def engine_failed_reason(exc: BaseException) -> str:
     return (
         f"the model's engine failed ({type(exc).__name__}); it refuses every query until an operator "
@@ -212,6 +222,13 @@ class Served:
     """The burn-rate releases of the current round, summed (saved with the checkpoints)."""
     quota_lines: tuple[int, int] = (0, 0)
     """(round, quota firings seen in it): bounds the log lines that name clients."""
+    lost: str | None = None
+    """What of its own state is known lost when its restored state is behind its published mark
+    (``daemon/marks.py``): the journal's rows, in words. It then relies on the broker's log."""
+    frozen: bool = False
+    """Its state could not be restored (damaged, lost, or bound to other data or configuration): its
+    engine is a placeholder, never called; its checkpoint is never written (the store keeps what is
+    there for an operator); it is suspended, and the suspension is judged again at every start."""
 
     def __post_init__(self) -> None:
         self.round, self.phase = self.engine.round, self.engine.phase
@@ -293,12 +310,13 @@ class PartitionProcessor:
         self.known = frozenset(known)
         self.enc = encoder or LabelEncoder()
         self.status = Status.ACTIVE
-        self.next_offset = min([m.offset for m in models], default=start)
-        lows = [m for m in models if m.offset == self.next_offset and m.last_fp]
+        live = [m for m in models if not m.frozen]  # a frozen model's state is not here: it bounds nothing
+        self.next_offset = min([m.offset for m in live], default=min([m.offset for m in models], default=start))
+        lows = [m for m in live if m.offset == self.next_offset and m.last_fp]
         self.last_fp: str | None = lows[0].last_fp if lows else None
         # offsets whose record must match a checkpoint's fingerprint, until seen
-        self._expect: dict[int, str] = {m.offset - 1: m.last_fp for m in models if m.last_fp and m.offset > 0}
-        self.log_end = max([m.log_end for m in models], default=0)
+        self._expect: dict[int, str] = {m.offset - 1: m.last_fp for m in live if m.last_fp and m.offset > 0}
+        self.log_end = max([m.log_end for m in live], default=0)
         """The furthest end this partition's log has been seen to reach (checkpoints save it)."""
         self.log_checked = False
         """A fetch response has shown the log (its high watermark) since assignment."""
@@ -387,12 +405,13 @@ class PartitionProcessor:
         partition's next offset. Returns (the rows' seqs, None), and then every model is exact
         (its state and those rows reproduce everything it published); or ([], why) when the rows
         cannot be trusted (the models keep what their checkpoints say)."""
-        if not self.models:
+        live = [m for m in self.models.values() if not m.frozen]
+        if not live:
             return [], "no model is homed on this partition" if rows else None
-        foreign = sorted(m.id for m in self.models.values() if m.journal_seq is None)
+        foreign = sorted(m.id for m in live if m.journal_seq is None)
         if foreign:
             return [], f"the checkpoint of model {foreign[0]} was not written beside this journal"
-        base = min(m.journal_seq for m in self.models.values() if m.journal_seq is not None)
+        base = min(m.journal_seq for m in live if m.journal_seq is not None)
         todo = [r for r in rows if r[0] > base]
         at = self.next_offset
         for _seq, start, end in todo:  # a row may straddle a checkpoint taken mid-replay
@@ -400,8 +419,9 @@ class PartitionProcessor:
                 return [], (f"the journal does not reach back to offset {at} (its next row starts at {start}): "
                             "rows are missing")
             at = max(at, end)
-        for m in self.models.values():
-            m.verified = True
+        if not todo:  # nothing processed since the checkpoints: the journal vouches for them as they are
+            for m in live:
+                m.verified = True
         return [r[0] for r in todo], None
 
     def replay(self, batch: Batch) -> Step:
@@ -418,9 +438,14 @@ class PartitionProcessor:
             self._run([batch.tail(first)], step)
         return step
 
-    def replayed(self) -> None:
-        """The journal's rows are replayed: the first fetch must show that the log holds the same
-        record at the last replayed offset (or was replaced, or lost it)."""
+    def replayed(self, whole: bool = True) -> None:
+        """The journal's rows are replayed (``whole``: every row the plan named; then every model is
+        exact as far as the journal reaches: the caller still compares it with the published marks):
+        the first fetch must show that the log holds the same record at the last replayed offset (or
+        was replaced, or lost it)."""
+        if whole:
+            for m in self.models.values():
+                m.verified = m.verified or not m.frozen
         end = self.next_offset
         if end > 0 and self.last_fp:
             self._expect = {end - 1: self.last_fp}
@@ -465,7 +490,9 @@ class PartitionProcessor:
             elif not m.verified and m.engine.answers_change_state:
                 # its state may lag answers already published, and the log that would replay them
                 # is gone: continuing could reuse randomness and overspend the round's halt budget
-                step.events.append(self._suspend(m, LOG_LOST_REASON, 0, False))
+                reason = LOG_LOST_REASON if m.lost is None else behind_reason(
+                    m.lost, f"the broker's log does not hold those queries ({self._log_said(highwater)})")
+                step.events.append(self._suspend(m, reason, 0, False))
             m.offset, m.last_fp, m.verified = 0, None, True
         self.next_offset, self.last_fp, self._expect = 0, None, {}
         self.log_end = highwater or 0
@@ -481,15 +508,28 @@ class PartitionProcessor:
             if m.offset >= log_start:
                 continue
             if m.suspension is None and not m.verified and m.engine.answers_change_state:
-                step.events.append(self._suspend(m, LOG_DELETED_REASON, log_start, False))
+                reason = LOG_DELETED_REASON if m.lost is None else behind_reason(
+                    m.lost, f"the broker deleted those queries (its log begins at offset {log_start}: retention)")
+                step.events.append(self._suspend(m, reason, log_start, False))
             m.offset, m.last_fp, m.verified = log_start, None, True
         self.next_offset, self.last_fp = log_start, None
         self._expect = {o: fp for o, fp in self._expect.items() if o >= log_start}
 
-    def _suspend(self, m: Served, reason: str, from_offset: int, engine_failed: bool) -> Event:
+    def _log_said(self, highwater: int | None) -> str:
+        return f"its high watermark is {highwater}" if highwater is not None else "it was replaced"
+
+    def suspend_behind(self, m: Served, lost: str) -> Event:
+        """At restore, before anything is answered: ``m`` cannot tell how far it answered (``lost``
+        says why). Suspended; its state is kept as it is (never saved again), the suspension saved."""
+        return self._suspend(m, behind_reason(lost, "the daemon cannot tell which of them the broker's log "
+                                              "holds"), m.offset, True, "state behind its published answers")
+
+    def _suspend(self, m: Served, reason: str, from_offset: int, engine_failed: bool, what: str = "") -> Event:
         m.suspension = Suspension(reason, m.round, from_offset, engine_failed)
         m.broken = m.broken or engine_failed
-        return Event(EventKind.SUSPENDED, m.id, m.round, "engine failed" if engine_failed else "log lost")
+        what = what or ("engine failed" if engine_failed else "log lost" if m.lost is None else
+                        f"state behind its published answers: {m.lost}; the broker lost them too")
+        return Event(EventKind.SUSPENDED, m.id, m.round, what)
 
     # -- 2-7. records ------------------------------------------------------------------------------
 

@@ -1,6 +1,14 @@
 """Bringing a partition just assigned back to where its published answers left it: the journal's
 rows after its models' checkpoints replayed through the restored state (``daemon/journal.py``),
-their labels re-published byte for byte."""
+their labels re-published byte for byte; then each model's state compared with its published mark
+(``daemon/marks.py``, ``judge_marks``).
+
+A journal row that fails its check (or a journal SQLite cannot read) stops the replay of its
+partition there: the state replayed so far is exact as far as it goes (every label it re-published
+is the first one's), and from there on the models rely on the broker's log. Whether that log holds
+what they published is the processor's judgement at the first fetch (``Served.lost`` names what of
+their own state was lost, for the reason it gives if the log does not). Nothing is written for a
+partition that is not fully restored but its periodic checkpoint of that exact, earlier state."""
 
 from __future__ import annotations
 
@@ -9,8 +17,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from everlast.daemon import batch as codec
+from everlast.daemon.errors import CheckpointError
 from everlast.daemon.events import Event, EventKind
 from everlast.daemon.journal import Slice
+from everlast.daemon.marks import Marks
 from everlast.daemon.owned import OwnedPartition
 
 if TYPE_CHECKING:
@@ -27,7 +37,10 @@ async def replay_journal(svc: Service, o: OwnedPartition) -> None:
     if jr is None:
         return
     topic = svc.cfg.topics.queries
-    rows = await asyncio.to_thread(jr.slices, topic, part)
+    try:
+        rows = await asyncio.to_thread(jr.slices, topic, part)
+    except CheckpointError as exc:
+        return _damaged(o, f"the journal cannot be read ({exc})")
     seqs, why = proc.journal_plan(rows)
     o.jseq = jr.position()  # rows not replayed are of no use: the next checkpoint drops them
     if why is not None:
@@ -40,13 +53,60 @@ async def replay_journal(svc: Service, o: OwnedPartition) -> None:
     o.jseq = seqs[0] - 1
     n, first = 0, None
     for seq in seqs:
-        sl = await asyncio.to_thread(jr.read, topic, part, seq)
+        try:
+            sl = await asyncio.to_thread(jr.read, topic, part, seq)
+        except CheckpointError as exc:
+            proc.replayed(whole=False)
+            return _damaged(o, f"{exc}; the journal's rows from offset {proc.next_offset} on are not replayed")
         first = sl.start if first is None else first
         n += len(sl.records)
         await replay_slice(svc, o, sl)
         o.jseq = seq
     proc.replayed()
     svc.log_events(part, [Event(EventKind.JOURNAL, detail=f"{n} records, offsets {first} to {proc.next_offset - 1}")])
+
+
+def _damaged(o: OwnedPartition, what: str) -> None:
+    """The journal's rows of ``o`` stop being of use at ``what``: every model of the partition now
+    relies on the broker's log from where it is (exact if the log holds the rest)."""
+    log.error("partition %d: %s; its models rely on the broker's log from where they are (suspended if it does "
+              "not hold what they published)", o.part, what)
+    for m in o.models.values():
+        if not m.frozen:
+            m.verified, m.lost = False, m.lost or what
+
+
+def judge_marks(o: OwnedPartition, marks: Marks | None, journal_note: str | None) -> list[Event]:
+    """After the journal's replay: a model whose state does not reach its published mark is behind
+    its published answers; it continues only from the broker's log (``Served.lost`` says why, for the
+    suspension if the log lacks them), and the log must reach the mark. A model at its mark is exact
+    whatever its checkpoint's kind. Marks that cannot be read (``Marks.damaged``) suspend every
+    restored model whose answers change its state: how far it answered is unknown."""
+    if marks is None:
+        return []
+    events = []
+    for m in o.models.values():
+        if m.frozen or m.suspension is not None:
+            continue
+        if not marks.known:
+            if m.engine.answers_change_state and (m.offset or m.journal_seq is not None):
+                events.append(o.proc.suspend_behind(m, str(marks.damaged)))
+            continue
+        mark = marks.get(m.id)
+        if mark is None:
+            continue
+        if m.offset >= mark:
+            m.verified = True  # nothing was published beyond this state
+            continue
+        m.verified = False
+        m.lost = m.lost or journal_note or (
+            f"the journal's rows end at offset {m.offset}: rows were lost (the file cut short, rows deleted, or the "
+            "journal lost)")
+        m.lost = f"its state reaches offset {m.offset}, its answers were published up to offset {mark}: {m.lost}"
+        o.proc.log_end = max(o.proc.log_end, mark)  # the log must reach it (or it was another, shorter log)
+    if events:
+        o.ck.mark_dirty(urgent=True)
+    return events
 
 
 async def replay_slice(svc: Service, o: OwnedPartition, sl: Slice) -> None:

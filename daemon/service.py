@@ -47,14 +47,16 @@ from everlast.daemon.config import Config
 from everlast.daemon.errors import CheckpointError, DaemonError, Stopped, as_daemon_error
 from everlast.daemon.events import Event, EventKind, log_events
 from everlast.daemon.journal import FILENAME as JOURNAL_FILE
-from everlast.daemon.journal import Journal, Slice
+from everlast.daemon.journal import Journal, Slice, open_or_set_aside
+from everlast.daemon.marks import FILENAME as MARKS_FILE
+from everlast.daemon.marks import Marks
 from everlast.daemon.metrics import Heartbeat, Metrics
 from everlast.daemon.model import ModelRuntime
 from everlast.daemon.monitor import update_lag, watch
 from everlast.daemon.outbox import Groups, Outbox
 from everlast.daemon.owned import OwnedPartition, drop_lag, running
 from everlast.daemon.partition import PartitionProcessor, Served, Step
-from everlast.daemon.recovery import replay_journal
+from everlast.daemon.recovery import judge_marks, replay_journal
 from everlast.daemon.retry import retrying, until_stopped
 from everlast.daemon.signals import client_tests_line, publish, publish_guarantee
 from everlast.engine.errors import EngineError
@@ -101,6 +103,11 @@ class Service:
         self.halt = asyncio.Event()
         """Set when the drain timeout has passed after ``stop``: stop waiting for the broker."""
         self.journal: Journal | None = None
+        self.journal_note: str | None = None
+        """Set at start when the journal file was damaged (moved aside): what its models lost."""
+        self.marks: Marks | None = None
+        """The published marks (``daemon/marks.py``), beside the journal."""
+        self.marks_damaged: str | None = None
         self.embedded = cfg.broker.bootstrap_servers is None
         """The daemon's own broker, started with it: its log is always empty at start (expected)."""
         self.clean: bool | None = None
@@ -192,8 +199,15 @@ class Service:
         clients.push_async_callback(_quietly, self._producer.stop)
         self._store = self._make_store()
         if ck.journal:
-            self.journal = Journal(ck.dir / JOURNAL_FILE, key_from_env(ck.key_env))
+            self.journal, self.journal_note = open_or_set_aside(ck.dir / JOURNAL_FILE, key_from_env(ck.key_env))
             clients.callback(self.journal.close)
+            if self.journal_note is not None:
+                log.error("%s: the models whose rows it held continue only if their published answers are "
+                          "covered (their checkpoints, or the broker's log); the others are suspended",
+                          self.journal_note)
+            self.marks = Marks(ck.dir / MARKS_FILE)
+            clients.callback(self.marks.close)
+            self.marks_damaged = self.marks.damaged
         self._consumer = AIOKafkaConsumer(
             **self._kw(), group_id=c.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
             fetch_max_wait_ms=c.fetch_max_wait_ms, session_timeout_ms=c.session_timeout_ms,
@@ -264,9 +278,11 @@ class Service:
             return "checkpoint writes fail"
         if not all(o.proc.log_checked for o in self.owned.values()):
             return "checking the log"
-        suspended = sorted(m.id for o in self.owned.values() for m in o.models.values() if m.suspension is not None)
-        if suspended:
-            return "suspended: " + ", ".join(suspended[:20]) + (" ..." if len(suspended) > 20 else "")
+        suspended = sorted((m.id, m.suspension.reason) for o in self.owned.values() for m in o.models.values()
+                           if m.suspension is not None)
+        if suspended:  # each with its reason (what was lost, what to do): the other models serve
+            return "suspended: " + "; ".join(f"{m} ({why})" for m, why in suspended[:5]) + (
+                f"; and {len(suspended) - 5} more" if len(suspended) > 5 else "")
         return None
 
     # -- partitions ----------------------------------------------------------------------------
@@ -320,9 +336,16 @@ class Service:
         cks: dict[str, ModelCheckpointer] = {}
         jid = self.journal.id if self.journal is not None else None
         for mr in (self.models[m] for m, p in self.home.items() if p == part):
-            with self.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
-                s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid, partition=part,
-                                                   claim_wait_s=self.cfg.checkpoint.claim_wait_seconds)
+            published, s_id = (self.marks.get(mr.id) if self.marks is not None else None), mr.id
+            try:
+                with self.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
+                    s, ck, restored = await mr.activate(
+                        self.store, start, self.n_partitions, jid, partition=part, published=published,
+                        claim_wait_s=self.cfg.checkpoint.claim_wait_seconds)
+            except CheckpointError as exc:  # this model only: the others start and serve
+                self.metrics.checkpoint_failures.inc()
+                s, ck, restored = mr.unrestored(published or start, str(exc)), ModelCheckpointer(self.store, s_id), True
+                self.log_events(part, [Event(EventKind.SUSPENDED, s.id, 0, f"not restored: {exc}")])
             if mr.adopted is not None:
                 self._adopted(mr)
             served.append(s)
@@ -350,6 +373,7 @@ class Service:
         after its journal; it gives up its one-time hand-over claim), before answering anything new."""
         await self._log_bounds(o)
         await replay_journal(self, o)
+        self.log_events(o.part, judge_marks(o, self.marks, self.journal_note))
         o.opened = True
         if o.models:
             await self.commit(o)
@@ -441,7 +465,15 @@ class Service:
                    if step.processed and o.part in self.owned and o.models}  # (no state elsewhere)
         if not batches:
             return
-        last = await retrying(lambda: asyncio.to_thread(jr.append, self.cfg.topics.queries, batches), self.halt,
+        marks = {m.id: m.offset for o, _ in steps if o.part in batches for m in o.models.values()}
+
+        def persist() -> dict[int, int]:  # the records, then how far the models answered: before any label
+            last = jr.append(self.cfg.topics.queries, batches)
+            if self.marks is not None:
+                self.marks.publish(marks)
+            return last
+
+        last = await retrying(lambda: asyncio.to_thread(persist), self.halt,
                               what="journal write", max_backoff_s=self.cfg.broker.max_backoff_s,
                               on_error=self._checkpoint_error, interruptible=False)
         for part, seq in last.items():
@@ -459,6 +491,8 @@ class Service:
             ck.reset()
             ck.mark_dirty(urgent=True)  # the exact state at offset 0 of the new log, before its records
             o.log_end = 0
+            if self.marks is not None:  # offsets start over: the marks of the old log would read as ahead
+                self.marks.publish({m.id: m.offset for m in proc.models.values()})
         if proc.next_offset > ck.offset:
             ck.store_offset(proc.next_offset, step.answered)
         if step.seek is not None:
