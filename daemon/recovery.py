@@ -17,16 +17,62 @@ import logging
 from typing import TYPE_CHECKING
 
 from everlast.daemon import batch as codec
+from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.errors import CheckpointError
 from everlast.daemon.events import Event, EventKind
 from everlast.daemon.journal import Slice
 from everlast.daemon.marks import Marks
+from everlast.daemon.model import ModelRuntime
 from everlast.daemon.owned import OwnedPartition
+from everlast.daemon.partition import Served
+from everlast.daemon.signals import client_tests_line, publish_guarantee
+from everlast.engine.phases import Phase
 
 if TYPE_CHECKING:
     from everlast.daemon.service import Service
 
 log = logging.getLogger("everlast.daemon")
+
+
+async def activate(svc: Service, part: int, start: int) -> tuple[list[Served], dict[str, ModelCheckpointer]]:
+    """The models homed on ``part``, restored or created (``ModelRuntime.activate``). A model whose
+    state cannot be restored (damaged, lost, bound to other data or configuration) is suspended alone
+    (``ModelRuntime.unrestored``): the others start and serve."""
+    served: list[Served] = []
+    cks: dict[str, ModelCheckpointer] = {}
+    jid = svc.journal.id if svc.journal is not None else None
+    for mr in (svc.models[m] for m, p in svc.home.items() if p == part):
+        published, s_id = (svc.marks.get(mr.id) if svc.marks is not None else None), mr.id
+        try:
+            with svc.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
+                s, ck, restored = await mr.activate(
+                    svc.store, start, svc.n_partitions, jid, partition=part, published=published,
+                    claim_wait_s=svc.cfg.checkpoint.claim_wait_seconds)
+        except CheckpointError as exc:  # this model only: the others start and serve
+            svc.metrics.checkpoint_failures.inc()
+            s, ck, restored = mr.unrestored(published or start, str(exc)), ModelCheckpointer(svc.store, s_id), True
+            svc.log_events(part, [Event(EventKind.SUSPENDED, s.id, 0, f"not restored: {exc}")])
+        if mr.adopted is not None:
+            _adopted(svc, mr)
+        served.append(s)
+        cks[s.id] = ck
+        state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
+            " (suspended)" if s.suspension is not None else "")
+        rounds = f"round {s.round}" if s.engine.has_rounds else "no rounds (private learner)"
+        log.info("model %s %s at offset %d on partition %d, %s%s", s.id,
+                 "restored" if restored else "created", s.offset, part, rounds, state)
+    return served, cks
+
+def _adopted(svc: Service, mr: ModelRuntime) -> None:
+    g = mr.guarantee
+    log.warning("model %s: its checkpoint runs another schedule than the configuration (%s differ): a model "
+                "keeps the schedule it was created with; the certificate of the running one: training-set "
+                "epsilon %.4g, query epsilon %.4g (delta %.2g); %s. Serve the new schedule under a new model id "
+                "(docs/OPERATIONS.md, 'A model halted')", mr.id, mr.adopted, g.epsilon_training,
+                g.epsilon_queries, g.delta, client_tests_line(g.details))
+    publish_guarantee(svc.metrics, mr)
+    mr.adopted = None
+
 
 
 async def replay_journal(svc: Service, o: OwnedPartition) -> None:

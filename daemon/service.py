@@ -42,7 +42,6 @@ from everlast.daemon import batch as codec
 from everlast.daemon import topics
 from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, key_from_env, sealed
 from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
-from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import Config
 from everlast.daemon.errors import CheckpointError, DaemonError, Stopped, as_daemon_error
 from everlast.daemon.events import Event, EventKind, log_events
@@ -56,11 +55,10 @@ from everlast.daemon.monitor import update_lag, watch
 from everlast.daemon.outbox import Groups, Outbox
 from everlast.daemon.owned import OwnedPartition, drop_lag, running
 from everlast.daemon.partition import PartitionProcessor, Served, Step
-from everlast.daemon.recovery import judge_marks, replay_journal
+from everlast.daemon.recovery import activate, judge_marks, replay_journal
 from everlast.daemon.retry import retrying, until_stopped
 from everlast.daemon.signals import client_tests_line, publish, publish_guarantee
 from everlast.engine.errors import EngineError
-from everlast.engine.phases import Phase
 
 __all__ = ["Service", "client_tests_line", "publish_guarantee"]
 
@@ -318,7 +316,7 @@ class Service:
                 continue
             committed = await self.consumer.committed(self.tp(part))
             start = int(committed) if committed is not None else 0
-            served, cks = await self._activate(part, start)
+            served, cks = await activate(self, part, start)
             proc = PartitionProcessor(part, served, self.models.keys(), start, self.encoder)
             ck = PartitionCheckpoint(
                 part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,
@@ -329,43 +327,6 @@ class Service:
             await self._open(o)
         self._models_active()
         self.ready_flag = True
-
-    async def _activate(self, part: int, start: int) -> tuple[list[Served], dict[str, ModelCheckpointer]]:
-        """The models homed on ``part``, restored or created (``ModelRuntime.activate``)."""
-        served: list[Served] = []
-        cks: dict[str, ModelCheckpointer] = {}
-        jid = self.journal.id if self.journal is not None else None
-        for mr in (self.models[m] for m, p in self.home.items() if p == part):
-            published, s_id = (self.marks.get(mr.id) if self.marks is not None else None), mr.id
-            try:
-                with self.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
-                    s, ck, restored = await mr.activate(
-                        self.store, start, self.n_partitions, jid, partition=part, published=published,
-                        claim_wait_s=self.cfg.checkpoint.claim_wait_seconds)
-            except CheckpointError as exc:  # this model only: the others start and serve
-                self.metrics.checkpoint_failures.inc()
-                s, ck, restored = mr.unrestored(published or start, str(exc)), ModelCheckpointer(self.store, s_id), True
-                self.log_events(part, [Event(EventKind.SUSPENDED, s.id, 0, f"not restored: {exc}")])
-            if mr.adopted is not None:
-                self._adopted(mr)
-            served.append(s)
-            cks[s.id] = ck
-            state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
-                " (suspended)" if s.suspension is not None else "")
-            rounds = f"round {s.round}" if s.engine.has_rounds else "no rounds (private learner)"
-            log.info("model %s %s at offset %d on partition %d, %s%s", s.id,
-                     "restored" if restored else "created", s.offset, part, rounds, state)
-        return served, cks
-
-    def _adopted(self, mr: ModelRuntime) -> None:
-        g = mr.guarantee
-        log.warning("model %s: its checkpoint runs another schedule than the configuration (%s differ): a model "
-                    "keeps the schedule it was created with; the certificate of the running one: training-set "
-                    "epsilon %.4g, query epsilon %.4g (delta %.2g); %s. Serve the new schedule under a new model id "
-                    "(docs/OPERATIONS.md, 'A model halted')", mr.id, mr.adopted, g.epsilon_training,
-                    g.epsilon_queries, g.delta, client_tests_line(g.details))
-        publish_guarantee(self.metrics, mr)
-        mr.adopted = None
 
     async def _open(self, o: OwnedPartition) -> None:
         """A partition just assigned: its log bounds, its journal replayed, its first checkpoint (a

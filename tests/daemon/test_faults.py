@@ -197,7 +197,7 @@ def test_a_journal_file_sqlite_cannot_read_is_set_aside_and_a_new_one_begun(tmp_
     path.write_bytes(bytes(100) + raw[100:] if damage == "empty header" else DAMAGE[damage](raw))
     try:
         jr, note = open_or_set_aside(path, None)
-    except CheckpointError:  # noqa: PERF203
+    except CheckpointError:
         pytest.fail("a damaged journal file stops the daemon")
     if note is None:  # SQLite read the damaged file as a journal: whatever rows it still has must verify
         for _seq, _a, _b in jr.slices("q", 0):
