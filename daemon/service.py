@@ -11,8 +11,11 @@ anything new, and the partition is sought to where its processor starts. A round
 in a worker thread while other partitions keep flowing; the processor parks its partition's
 records meanwhile.
 
-Every processed record is in the journal, durably, before its label is produced; a checkpoint of
-the partition drops the rows it covers.
+Every processed record is in the journal, durably, before its label is produced, and every model's
+published mark with it (``daemon/marks.py``); a checkpoint of the partition drops the rows it
+covers. A restored model that does not reach its mark is judged before it answers
+(``recovery.judge_marks``); one whose state cannot be restored is suspended alone
+(``ModelRuntime.unrestored``).
 
 What an answer releases beside its labels reaches the operator here: a WARNING line naming the
 client whose quota fired (never rate-limited; bounded by the processor), per-model counters of

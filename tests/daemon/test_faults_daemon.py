@@ -37,8 +37,10 @@ from tests.daemon.test_e2e import reference
 
 pytestmark = [pytest.mark.broker, pytest.mark.asyncio, pytest.mark.slow]
 
-N = 1_500
-"""Queries per model answered before the kill (all in the journal: no periodic checkpoint)."""
+N = 1_200
+"""Queries per model answered before the kill (all in the journal: no periodic checkpoint), in
+``CHUNKS`` batches, each answered before the next is sent (so the journal holds several rows)."""
+CHUNKS = 4
 NEW = 300
 KEY = "11" * 32
 
@@ -162,9 +164,11 @@ async def first_life(run: Run) -> None:
     """Start, answer N queries per model, read every label, kill -9."""
     run.start()
     await settled(run)
-    for m in MODELS:
-        await produce(run.d.bootstrap, m, run.xs[m][:N], 0)
-    run.first = await read_labels(run.d.bootstrap, lambda s: all(len(s[m]) >= N for m in MODELS), 90)
+    step = N // CHUNKS
+    for k in range(step, N + 1, step):
+        for m in MODELS:
+            await produce(run.d.bootstrap, m, run.xs[m][k - step : k], k - step)
+        run.first = await read_labels(run.d.bootstrap, lambda s, k=k: all(len(s[m]) >= k for m in MODELS), 90)
     assert all(len(run.first[m]) == N for m in MODELS), {m: len(v) for m, v in run.first.items()}
     assert run.d.proc is not None
     run.d.proc.send_signal(signal.SIGKILL)
@@ -207,9 +211,12 @@ def verdict(run: Run, after: After) -> dict[str, str]:
         assert len(new) == NEW, f"{m}: {NEW - len(new)} new queries without a label"
         statuses = {v["status"] for v in new.values()}
         if statuses == {"ok"}:
+            # the restored model's state counts every answer published before the fault, and the new ones
+            answered = answer_count(run, m)
+            assert answered == N + NEW, f"{m}: answered from a state behind its published answers ({answered} " \
+                f"answers in its state, {N + NEW} published)"
             ref = reference(run.d.root, m, SEEDS[m], run.xs[m])
             got = np.array([new[i]["label"] for i in range(NEW)])
-            # the restored model's answers continue the published ones: its state counts all N answers
             assert np.array_equal(got, ref[N:]), f"{m}: answered from a state behind its {N} published answers"
             out[m] = "exact"
         else:
@@ -217,6 +224,22 @@ def verdict(run: Run, after: After) -> dict[str, str]:
             (reason,) = {v["reason"] for v in new.values()}
             out[m] = f"suspended: {reason}"
     return out
+
+
+def answer_count(run: Run, model: str) -> int:
+    """The queries the model's state has answered, from its checkpoint after the clean stop."""
+    from everlast.daemon.checkpoint.blobs import DirStore, sealed
+    from everlast.daemon.checkpoint.model_state import ModelCheckpointer
+
+    store = sealed(DirStore(run.d.root / "checkpoints"), bytes.fromhex(KEY) if run.key else None)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:  # (called from the test's event loop)
+        restored = pool.submit(asyncio.run, ModelCheckpointer(store, model).load()).result()
+    assert restored is not None
+    info = restored.predictor.round_info()
+    assert info is not None and restored.predictor.round == 1
+    return int(info.answered)
 
 
 DAMAGES = ["journal row bit", "journal rows cut", "journal file garbage", "journal lost", "journal and checkpoint lost",
@@ -266,8 +289,8 @@ EXPECT = {  # damage -> (what A's reason must name, whether B must be exact)
     "journal file garbage": ("journal", False),
     "journal lost": ("journal", False),
     "journal and checkpoint lost": ("checkpoint is lost", False),
-    "live blob bit": ("checksum", True),
-    "round blob truncated": ("round", True),
+    "live blob bit": (f"{A}/live fails", True),  # its checksum, or with the key its authentication
+    "round blob truncated": (f"{A}/round-1 fails", True),
 }
 
 
@@ -360,3 +383,34 @@ async def test_a_metrics_port_clash_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 _ = (ROOT, os)
+
+
+async def test_a_full_disk_stalls_the_answers_and_loses_nothing(tmp_path: Path) -> None:
+    """The disk fills (the daemon's file-size limit drops below its files: every write that grows one
+    fails, as on a full disk): the daemon publishes nothing it has not journaled, says so on
+    /readyz, and once there is room answers everything, byte-identical across a kill -9 and restart."""
+    import resource
+
+    run = configure(tmp_path, False)
+    proc = run.start()
+    await settled(run)
+    for m in MODELS:
+        await produce(run.d.bootstrap, m, run.xs[m][: N // 2], 0)
+    half = await read_labels(run.d.bootstrap, lambda s: all(len(s[m]) >= N // 2 for m in MODELS), 60)
+    assert all(len(half[m]) == N // 2 for m in MODELS)
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))  # the disk is full
+    for m in MODELS:
+        await produce(run.d.bootstrap, m, run.xs[m][N // 2 : N], N // 2)
+    stalled = await read_labels(run.d.bootstrap, lambda s: False, 4.0)
+    code, body = await asyncio.to_thread(readyz, run.d.metrics_port)
+    assert all(len(stalled[m]) == N // 2 for m in MODELS), "a label was published that the journal does not hold"
+    assert code == 503 and "checkpoint writes fail" in body, body
+    resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # room
+    run.first = await read_labels(run.d.bootstrap, lambda s: all(len(s[m]) >= N for m in MODELS), 90)
+    assert all(len(run.first[m]) == N for m in MODELS)
+    assert all(run.first[m][i] == half[m][i] for m in MODELS for i in half[m])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run.d.proc = None
+    after = await next_life(run)
+    assert verdict(run, after) == {A: "exact", B: "exact"}
