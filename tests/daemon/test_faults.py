@@ -341,3 +341,33 @@ def test_a_frozen_model_bounds_nothing_and_its_checkpoint_is_never_written(tmp_p
     ck.store_offset(proc.next_offset, step.answered)
     asyncio.run(ck.commit(proc))
     assert sorted(os.listdir(tmp_path)) == ["good"]
+
+
+def test_a_partition_not_fully_restored_gets_no_hand_over_checkpoint(tmp_path: Path) -> None:
+    """A start that fails (or a revocation) before a partition's journal is replayed: its hand-over
+    writes nothing (a partial state must never look exact) and says so; once opened, it does."""
+
+    class IO:
+        def __init__(self) -> None:
+            self.commits: list[bool] = []
+
+        async def commit(self, o: OwnedPartition, handover: bool = False, stop: object = None) -> None:
+            self.commits.append(handover)
+
+        async def send(self, steps: object, journal: bool = True) -> None: ...
+
+        def apply(self, o: OwnedPartition, step: object, start_transitions: bool = True) -> None: ...
+
+        def log_events(self, part: int, events: object) -> None: ...
+
+    def owned() -> OwnedPartition:
+        proc = PartitionProcessor(0, [Served("g", FakeEngine(), 0)], {"g"}, 0)
+        return OwnedPartition(0, proc, PartitionCheckpoint(0, {}, offset=0, every_queries=10, every_seconds=60.0))
+
+    io, o = IO(), owned()
+    why = asyncio.run(o.hand_over(io, asyncio.Event(), journaled=True))  # type: ignore[arg-type]
+    assert why == "partition 0: not fully restored" and io.commits == []
+    o = owned()
+    o.opened = True
+    assert asyncio.run(o.hand_over(io, asyncio.Event(), journaled=True)) is None  # type: ignore[arg-type]
+    assert io.commits == [True]
