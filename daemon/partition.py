@@ -11,7 +11,10 @@ Decisions, in the order ``feed`` takes them:
    published. ``journal_plan`` says which rows to replay (those after every model's checkpoint,
    chained from the partition's next offset) or why they cannot be trusted; ``replay`` runs them
    like fetched records, so the models come back exactly where their published answers left
-   them, and their labels are re-published byte for byte.
+   them, and their labels are re-published byte for byte. A model whose state then does not
+   reach its published mark (``daemon/marks.py``; the service judges it) relies on the broker's
+   log (``Served.lost`` says what of its own state was lost, for the reason it gets if the log
+   does not hold the rest).
 1. **A replaced log** (the broker lost data): the high watermark is below the next offset to
    process or below the log's end a checkpoint saw (``log_end``: a log only grows), or the record
    at a checkpoint's last processed offset has another fingerprint. Every
@@ -402,9 +405,10 @@ class PartitionProcessor:
     def journal_plan(self, rows: Sequence[tuple[int, int, int]]) -> tuple[list[int], str | None]:
         """Which of the journal's rows of this partition (``(seq, start, end)`` in write order) to
         replay before fetching: those after every model's checkpoint, which must chain from the
-        partition's next offset. Returns (the rows' seqs, None), and then every model is exact
-        (its state and those rows reproduce everything it published); or ([], why) when the rows
-        cannot be trusted (the models keep what their checkpoints say)."""
+        partition's next offset (a frozen model's state is not here: it has no say). Returns (the
+        rows' seqs, None), and once they are all replayed (``replayed``) every model is exact as far
+        as the journal reaches (the service then compares that with the published marks); or ([],
+        why) when the rows cannot be trusted (the models keep what their checkpoints say)."""
         live = [m for m in self.models.values() if not m.frozen]
         if not live:
             return [], "no model is homed on this partition" if rows else None

@@ -90,6 +90,8 @@ async def replay_journal(svc: Service, o: OwnedPartition) -> None:
     seqs, why = proc.journal_plan(rows)
     o.jseq = jr.position()  # rows not replayed are of no use: the next checkpoint drops them
     if why is not None:
+        for m in proc.models.values():  # said if the model turns out behind its published mark
+            m.lost = m.lost or f"its journal cannot vouch for it: {why}"
         if rows and proc.models:
             log.warning("partition %d: its %d journal rows are not replayed (%s); a model restored from a "
                         "periodic checkpoint relies on the broker's log", part, len(rows), why)
