@@ -4,15 +4,50 @@ that changed it. (Log lines are ``daemon/events.py``'s.)"""
 
 from __future__ import annotations
 
-from everlast.daemon.metrics import Metrics
+from prometheus_client import Gauge
+
+from everlast.daemon.metrics import PREFIX, Metrics
 from everlast.daemon.model import ModelRuntime
 from everlast.daemon.partition import Served
 from everlast.engine.phases import Phase
+
+LOST = ("journal", "marks", "checkpoint", "configuration", "broker", "engine")
+"""What a suspension says was lost (``everlast_model_suspended_lost``'s ``lost`` label: a fixed set)."""
+
+
+def lost_of(reason: str) -> str:
+    """The kind of a suspension's reason (its own words name what was lost, first match wins)."""
+    if "engine failed" in reason:
+        return "engine"
+    if "marks file" in reason:
+        return "marks"
+    if "journal" in reason:
+        return "journal"
+    if "bound to other data" in reason or "other settings" in reason or "mechanism" in reason or (
+            "partitions" in reason and "written" in reason):
+        return "configuration"
+    if "checkpoint" in reason and "broker lost" not in reason and "broker deleted" not in reason:
+        return "checkpoint"
+    return "broker"
+
+
+def _lost_gauge(g: Metrics) -> Gauge:
+    gauge = getattr(g, "_suspended_lost", None)
+    if gauge is None:
+        gauge = Gauge(f"{PREFIX}_model_suspended_lost", "1 for a suspended model, by what its reason says was lost "
+                      "(journal, marks, checkpoint, configuration, broker, engine)", ["model", "lost"],
+                      registry=g.registry)
+        g._suspended_lost = gauge  # type: ignore[attr-defined]
+    return gauge
 
 
 def publish(g: Metrics, m: Served, runtime: ModelRuntime | None, expose_halts_used: bool) -> None:
     """A served model's gauges (``runtime``: its configuration, for the schedule's public fields)."""
     g.suspended.labels(model=m.id).set(0 if m.suspension is None else 1)
+    if m.suspension is not None:
+        lost = lost_of(m.suspension.reason)
+        for kind in LOST:
+            _lost_gauge(g).labels(model=m.id, lost=kind).set(1 if kind == lost else 0)
     if not m.engine.has_rounds:  # no round, halt or round-progress series (everlast_model_info says so)
         return
     g.round.labels(model=m.id).set(m.round)

@@ -371,3 +371,38 @@ def test_a_partition_not_fully_restored_gets_no_hand_over_checkpoint(tmp_path: P
     o.opened = True
     assert asyncio.run(o.hand_over(io, asyncio.Event(), journaled=True)) is None  # type: ignore[arg-type]
     assert io.commits == [True]
+
+
+def test_the_metrics_say_what_a_suspension_lost() -> None:
+    from everlast.daemon.metrics import Metrics
+    from everlast.daemon.model import checkpoint_lost
+    from everlast.daemon.partition import (
+        LOG_DELETED_REASON,
+        LOG_LOST_REASON,
+        Suspension,
+        behind_reason,
+        engine_failed_reason,
+    )
+    from everlast.daemon.signals import lost_of, publish
+
+    said = {
+        behind_reason("its journal cannot vouch for it: ...", "the broker's log does not hold them"): "journal",
+        behind_reason("the published marks file is damaged (a slot fails its checksum)", "..."): "marks",
+        "checkpoint m/live fails its checksum (damaged)": "checkpoint",
+        "checkpoint m/live fails authentication (wrong key, or tampered)": "checkpoint",
+        checkpoint_lost("m", 100): "checkpoint",
+        "model m: its checkpoint is bound to other data or configuration (the training data ...)": "configuration",
+        LOG_LOST_REASON: "broker",
+        LOG_DELETED_REASON: "broker",
+        engine_failed_reason(RuntimeError()): "engine",
+    }
+    assert {r: lost_of(r) for r in said} == said
+    g = Metrics()
+    s = Served("m", FakeEngine(), 0)
+    s.suspension = Suspension(LOG_LOST_REASON, 0, 0, False)
+    publish(g, s, None, False)
+    from prometheus_client import generate_latest
+
+    text = generate_latest(g.registry).decode()
+    assert 'everlast_model_suspended_lost{lost="broker",model="m"} 1.0' in text
+    assert 'everlast_model_suspended_lost{lost="journal",model="m"} 0.0' in text
