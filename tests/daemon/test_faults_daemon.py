@@ -34,6 +34,7 @@ from everlast.daemon.broker import free_port
 from tests.daemon.daemon_process import ROOT, Daemon
 from tests.daemon.kafka_helpers import write_model_files
 from tests.daemon.test_e2e import reference
+from tests.daemon.test_lifecycle import metric, scrape
 
 pytestmark = [pytest.mark.broker, pytest.mark.asyncio, pytest.mark.slow]
 
@@ -185,6 +186,7 @@ class After:
     new: dict[str, dict[int, dict[str, Any]]]
     log: str
     life: int
+    metrics: str = ""
 
 
 async def next_life(run: Run, life: int = 1) -> After:
@@ -199,13 +201,14 @@ async def next_life(run: Run, life: int = 1) -> After:
             await produce(run.d.bootstrap, m, run.xs[m][lo : lo + NEW], base)
         done = await read_labels(run.d.bootstrap, lambda s: all(
             sum(1 for i in s[m] if i >= base) >= NEW for m in MODELS), 60)
+        metrics = (await asyncio.to_thread(scrape, run.d.metrics_port))[1]
     finally:
         assert run.d.stop() in (0, 1), run.d.log()[-3000:]
     for m in MODELS:  # every label published so far, first bytes
         for i, v in done[m].items():
             run.first[m].setdefault(i, v)
     new = {m: {i - base: msgpack.unpackb(v) for i, v in done[m].items() if i >= base} for m in MODELS}
-    return After(ready, again, new, run.d.log(), life)
+    return After(ready, again, new, run.d.log(), life, metrics)
 
 
 def verdict(run: Run, after: After) -> dict[str, str]:
@@ -289,13 +292,13 @@ def damage(root: Path, kind: str, part_of_a: int) -> None:
         p.write_bytes(bytes(raw))
 
 
-EXPECT = {  # damage -> (what A's reason must name, whether B must be exact)
-    "journal row bit": ("journal", True),
-    "journal rows cut": ("journal", True),
-    "journal file garbage": ("journal", False),
-    "journal lost": ("journal", False),
-    "journal and checkpoint lost": ("checkpoint is lost", False),
-    "live blob bit": (f"{A}/live fails", True),  # its checksum, or with the key its authentication
+EXPECT = {  # damage -> (what A's reason must name, whether B must be exact, the metrics' lost label)
+    "journal row bit": ("journal", True, "journal"),
+    "journal rows cut": ("journal", True, "journal"),
+    "journal file garbage": ("journal", False, "journal"),
+    "journal lost": ("journal", False, "journal"),
+    "journal and checkpoint lost": ("checkpoint is lost", False, "checkpoint"),
+    "live blob bit": (f"{A}/live fails", True, "checkpoint"),  # its checksum, or with the key its authentication
 }
 
 
@@ -311,7 +314,7 @@ async def test_damage_ends_in_exact_recovery_or_the_suspension_of_the_damaged_mo
     await first_life(run)
     part = DefaultPartitioner()(A.encode(), [0, 1, 2, 3], [0, 1, 2, 3])
     damage(tmp_path, kind, part)
-    what, b_exact = EXPECT[kind]
+    what, b_exact, lost = EXPECT[kind]
     for life in range(1, LIVES + 1):  # the second restart: the verdict holds (the suspension is persisted)
         after = await next_life(run, life)
         v = verdict(run, after)
@@ -321,7 +324,9 @@ async def test_damage_ends_in_exact_recovery_or_the_suspension_of_the_damaged_mo
             assert v[B] == "exact", (kind, v[B])
         else:  # its rows were in the damaged or lost journal too: suspended, with the same kind of reason
             assert v[B].startswith("suspended") and "journal" in v[B], (kind, v[B])
-        assert after.ready[0] == 503 and A in after.ready[1], after.ready
+        assert after.ready[0] == 503 and A in after.ready[1] and what in after.ready[1], after.ready
+        assert metric(after.metrics, "everlast_model_suspended", model=A) == 1
+        assert metric(after.metrics, "everlast_model_suspended_lost", model=A, lost=lost) == 1
         assert "Traceback" not in after.log, after.log[-3000:]
 
 
