@@ -406,3 +406,25 @@ def test_the_metrics_say_what_a_suspension_lost() -> None:
     text = generate_latest(g.registry).decode()
     assert 'everlast_model_suspended_lost{lost="broker",model="m"} 1.0' in text
     assert 'everlast_model_suspended_lost{lost="journal",model="m"} 0.0' in text
+
+
+def test_a_checkpoint_is_bound_to_its_training_data_and_configuration(tmp_path: Path) -> None:
+    """A start whose training file or model settings differ from the checkpoint's refuses the model,
+    saying what changed and how to serve the new one (a new id) or keep the old one; the same data
+    under the same settings restores. (The schedule is not bound: a model keeps its own.)"""
+    from everlast.daemon.config import ModelConfig
+    from everlast.daemon.model import ModelRuntime
+    from tests.daemon.kafka_helpers import write_model_files
+
+    data, sched = write_model_files(tmp_path, "m", seed=0)
+    (tmp_path / "o").mkdir()
+    other, _ = write_model_files(tmp_path / "o", "m", seed=1)  # the same size, other points
+    runtime = ModelRuntime.prepare(ModelConfig(id="m", data=data, schedule=sched))
+    meta = runtime.meta(4)
+    runtime.check_bound(meta)  # the same: restores
+    with pytest.raises(CheckpointError, match="the training data") as e:
+        ModelRuntime.prepare(ModelConfig(id="m", data=other, schedule=sched)).check_bound(meta)
+    assert "new model id" in str(e.value) and "restore its data file" in str(e.value)
+    with pytest.raises(CheckpointError, match="concept: checkpoint 'thresholds', configuration 'intervals'"):
+        ModelRuntime.prepare(ModelConfig(id="m", data=data, schedule=sched, concept="intervals")).check_bound(meta)
+    assert runtime.data_fp not in str(e.value)  # no hash of the training data in a message
