@@ -212,9 +212,11 @@ class ModelRuntime:
                 f"and has {partitions} now; the model's queries would land on another partition. Restore the "
                 "partition count (docs/OPERATIONS.md, 'Partitions')."
             )
-        self.check_bound(meta)
         p = restored.predictor
-        self.check_restored(p)
+        self.check_restored(p)  # the mechanism and the learner's settings, in their own words
+        self.check_bound(meta)  # then the data and the rest of the configuration
+        if not isinstance(p, PrivateLearner):
+            self._adopt(getattr(p, "schedule", None))  # only for a checkpoint that is served
         return Served(
             self.id,
             p,
@@ -281,7 +283,6 @@ class ModelRuntime:
                 "mechanism under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')."
             )
         if not isinstance(p, PrivateLearner):
-            self._adopt(getattr(p, "schedule", None))
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
