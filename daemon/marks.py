@@ -32,6 +32,12 @@ import msgpack
 from everlast.daemon.errors import CheckpointError
 
 FILENAME = "published.marks"
+_ID = ""
+"""The key of the file's own id among the marks (no model id is empty)."""
+
+
+def _new_id() -> int:
+    return int.from_bytes(os.urandom(7), "big")
 MAGIC = b"EVPM"
 SLOT = 1 << 18
 """Bytes per slot: room for the marks of about 5,000 models."""
@@ -66,7 +72,7 @@ def _create(path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, _slot(0, {}))
+        os.write(fd, _slot(0, {_ID: _new_id()}))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -85,6 +91,9 @@ class Marks:
         """Why the file's marks could not be read (then ``values`` is empty and every model is behind)."""
         self.values: dict[str, int] = {}
         self.seq = 0
+        self.id = ""
+        """This file's id (recorded by every checkpoint written beside it: only a checkpoint with
+        this id is vouched for as exact by reaching its mark; a new id when the file is damaged)."""
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not path.exists():
@@ -106,6 +115,8 @@ class Marks:
             self.damaged = "the published marks file is damaged (a slot fails its checksum)"
         else:
             self.seq, self.values = max(good)
+        ident = self.values.pop(_ID, None) if self.damaged is None else None
+        self.id = str(ident if ident is not None else _new_id())
 
     @property
     def known(self) -> bool:
@@ -122,7 +133,7 @@ class Marks:
             return
         values = {**self.values, **marks}
         seq = self.seq + 1
-        raw = _slot(seq, values)
+        raw = _slot(seq, {**values, _ID: int(self.id)})
         try:
             os.pwrite(self.fd, raw, (seq % 2) * SLOT)
             os.fdatasync(self.fd)

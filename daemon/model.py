@@ -228,6 +228,7 @@ class ModelRuntime:
             burn=BurnTally.from_meta(meta.get("burn")),
             journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
             else None,
+            marks_id=None if meta.get("marks") is None else str(meta["marks"]),
         )
 
     def create_engine(self) -> Servable:

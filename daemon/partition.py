@@ -228,6 +228,9 @@ class Served:
     lost: str | None = None
     """What of its own state is known lost when its restored state is behind its published mark
     (``daemon/marks.py``): the journal's rows, in words. It then relies on the broker's log."""
+    marks_id: str | None = None
+    """The id of the published marks file its checkpoint was written beside (``daemon/marks.py``):
+    only then does reaching its mark vouch that nothing was published beyond its state."""
     frozen: bool = False
     """Its state could not be restored (damaged, lost, or bound to other data or configuration): its
     engine is a placeholder, never called; its checkpoint is never written (the store keeps what is

@@ -144,7 +144,9 @@ def judge_marks(o: OwnedPartition, marks: Marks | None, journal_note: str | None
         if mark is None:
             continue
         if m.offset >= mark:
-            m.verified = True  # nothing was published beyond this state
+            # nothing this daemon published lies beyond this state; if the checkpoint was written beside
+            # these marks, nothing at all (another replica's checkpoint keeps what the journal said)
+            m.verified = m.verified or m.marks_id == marks.id
             continue
         m.verified = False
         m.lost = m.lost or journal_note or (

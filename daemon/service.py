@@ -324,7 +324,8 @@ class Service:
             ck = PartitionCheckpoint(
                 part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,
                 every_seconds=self.cfg.checkpoint.every_seconds,
-                meta={m: self.models[m].meta(self.n_partitions) for m in cks},
+                meta={m: {**self.models[m].meta(self.n_partitions),
+                          **({"marks": self.marks.id} if self.marks is not None else {})} for m in cks},
             )
             o = self.owned[part] = OwnedPartition(part, proc, ck)
             await self._open(o)

@@ -428,3 +428,23 @@ def test_a_checkpoint_is_bound_to_its_training_data_and_configuration(tmp_path: 
     with pytest.raises(CheckpointError, match="concept: checkpoint 'thresholds', configuration 'intervals'"):
         ModelRuntime.prepare(ModelConfig(id="m", data=data, schedule=sched, concept="intervals")).check_bound(meta)
     assert runtime.data_fp not in str(e.value)  # no hash of the training data in a message
+
+
+@pytest.mark.parametrize("beside", [True, False], ids=["written beside these marks", "another replica's"])
+def test_reaching_the_mark_vouches_only_for_a_checkpoint_written_beside_the_marks(tmp_path: Path,
+                                                                                 beside: bool) -> None:
+    """A periodic checkpoint at the model's mark, written beside this daemon's marks: exact, even when
+    its journal is gone. Written by another replica (the Kafka store; this daemon's mark is older):
+    the mark cannot vouch for what that replica published, so it relies on the broker's log, as
+    before (the empty log then suspends it)."""
+    path = tmp_path / "published.marks"
+    m = Marks(path)
+    m.publish({"g": 100})
+    s = Served("g", FakeEngine(R=10_000), 120 if not beside else 100, verified=False,
+               marks_id=m.id if beside else None)
+    m.close()
+    o = OwnedPartition(0, PartitionProcessor(0, [s], {"g"}, 0),
+                       PartitionCheckpoint(0, {}, offset=s.offset, every_queries=10, every_seconds=60.0))
+    judge_marks(o, Marks(path), None)
+    o.proc.feed(None, 0)  # the broker's log is empty
+    assert (s.suspension is None) == beside, s.suspension
