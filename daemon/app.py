@@ -14,10 +14,12 @@ from importlib.metadata import PackageNotFoundError, version
 from everlast.daemon.broker import EmbeddedBroker
 from everlast.daemon.checkpoint.blobs import key_from_env
 from everlast.daemon.config import Config
+from everlast.daemon.dir_lock import DirLock
 from everlast.daemon.errors import ConfigError
 from everlast.daemon.metrics import HealthServer, Metrics
 from everlast.daemon.model import ModelRuntime
-from everlast.daemon.service import Service, client_tests_line, publish_guarantee
+from everlast.daemon.service import Service
+from everlast.daemon.signals import client_tests_line, publish_guarantee
 
 log = logging.getLogger("everlast.daemon")
 
@@ -115,9 +117,22 @@ async def serve(
     handle_signals: bool = True,
 ) -> int:
     """Run until ``stop`` is set (or a signal arrives). Returns the process exit code. ``status``, if
-    given, receives the bound metrics port and the service object (for tests and tools)."""
-    models = prepare_models(cfg)
-    warn_operator(cfg)
+    given, receives the bound metrics port and the service object (for tests and tools). The first
+    thing done: lock ``checkpoint.dir`` (one daemon per state, ``daemon/dir_lock.py``)."""
+    lock = DirLock.acquire(cfg.checkpoint.dir) if uses_dir(cfg) else None
+    try:
+        return await _serve(cfg, stop, status, handle_signals)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def uses_dir(cfg: Config) -> bool:
+    """Whether the daemon keeps state in ``checkpoint.dir`` (the dir store, or the journal)."""
+    return cfg.checkpoint.store == "dir" or cfg.checkpoint.journal
+
+
+def _metrics(cfg: Config, models: dict[str, ModelRuntime]) -> Metrics:
     metrics = Metrics(expose_timings=cfg.metrics.expose_timings)
     metrics.declare(models, without_rounds={m.id for m in models.values() if m.mechanism == "private-learner"},
                     with_burn={m.id for m in models.values() if m.schedule is not None and m.schedule.burn is not None})
@@ -127,32 +142,63 @@ async def serve(
         metrics.build.info({"version": "dev"})
     for m in models.values():
         publish_guarantee(metrics, m)
-    broker: EmbeddedBroker | None = None
+    return metrics
+
+
+def _broker(cfg: Config) -> tuple[EmbeddedBroker | None, str]:
     bootstrap = cfg.broker.bootstrap_servers
-    if bootstrap is None:
-        # compat: reachable by librdkafka < 2.2 (Debian 12's kcat) too; dies with this process
-        broker = EmbeddedBroker(port=cfg.broker.embedded_port, compat=True).start()
-        bootstrap = broker.bootstrap
-        log.warning(
-            "no broker configured: started the embedded Tansu broker at %s (in memory, for development: "
-            "it stops with the daemon and what it holds is lost)",
-            bootstrap,
-        )
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    svc = Service(cfg, models, metrics, bootstrap)
-    # Start-up (planning, imports) leaves millions of long-lived objects; without this every full
-    # garbage collection rescans them while the hot path allocates (measured: ~1 us a record).
-    gc.collect()
-    gc.freeze()
+    if bootstrap is not None:
+        return None, bootstrap
+    # compat: reachable by librdkafka < 2.2 (Debian 12's kcat) too; dies with this process
+    broker = EmbeddedBroker(port=cfg.broker.embedded_port, compat=True).start()
+    log.warning("no broker configured: started the embedded Tansu broker at %s (in memory, for development: it "
+                "stops with the daemon and what it holds is lost)", broker.bootstrap)
+    return broker, broker.bootstrap
+
+
+async def _health(cfg: Config, metrics: Metrics, svc: Service) -> tuple[HealthServer, int]:
     health = HealthServer(metrics, svc.heartbeat.alive, svc.ready, svc.not_ready)
-    port = await health.start(cfg.metrics.host, cfg.metrics.port)
+    try:
+        port = await health.start(cfg.metrics.host, cfg.metrics.port)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {cfg.metrics.host}:{cfg.metrics.port}: "
+                          f"{exc.strerror or exc} (another process has the port? set metrics.port; 0 = any free port)"
+                          ) from None
     log.info("metrics and health on http://%s:%d (/metrics, /healthz, /readyz)", cfg.metrics.host, port)
-    if status is not None:
-        status.update({"metrics_port": port, "service": svc, "bootstrap": bootstrap})
+    return health, port
+
+
+async def _serve(cfg: Config, stop: asyncio.Event | None, status: dict[str, object] | None,
+                 handle_signals: bool) -> int:
+    models = prepare_models(cfg)
+    warn_operator(cfg)
+    metrics = _metrics(cfg, models)
+    broker, bootstrap = _broker(cfg)
+    try:
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        svc = Service(cfg, models, metrics, bootstrap)
+        # Start-up (planning, imports) leaves millions of long-lived objects; without this every full
+        # garbage collection rescans them while the hot path allocates (measured: ~1 us a record).
+        gc.collect()
+        gc.freeze()
+        health, port = await _health(cfg, metrics, svc)
+        if status is not None:
+            status.update({"metrics_port": port, "service": svc, "bootstrap": bootstrap})
+        try:
+            await _run(cfg, svc, health, stop)
+        finally:
+            await health.stop()
+    finally:
+        if broker is not None:
+            broker.stop()
+    return _exit_code(svc)
+
+
+async def _run(cfg: Config, svc: Service, health: HealthServer, stop: asyncio.Event) -> None:
     try:
         await svc.run(stop)
     except Exception as exc:
@@ -161,10 +207,9 @@ async def serve(
                       type(exc).__name__, cfg.metrics.exit_linger_s)
             await health.linger(cfg.metrics.exit_linger_s, stop, svc.scrapes_at_failure)
         raise
-    finally:
-        await health.stop()
-        if broker is not None:
-            broker.stop()
+
+
+def _exit_code(svc: Service) -> int:
     if svc.clean is False:
         log.error("stopped, but the hand-over checkpoints do not cover every published answer: %s; the next start "
                   "replays those answers from the journal or the broker's log (byte-identical)",

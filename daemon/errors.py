@@ -84,3 +84,8 @@ def as_daemon_error(exc: BaseException) -> DaemonError | None:
     if isinstance(exc, TimeoutError):
         return BrokerError("broker request timed out")
     return None
+
+
+class OutOfTurn(DaemonError):
+    """A partition processor was called in a state that does not take the call (``feed`` after
+    ``revoke``, ``resume`` during a transition, ...): a bug in the caller, never swallowed."""

@@ -24,19 +24,26 @@ chain (each ``start`` is the previous ``end``) and a missing row is detected. A 
 partition covers every row (it is taken only when every processed record is acknowledged), so it
 deletes them all.
 
-The journal holds raw queries: a secret like the checkpoints. With the checkpoint key configured
-each payload is sealed with AES-256-GCM under a key derived from it and the journal's id (HKDF),
-the nonce the row's never-reused sequence number, the associated data the row's place
-(id/topic/partition/start/end); deleted rows are overwritten (``secure_delete``) and the WAL file
-truncated after each checkpoint.
+Integrity: every row is verified before it is replayed. Without a key its payload carries a SHA-256
+checksum over the row's place (id/topic/partition/start/end/seq) and the payload (``digest``); with
+the checkpoint key configured the payload is sealed with AES-256-GCM under a key derived from it and
+the journal's id (HKDF), the nonce the row's never-reused sequence number within its session, the
+associated data the row's place. A file SQLite cannot read (not a database, malformed) is moved
+aside at start and a new journal begun (``open_or_set_aside``); what it held is judged against the
+models' published marks (``daemon/marks.py``).
+
+The journal holds raw queries: a secret like the checkpoints. Deleted rows are overwritten
+(``secure_delete``) and the WAL file truncated after each checkpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -54,7 +61,7 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     topic TEXT NOT NULL, part INTEGER NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL,
-    payload BLOB NOT NULL, session BLOB, nonce INTEGER
+    payload BLOB NOT NULL, session BLOB, nonce INTEGER, digest BLOB
 );
 CREATE INDEX IF NOT EXISTS rows_part ON rows (topic, part, seq);
 """
@@ -176,6 +183,12 @@ class Journal:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA secure_delete=ON")
             self.db.executescript(_SCHEMA)
+            cols = {r[1] for r in self.db.execute("PRAGMA table_info(rows)")}
+            if "digest" not in cols:  # a journal from before row checksums
+                self.db.execute("ALTER TABLE rows ADD COLUMN digest BLOB")
+            check = self.db.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                raise sqlite3.DatabaseError(f"quick_check: {str(check[0][0])[:120] if check else 'no answer'}")
             row = self.db.execute("SELECT v FROM meta WHERE k = 'id'").fetchone()
             if row is None:
                 self.id = os.urandom(16).hex()
@@ -185,6 +198,10 @@ class Journal:
             last = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'rows'").fetchone()
             self._seq = int(last[0]) if last else 0
             """The last row number given out (never given again: rows are ordered by it)."""
+        except sqlite3.DatabaseError as exc:  # not a database, malformed, a wrong schema
+            with contextlib.suppress(Exception):
+                self.db.close()
+            raise JournalDamaged(f"cannot open the journal {path}: {_why(exc)}", _why(exc)) from None
         except (OSError, sqlite3.Error) as exc:
             raise CheckpointError(f"cannot open the journal {path}: {_why(exc)}") from None
         self.key = key
@@ -194,8 +211,10 @@ class Journal:
         self.sealer = _Sealer(key, self.id, self.session) if key is not None else None
         self._openers: dict[bytes, _Sealer] = {}
 
-    def _aad(self, topic: str, part: int, start: int, end: int) -> bytes:
-        return f"{self.id}/{topic}/{part}/{start}/{end}".encode()
+    def _aad(self, topic: str, part: int, start: int, end: int, seq: int) -> bytes:
+        """A row's place: the journal, the partition, the offsets and the row's number (so that a row
+        moved, renumbered or copied from another journal fails its check)."""
+        return f"{self.id}/{topic}/{part}/{start}/{end}/{seq}".encode()
 
     def position(self) -> int:
         """The last row number given out: every row written so far has a number at most this."""
@@ -212,18 +231,19 @@ class Journal:
                     self._seq += 1
                     last[part] = self._seq
                     data = encode(s.records)
-                    nonce = None
+                    nonce, aad = None, self._aad(topic, part, s.start, s.end, self._seq)
                     if self.sealer is not None:
                         self._n += 1  # counted before use: a failed commit never frees a nonce
                         nonce = self._n
-                        data = self.sealer.seal(nonce, self._aad(topic, part, s.start, s.end), data)
-                    rows.append((self._seq, topic, part, s.start, s.end, data, self.session if nonce else None, nonce))
+                        data = self.sealer.seal(nonce, aad, data)
+                    rows.append((self._seq, topic, part, s.start, s.end, data, self.session if nonce else None, nonce,
+                                 None if nonce else _digest(aad, data)))
             if not rows:
                 return last
             try:
                 with self._txn():
-                    self.db.executemany('INSERT INTO rows (seq, topic, part, start, "end", payload, session, nonce) '
-                                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    self.db.executemany('INSERT INTO rows (seq, topic, part, start, "end", payload, session, nonce, '
+                                        "digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot write the journal {self.path}: {_why(exc)}") from None
             return last
@@ -241,21 +261,25 @@ class Journal:
     def read(self, topic: str, part: int, seq: int) -> Slice:
         with self._mutex:
             try:
-                row = self.db.execute('SELECT start, "end", payload, session, nonce FROM rows WHERE seq = ? AND '
-                                      "topic = ? AND part = ?", (seq, topic, part)).fetchone()
+                row = self.db.execute('SELECT start, "end", payload, session, nonce, digest FROM rows WHERE seq = ? '
+                                      "AND topic = ? AND part = ?", (seq, topic, part)).fetchone()
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot read the journal {self.path}: {_why(exc)}") from None
         if row is None:
             raise CorruptCheckpoint(f"journal row {seq} of partition {part} is gone")
         start, end, data = int(row[0]), int(row[1]), bytes(row[2])
-        if row[3] is not None:
+        aad = self._aad(topic, part, start, end, seq)
+        if row[3] is None:  # unsealed: its checksum
+            if row[5] is None or bytes(row[5]) != _digest(aad, data):
+                raise CorruptCheckpoint(f"journal row {seq} of partition {part} fails its checksum (damaged)")
+        else:
             if self.key is None:
                 raise CorruptCheckpoint("the journal is encrypted and no checkpoint key is configured")
             session = bytes(row[3])
             opener = self._openers.get(session)
             if opener is None:
                 opener = self._openers[session] = _Sealer(self.key, self.id, session)
-            data = opener.open(int(row[4]), self._aad(topic, part, start, end), data)
+            data = opener.open(int(row[4]), aad, data)
         try:
             return Slice(start, end, decode(data, topic, part))
         except (ValueError, KeyError, TypeError, IndexError):
@@ -286,6 +310,40 @@ class Journal:
                 self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+
+def _digest(aad: bytes, data: bytes) -> bytes:
+    h = hashlib.sha256(b"everlast journal row v1/")
+    h.update(aad)
+    h.update(b"/")
+    h.update(data)
+    return h.digest()
+
+
+def open_or_set_aside(path: Path, key: bytes | None) -> tuple[Journal, str | None]:
+    """The journal at ``path``; if its file is damaged (not a database, malformed), it is moved aside
+    (``<name>.damaged-<time>``, with its -wal and -shm files, for an operator to inspect) and a new
+    journal started: returns it and what happened, in words (the models it held rows of cannot be
+    replayed from it; the caller judges them against their published marks)."""
+    try:
+        return Journal(path, key), None
+    except JournalDamaged as exc:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = path.with_name(f"{path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        return Journal(path, key), f"the journal file was damaged ({exc.why}); moved aside to {aside.name}"
+
+
+class JournalDamaged(CheckpointError):
+    """The journal's file cannot be read as a journal (not a database, or malformed)."""
+
+    retriable = False
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
 
 
 def _why(exc: BaseException) -> str:

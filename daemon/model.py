@@ -12,9 +12,13 @@ learner with other settings, is refused (its certificate would not be the one re
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from everlast.daemon.checkpoint.blobs import BlobStore
 from everlast.daemon.checkpoint.model_state import ClaimPending, ModelCheckpointer, Restored
@@ -24,12 +28,13 @@ from everlast.daemon.errors import CheckpointError, ConfigError
 from everlast.daemon.partition import BurnTally, Served, Suspension
 from everlast.daemon.privacy import Guarantee, certify_running, learner_guarantee, plan_model
 from everlast.engine.concepts import ConceptClass, from_spec
-from everlast.engine.errors import EngineError
+from everlast.engine.errors import EngineError, InvalidState
 from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
+from everlast.engine.phases import Phase
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
-from everlast.engine.serving import Servable
+from everlast.engine.serving import RoundInfo, Servable
 
 log = logging.getLogger("everlast.daemon")
 
@@ -52,6 +57,12 @@ class ModelRuntime:
     adopted: str | None = None
     """Set when a restored checkpoint runs another schedule than the configuration's: what differs
     (``schedule`` and ``guarantee`` are then the checkpoint's; ``Service`` logs it)."""
+    data_fp: str = ""
+    """SHA-256 of the training set (points and labels, their shapes and types): saved with every
+    checkpoint (never logged: a hash of the data is not published), compared at restore."""
+    identity: dict[str, Any] = field(default_factory=dict)
+    """The configuration that makes the model what it is (mechanism, class, dimension, the learner's
+    settings; not the schedule, which a model keeps from its creation): saved and compared too."""
 
     @property
     def id(self) -> str:
@@ -74,14 +85,17 @@ class ModelRuntime:
             raise ConfigError(f"model {cfg.id}: {wrong}")
         n = int(x.shape[0])
         if cfg.mechanism == "private-learner":
-            return cls._prepare_learner(cfg, concept, x, y)
-        schedule, guarantee = plan_model(cfg, concept, n)
-        if n < schedule.initial_size:
-            raise ConfigError(
-                f"model {cfg.id}: the training set has {n} examples but the schedule needs "
-                f"{schedule.initial_size} (lambda_1 * T_1)"
-            )
-        return cls(cfg, concept, schedule, guarantee, n)
+            m = cls._prepare_learner(cfg, concept, x, y)
+        else:
+            schedule, guarantee = plan_model(cfg, concept, n)
+            if n < schedule.initial_size:
+                raise ConfigError(
+                    f"model {cfg.id}: the training set has {n} examples but the schedule needs "
+                    f"{schedule.initial_size} (lambda_1 * T_1)"
+                )
+            m = cls(cfg, concept, schedule, guarantee, n)
+        m.data_fp, m.identity = data_fingerprint(x, y), identity_of(cfg)
+        return m
 
     @classmethod
     def _prepare_learner(cls, cfg: ModelConfig, concept: ConceptClass, x: Any, y: Any) -> ModelRuntime:
@@ -111,11 +125,21 @@ class ModelRuntime:
 
     def meta(self, partitions: int | None) -> dict[str, Any]:
         """Fields saved with every checkpoint of this model."""
-        return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
+        return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism,
+                "data_fp": self.data_fp, "identity": self.identity}
+
+    def unrestored(self, offset: int, reason: str) -> Served:
+        """The model when its state cannot be served (``Served.frozen``): suspended with ``reason``,
+        its engine a placeholder that is never called. ``offset``: where its published answers end
+        (its queries before it get nothing more; from it on, refusals)."""
+        engine = Unrestored(self.mechanism, int(self.concept.point_dim))
+        s = Served(self.id, engine, offset, frozen=True, broken=True)
+        s.suspension = Suspension(reason, 0, offset, True)
+        return s
 
     async def activate(
         self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None,
-        partition: int = 0, claim_wait_s: float = 300.0,
+        partition: int = 0, claim_wait_s: float = 300.0, published: int | None = None,
     ) -> tuple[Served, ModelCheckpointer, bool]:
         """Restore from the checkpoint store, or create the model (GenericBBL: its predictor; the
         learner: its one fit, on OS entropy) on ``partition``. The first checkpoint is written by the
@@ -145,9 +169,13 @@ class ModelRuntime:
             # re-read the store before they decide (review of 2026-11-28, N3).
             restored = await ck.load()
         except ClaimPending:
+            if published:  # this daemon claimed and answered it: its state is lost, not on its way
+                raise CheckpointError(checkpoint_lost(self.id, published)) from None
             restored = await self._wait(ck, claim_wait_s, "claimed by a replica whose state is not in the store yet")
         if restored is not None:
             return self._restored(restored, start_offset, partitions, journal), ck, True
+        if published:  # creating it again would be a second release of its training data
+            raise CheckpointError(checkpoint_lost(self.id, published))
         token = await ck.claim()
         if token is None:
             restored = await self._wait(ck, claim_wait_s, "another replica claimed it first")
@@ -185,7 +213,10 @@ class ModelRuntime:
                 "partition count (docs/OPERATIONS.md, 'Partitions')."
             )
         p = restored.predictor
-        self.check_restored(p)
+        self.check_restored(p)  # the mechanism and the learner's settings, in their own words
+        self.check_bound(meta)  # then the data and the rest of the configuration
+        if not isinstance(p, PrivateLearner):
+            self._adopt(getattr(p, "schedule", None))  # only for a checkpoint that is served
         return Served(
             self.id,
             p,
@@ -197,6 +228,7 @@ class ModelRuntime:
             burn=BurnTally.from_meta(meta.get("burn")),
             journal_seq=int(meta.get("journal_seq", 0)) if journal is not None and meta.get("journal") == journal
             else None,
+            marks_id=None if meta.get("marks") is None else str(meta["marks"]),
         )
 
     def create_engine(self) -> Servable:
@@ -218,6 +250,29 @@ class ModelRuntime:
         except EngineError as exc:
             raise ConfigError(f"model {self.id}: {exc}") from None
 
+    def check_bound(self, meta: dict[str, Any]) -> None:
+        """Refuse a checkpoint made from other training data or another configuration than this one:
+        say what changed, and how to serve the new one (a new model id) or keep the old one."""
+        changed = []
+        fp = meta.get("data_fp")
+        if fp and fp != self.data_fp:
+            changed.append(f"the training data (the file {self.cfg.data} holds other data than the checkpoint's "
+                           "model was made from)")
+        was = meta.get("identity")
+        if isinstance(was, dict):
+            changed += [f"{k}: checkpoint {was.get(k)!r}, configuration {self.identity.get(k)!r}"
+                        for k in sorted(set(was) | set(self.identity)) if was.get(k) != self.identity.get(k)]
+        if not fp:
+            log.warning("model %s: its checkpoint records no fingerprint of its training data and configuration "
+                        "(written by an earlier version): they cannot be checked this once; its next checkpoint "
+                        "records them", self.id)
+        if changed:
+            raise CheckpointError(
+                f"model {self.id}: its checkpoint is bound to other data or configuration ({'; '.join(changed)}). A "
+                "model never changes its training set or configuration. To serve the new ones, give them a new model "
+                "id (a new run on the data, whose privacy cost composes with the old one's); to keep the old model, "
+                "restore its data file and configuration (docs/OPERATIONS.md, 'A model refused at start')")
+
     def check_restored(self, p: Servable) -> None:
         """Refuse a checkpoint written under another mechanism or, for the learner, other settings:
         the model would serve a release whose certificate is not the one this configuration reports."""
@@ -229,7 +284,6 @@ class ModelRuntime:
                 "mechanism under a new model id (docs/OPERATIONS.md, 'Losing the key, or starting a model afresh')."
             )
         if not isinstance(p, PrivateLearner):
-            self._adopt(getattr(p, "schedule", None))
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
@@ -261,3 +315,54 @@ class ModelRuntime:
 
     def info(self) -> dict[str, Any]:
         return {"model": self.id, "concept": self.cfg.concept, "n_train": self.n_train, **self.guarantee.to_json()}
+
+
+def checkpoint_lost(model: str, published: int) -> str:
+    return (f"model {model}: its checkpoint is lost (the store holds no state of it), but this daemon published "
+            f"its answers up to offset {published} (its published mark): creating it again would draw fresh "
+            "randomness from its training data, a second release. Restore a backup of its checkpoint taken after "
+            "those answers, or retire the model (docs/OPERATIONS.md, 'A model refused at start')")
+
+
+def data_fingerprint(x: Any, y: Any) -> str:
+    """SHA-256 of a training set: its points and labels with their types and shapes."""
+    h = hashlib.sha256(b"everlast training set v1")
+    for a in (np.ascontiguousarray(x), np.ascontiguousarray(y)):
+        h.update(f"/{a.dtype.str}/{a.shape}/".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def identity_of(cfg: ModelConfig) -> dict[str, Any]:
+    """The public settings a model is made of (compared at restore; the schedule is not: a model keeps
+    the one it was created with, ``ModelRuntime._adopt``), as plain JSON values (as they read back)."""
+    out: dict[str, Any] = {"mechanism": cfg.mechanism, "concept": cfg.concept, "d": cfg.d}
+    if cfg.concept == "trees":
+        out["depth"] = cfg.depth
+    if cfg.learner is not None:
+        out["learner"] = {"epsilon": cfg.learner.epsilon, "domain": cfg.learner.domain_spec()}
+    return dict(json.loads(json.dumps(out, default=str)))
+
+
+class Unrestored:
+    """The engine of a model whose state could not be restored (``Served.frozen``): it says what the
+    processor needs to refuse its queries (its dimension, no rounds) and raises on anything else."""
+
+    has_rounds = False
+    answers_change_state = True
+    phase = Phase.ANSWERING
+    round = 0
+    capacity: int | None = None
+    reservoir_filled = 0
+
+    def __init__(self, mechanism: str, point_dim: int) -> None:
+        self.mechanism = mechanism
+        self.point_dim = point_dim
+
+    def round_info(self) -> RoundInfo | None:
+        return None
+
+    def _never(self, *_: Any) -> Any:
+        raise InvalidState("the model's state was not restored: it is never called")
+
+    answer = transition = round_part = live_part = reservoir_points = _never

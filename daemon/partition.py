@@ -11,7 +11,10 @@ Decisions, in the order ``feed`` takes them:
    published. ``journal_plan`` says which rows to replay (those after every model's checkpoint,
    chained from the partition's next offset) or why they cannot be trusted; ``replay`` runs them
    like fetched records, so the models come back exactly where their published answers left
-   them, and their labels are re-published byte for byte.
+   them, and their labels are re-published byte for byte. A model whose state then does not
+   reach its published mark (``daemon/marks.py``; the service judges it) relies on the broker's
+   log (``Served.lost`` says what of its own state was lost, for the reason it gets if the log
+   does not hold the rest).
 1. **A replaced log** (the broker lost data): the high watermark is below the next offset to
    process or below the log's end a checkpoint saw (``log_end``: a log only grows), or the record
    at a checkpoint's last processed offset has another fingerprint. Every
@@ -65,6 +68,8 @@ from numpy.typing import NDArray
 
 from everlast.daemon import wire
 from everlast.daemon.batch import Batch, Id, LabelEncoder
+from everlast.daemon.errors import OutOfTurn
+from everlast.daemon.events import Event, EventKind
 from everlast.engine.errors import EngineError, InvalidInput
 from everlast.engine.phases import Phase
 from everlast.engine.serving import Answers, DomainScreen, Refusal, Servable
@@ -81,6 +86,16 @@ LOG_DELETED_REASON = (
     "the broker deleted this model's queries after its last checkpoint (retention); it refuses until an "
     "operator restores a checkpoint (see docs/OPERATIONS.md)"
 )
+
+
+def behind_reason(lost: str, broker: str) -> str:
+    """Why a model whose restored state is behind its published answers is suspended: what was lost
+    of its own state (``Served.lost``: the journal's rows, the checkpoint's) and what of the broker's."""
+    return (
+        f"this model's state is behind answers it already published ({lost}), and {broker}: answering on "
+        "would reuse the randomness of published answers. It refuses until an operator restores a checkpoint "
+        "that covers them or retires the model (see docs/OPERATIONS.md, 'A model suspended')"
+    )
 
 
 def engine_failed_reason(exc: BaseException) -> str:
@@ -210,6 +225,16 @@ class Served:
     """The burn-rate releases of the current round, summed (saved with the checkpoints)."""
     quota_lines: tuple[int, int] = (0, 0)
     """(round, quota firings seen in it): bounds the log lines that name clients."""
+    lost: str | None = None
+    """What of its own state is known lost when its restored state is behind its published mark
+    (``daemon/marks.py``): the journal's rows, in words. It then relies on the broker's log."""
+    marks_id: str | None = None
+    """The id of the published marks file its checkpoint was written beside (``daemon/marks.py``):
+    only then does reaching its mark vouch that nothing was published beyond its state."""
+    frozen: bool = False
+    """Its state could not be restored (damaged, lost, or bound to other data or configuration): its
+    engine is a placeholder, never called; its checkpoint is never written (the store keeps what is
+    there for an operator); it is suspended, and the suspension is judged again at every start."""
 
     def __post_init__(self) -> None:
         self.round, self.phase = self.engine.round, self.engine.phase
@@ -217,19 +242,6 @@ class Served:
     @property
     def point_dim(self) -> int:
         return int(self.engine.point_dim)
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """Something an operator should read in the log (``Service`` logs it)."""
-
-    kind: str
-    """``halted``, ``exhausted``, ``suspended``, ``log_replaced``, ``log_deleted``, ``journal``,
-    ``round``, ``quota`` (a client's quota test fired: ``detail`` names the client and where) or
-    ``quota_many`` (more than ``QUOTA_LOG_LINES`` such lines in a round)."""
-    model: str | None = None
-    round: int = 0
-    detail: str = ""
 
 
 @dataclass
@@ -304,12 +316,13 @@ class PartitionProcessor:
         self.known = frozenset(known)
         self.enc = encoder or LabelEncoder()
         self.status = Status.ACTIVE
-        self.next_offset = min([m.offset for m in models], default=start)
-        lows = [m for m in models if m.offset == self.next_offset and m.last_fp]
+        live = [m for m in models if not m.frozen]  # a frozen model's state is not here: it bounds nothing
+        self.next_offset = min([m.offset for m in live], default=min([m.offset for m in models], default=start))
+        lows = [m for m in live if m.offset == self.next_offset and m.last_fp]
         self.last_fp: str | None = lows[0].last_fp if lows else None
         # offsets whose record must match a checkpoint's fingerprint, until seen
-        self._expect: dict[int, str] = {m.offset - 1: m.last_fp for m in models if m.last_fp and m.offset > 0}
-        self.log_end = max([m.log_end for m in models], default=0)
+        self._expect: dict[int, str] = {m.offset - 1: m.last_fp for m in live if m.last_fp and m.offset > 0}
+        self.log_end = max([m.log_end for m in live], default=0)
         """The furthest end this partition's log has been seen to reach (checkpoints save it)."""
         self.log_checked = False
         """A fetch response has shown the log (its high watermark) since assignment."""
@@ -332,9 +345,9 @@ class PartitionProcessor:
         """A fetched batch of this partition (offset order) and the high watermark from the same
         fetch response (``None`` if no response arrived since assignment); ``log_start``: the log's
         first offset, when the I/O layer has asked the broker (at assignment)."""
-        step = Step()
         if self.status is Status.REVOKED:
-            return step
+            raise OutOfTurn(f"partition {self.partition}: feed after revoke")
+        step = Step()
         if highwater is not None:
             self.log_checked = True
         if self.status is Status.TRANSITIONING:
@@ -356,6 +369,8 @@ class PartitionProcessor:
     def transition_done(self, failures: dict[str, BaseException] | None = None) -> list[Event]:
         """The transitions ``Step.transitions`` asked for have run (``failures``: the models whose
         transition raised an ``EngineError``: they are suspended). Checkpoint now, then ``resume``."""
+        if self.status is not Status.TRANSITIONING:
+            raise OutOfTurn(f"partition {self.partition}: transition_done while {self.status.value}")
         events = []
         failures = failures or {}
         for mid in self._transitioning:
@@ -365,20 +380,20 @@ class PartitionProcessor:
                 events.append(self._suspend(m, engine_failed_reason(exc), self.next_offset, True))
                 continue
             m.round, m.phase = m.engine.round, m.engine.phase
-            events.append(Event("round", m.id, m.round, m.phase.value))
+            events.append(Event(EventKind.ROUND, m.id, m.round, m.phase.value))
             if m.phase is Phase.EXHAUSTED:
-                events.append(Event("exhausted", m.id, m.round))
+                events.append(Event(EventKind.EXHAUSTED, m.id, m.round))
         self._transitioning = []
-        if self.status is Status.TRANSITIONING:
-            self.status = Status.ACTIVE
+        self.status = Status.ACTIVE
         return events
 
     def resume(self) -> Step:
         """Process the records parked while the transitions ran; resume the partition unless
         another round ended among them."""
-        step = Step()
         if self.status is not Status.ACTIVE:
-            return step
+            raise OutOfTurn(f"partition {self.partition}: resume while {self.status.value} "
+                            "(call transition_done first)")
+        step = Step()
         parked, self.parked = self.parked, []
         self._run(parked, step)
         step.resume = self.status is Status.ACTIVE
@@ -393,15 +408,17 @@ class PartitionProcessor:
     def journal_plan(self, rows: Sequence[tuple[int, int, int]]) -> tuple[list[int], str | None]:
         """Which of the journal's rows of this partition (``(seq, start, end)`` in write order) to
         replay before fetching: those after every model's checkpoint, which must chain from the
-        partition's next offset. Returns (the rows' seqs, None), and then every model is exact
-        (its state and those rows reproduce everything it published); or ([], why) when the rows
-        cannot be trusted (the models keep what their checkpoints say)."""
-        if not self.models:
+        partition's next offset (a frozen model's state is not here: it has no say). Returns (the
+        rows' seqs, None), and once they are all replayed (``replayed``) every model is exact as far
+        as the journal reaches (the service then compares that with the published marks); or ([],
+        why) when the rows cannot be trusted (the models keep what their checkpoints say)."""
+        live = [m for m in self.models.values() if not m.frozen]
+        if not live:
             return [], "no model is homed on this partition" if rows else None
-        foreign = sorted(m.id for m in self.models.values() if m.journal_seq is None)
+        foreign = sorted(m.id for m in live if m.journal_seq is None)
         if foreign:
             return [], f"the checkpoint of model {foreign[0]} was not written beside this journal"
-        base = min(m.journal_seq for m in self.models.values() if m.journal_seq is not None)
+        base = min(m.journal_seq for m in live if m.journal_seq is not None)
         todo = [r for r in rows if r[0] > base]
         at = self.next_offset
         for _seq, start, end in todo:  # a row may straddle a checkpoint taken mid-replay
@@ -409,18 +426,18 @@ class PartitionProcessor:
                 return [], (f"the journal does not reach back to offset {at} (its next row starts at {start}): "
                             "rows are missing")
             at = max(at, end)
-        for m in self.models.values():
-            m.verified = True
+        if not todo:  # nothing processed since the checkpoints: the journal vouches for them as they are
+            for m in live:
+                m.verified = True
         return [r[0] for r in todo], None
 
     def replay(self, batch: Batch) -> Step:
         """Process journaled records as if fetched (no log checks: they are what this partition
         processed before). The step's labels are the ones first published, byte for byte."""
-        step = Step()
         if self.status is not Status.ACTIVE:
-            if self.status is Status.TRANSITIONING and len(batch):
-                self.parked.append(batch)
-            return step
+            raise OutOfTurn(f"partition {self.partition}: replay while {self.status.value} (a replayed round's "
+                            "transition must finish first)")
+        step = Step()
         first = 0
         while first < len(batch) and batch.offset(first) < self.next_offset:
             first += 1
@@ -428,9 +445,14 @@ class PartitionProcessor:
             self._run([batch.tail(first)], step)
         return step
 
-    def replayed(self) -> None:
-        """The journal's rows are replayed: the first fetch must show that the log holds the same
-        record at the last replayed offset (or was replaced, or lost it)."""
+    def replayed(self, whole: bool = True) -> None:
+        """The journal's rows are replayed (``whole``: every row the plan named; then every model is
+        exact as far as the journal reaches: the caller still compares it with the published marks):
+        the first fetch must show that the log holds the same record at the last replayed offset (or
+        was replaced, or lost it)."""
+        if whole:
+            for m in self.models.values():
+                m.verified = m.verified or not m.frozen
         end = self.next_offset
         if end > 0 and self.last_fp:
             self._expect = {end - 1: self.last_fp}
@@ -467,14 +489,17 @@ class PartitionProcessor:
     def _rebase(self, step: Step, highwater: int | None) -> None:
         step.log_reset = True
         step.seek = 0
-        step.events.append(Event("log_replaced", detail=f"high watermark {highwater}, next offset {self.next_offset}"))
+        step.events.append(Event(EventKind.LOG_REPLACED,
+                                 detail=f"high watermark {highwater}, next offset {self.next_offset}"))
         for m in self.models.values():
             if m.suspension is not None:
                 m.suspension = replace(m.suspension, from_offset=0)
             elif not m.verified and m.engine.answers_change_state:
                 # its state may lag answers already published, and the log that would replay them
                 # is gone: continuing could reuse randomness and overspend the round's halt budget
-                step.events.append(self._suspend(m, LOG_LOST_REASON, 0, False))
+                reason = LOG_LOST_REASON if m.lost is None else behind_reason(
+                    m.lost, f"the broker's log does not hold those queries ({self._log_said(highwater)})")
+                step.events.append(self._suspend(m, reason, 0, False))
             m.offset, m.last_fp, m.verified = 0, None, True
         self.next_offset, self.last_fp, self._expect = 0, None, {}
         self.log_end = highwater or 0
@@ -485,20 +510,33 @@ class PartitionProcessor:
         get no label: they never reached it); a model that may have published answers beyond its
         checkpoint, whose queries are among the deleted, cannot replay them: suspended."""
         step.seek = log_start
-        step.events.append(Event("log_deleted", detail=f"offsets {self.next_offset} to {log_start - 1}"))
+        step.events.append(Event(EventKind.LOG_DELETED, detail=f"offsets {self.next_offset} to {log_start - 1}"))
         for m in self.models.values():
             if m.offset >= log_start:
                 continue
             if m.suspension is None and not m.verified and m.engine.answers_change_state:
-                step.events.append(self._suspend(m, LOG_DELETED_REASON, log_start, False))
+                reason = LOG_DELETED_REASON if m.lost is None else behind_reason(
+                    m.lost, f"the broker deleted those queries (its log begins at offset {log_start}: retention)")
+                step.events.append(self._suspend(m, reason, log_start, False))
             m.offset, m.last_fp, m.verified = log_start, None, True
         self.next_offset, self.last_fp = log_start, None
         self._expect = {o: fp for o, fp in self._expect.items() if o >= log_start}
 
-    def _suspend(self, m: Served, reason: str, from_offset: int, engine_failed: bool) -> Event:
+    def _log_said(self, highwater: int | None) -> str:
+        return f"its high watermark is {highwater}" if highwater is not None else "it was replaced"
+
+    def suspend_behind(self, m: Served, lost: str) -> Event:
+        """At restore, before anything is answered: ``m`` cannot tell how far it answered (``lost``
+        says why). Suspended; its state is kept as it is (never saved again), the suspension saved."""
+        return self._suspend(m, behind_reason(lost, "the daemon cannot tell which of them the broker's log "
+                                              "holds"), m.offset, True, "state behind its published answers")
+
+    def _suspend(self, m: Served, reason: str, from_offset: int, engine_failed: bool, what: str = "") -> Event:
         m.suspension = Suspension(reason, m.round, from_offset, engine_failed)
         m.broken = m.broken or engine_failed
-        return Event("suspended", m.id, m.round, "engine failed" if engine_failed else "log lost")
+        what = what or ("engine failed" if engine_failed else "log lost" if m.lost is None else
+                        f"state behind its published answers: {m.lost}; the broker lost them too")
+        return Event(EventKind.SUSPENDED, m.id, m.round, what)
 
     # -- 2-7. records ------------------------------------------------------------------------------
 
@@ -631,7 +669,7 @@ class PartitionProcessor:
             labels, refusals, rnd, failed = self._call(m, p.x[:take], q, b, rejected, step)
             if not m.broken:
                 if m.phase is not Phase.HALTED and m.engine.phase is Phase.HALTED:
-                    step.events.append(Event("halted", m.id, m.engine.round))
+                    step.events.append(Event(EventKind.HALTED, m.id, m.engine.round))
                 m.round, m.phase = m.engine.round, m.engine.phase
             if p.clean and failed is None and -1 not in labels:  # the whole group, in order
                 ids = b.ids
@@ -717,9 +755,9 @@ class PartitionProcessor:
             seen += 1
             if seen <= QUOTA_LOG_LINES:
                 who = show_client(None if clients is None else clients[j])
-                step.events.append(Event("quota", m.id, rnd, f"{who} (offset {b.offset(q[j])})"))
+                step.events.append(Event(EventKind.QUOTA, m.id, rnd, f"{who} (offset {b.offset(q[j])})"))
             elif seen == QUOTA_LOG_LINES + 1:
-                step.events.append(Event("quota_many", m.id, rnd, str(QUOTA_LOG_LINES)))
+                step.events.append(Event(EventKind.QUOTA_MANY, m.id, rnd, str(QUOTA_LOG_LINES)))
         m.quota_lines = (rnd, seen)
 
     def _call_inside(self, m: Served, x: NDArray[np.float64], q: list[int], bad: NDArray[np.bool_], b: Batch,

@@ -11,8 +11,11 @@ anything new, and the partition is sought to where its processor starts. A round
 in a worker thread while other partitions keep flowing; the processor parks its partition's
 records meanwhile.
 
-Every processed record is in the journal, durably, before its label is produced; a checkpoint of
-the partition drops the rows it covers.
+Every processed record is in the journal, durably, before its label is produced, and every model's
+published mark with it (``daemon/marks.py``); a checkpoint of the partition drops the rows it
+covers. A restored model that does not reach its mark is judged before it answers
+(``recovery.judge_marks``); one whose state cannot be restored is suspended alone
+(``ModelRuntime.unrestored``).
 
 What an answer releases beside its labels reaches the operator here: a WARNING line naming the
 client whose quota fired (never rate-limited; bounded by the processor), per-model counters of
@@ -39,20 +42,28 @@ from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
 from everlast.daemon import batch as codec
-from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, EncryptedStore, key_from_env
+from everlast.daemon import topics
+from everlast.daemon.checkpoint.blobs import BlobStore, DirStore, key_from_env, sealed
 from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
-from everlast.daemon.checkpoint.model_state import ModelCheckpointer
 from everlast.daemon.config import Config
-from everlast.daemon.errors import BrokerError, CheckpointError, ConfigError, DaemonError, Stopped, as_daemon_error
+from everlast.daemon.errors import CheckpointError, DaemonError, Stopped, as_daemon_error
+from everlast.daemon.events import Event, EventKind, log_events
 from everlast.daemon.journal import FILENAME as JOURNAL_FILE
-from everlast.daemon.journal import Journal, Slice
-from everlast.daemon.logs import UNLIMITED
+from everlast.daemon.journal import Journal, Slice, open_or_set_aside
+from everlast.daemon.marks import FILENAME as MARKS_FILE
+from everlast.daemon.marks import Marks
 from everlast.daemon.metrics import Heartbeat, Metrics
 from everlast.daemon.model import ModelRuntime
-from everlast.daemon.partition import Event, Headers, PartitionProcessor, Served, Step
+from everlast.daemon.monitor import update_lag, watch
+from everlast.daemon.outbox import Groups, Outbox
+from everlast.daemon.owned import OwnedPartition, drop_lag, running
+from everlast.daemon.partition import PartitionProcessor, Served, Step
+from everlast.daemon.recovery import activate, judge_marks, replay_journal
 from everlast.daemon.retry import retrying, until_stopped
+from everlast.daemon.signals import client_tests_line, publish, publish_guarantee
 from everlast.engine.errors import EngineError
-from everlast.engine.phases import Phase
+
+__all__ = ["Service", "client_tests_line", "publish_guarantee"]
 
 log = logging.getLogger("everlast.daemon")
 
@@ -78,13 +89,11 @@ class Service:
         self.lock = asyncio.Lock()
         self.home: dict[str, int] = {}
         self.n_partitions: int | None = None
-        self.procs: dict[int, PartitionProcessor] = {}
-        self.ckpts: dict[int, PartitionCheckpoint] = {}
-        self.transitions: dict[int, asyncio.Task[dict[str, BaseException]]] = {}
+        self.owned: dict[int, OwnedPartition] = {}
+        """The partitions this process serves (``daemon/owned.py``)."""
         self.encoder = codec.LabelEncoder()
         self._partitioner = DefaultPartitioner()
-        self._parts: dict[str, list[int]] = {}
-        self._label_part: dict[bytes | None, int] = {}
+        self.outbox = Outbox(cfg.topics, lambda: self.producer)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._store: BlobStore | None = None
@@ -95,10 +104,11 @@ class Service:
         self.halt = asyncio.Event()
         """Set when the drain timeout has passed after ``stop``: stop waiting for the broker."""
         self.journal: Journal | None = None
-        self._jseq: dict[int, int] = {}
-        """Per partition: the last journal row whose records are processed in full."""
-        self._log_start: dict[int, int] = {}
-        """Per partition, until its first feed: the log's first offset, as the broker said at assignment."""
+        self.journal_note: str | None = None
+        """Set at start when the journal file was damaged (moved aside): what its models lost."""
+        self.marks: Marks | None = None
+        """The published marks (``daemon/marks.py``), beside the journal."""
+        self.marks_damaged: str | None = None
         self.embedded = cfg.broker.bootstrap_servers is None
         """The daemon's own broker, started with it: its log is always empty at start (expected)."""
         self.clean: bool | None = None
@@ -107,13 +117,13 @@ class Service:
         self.ready_flag = False
         self.broker_ok = False
         self.checkpoint_ok = True
-        self._ends: dict[int, int] = {}
         self.failed: BaseException | None = None
         self.scrapes_at_failure: int | None = None
 
     @property
-    def owned(self) -> set[int]:
-        return set(self.procs)
+    def procs(self) -> dict[int, PartitionProcessor]:
+        """The processor of each owned partition (read-only view, for tools and tests)."""
+        return {p: o.proc for p, o in self.owned.items()}
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -133,7 +143,7 @@ class Service:
             raise RuntimeError("the service is not running")
         return self._store
 
-    def _tp(self, part: int) -> TopicPartition:
+    def tp(self, part: int) -> TopicPartition:
         return TopicPartition(self.cfg.topics.queries, part)
 
     # -- wiring ------------------------------------------------------------------------------
@@ -143,155 +153,29 @@ class Service:
         kw["bootstrap_servers"] = self.bootstrap
         return kw
 
-    async def _ensure_topics(self) -> None:
-        if not self.cfg.topics.create:
-            return
-        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-        from everlast.daemon.checkpoint.kafka_store import MIN_COMPACTION_LAG_MS
-
-        t = self.cfg.topics
-        admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
-        await admin.start()
-        try:
-            existing = set(await admin.list_topics())
-            new = [
-                NewTopic(name, t.partitions, 1)
-                for name in (t.queries, t.labels, t.dead_letters)
-                if name not in existing
-            ]
-            if self.cfg.checkpoint.store == "kafka" and t.checkpoints not in existing:
-                new.append(NewTopic(t.checkpoints, 1, 1, topic_configs={
-                    "cleanup.policy": "compact", "min.compaction.lag.ms": str(MIN_COMPACTION_LAG_MS),
-                    # the lag counts on the broker's clock, not a replica's (docs/privacy/learner.md 2)
-                    "message.timestamp.type": "LogAppendTime"}))
-            if new:
-                await admin.create_topics(new)  # "already exists" comes back as an error code, not a raise
-        finally:
-            await admin.close()
-
-    async def _check_checkpoints_topic(self) -> None:
-        """Refuse to start when the Kafka checkpoints topic deletes records by retention: a model whose
-        claim and state expire would be created again, a second release of its training data
-        (``kafka_store.retention_problem``), or is compacted with a ``min.compaction.lag.ms`` below an
-        hour (``kafka_store.compaction_lag_problem``: the claim's argument needs it). A broker that does
-        not describe the topic's configuration (Tansu describes only the settings given at creation) gets
-        a warning. Sets how long a claim's read-back may take (``kafka_store.claim_bound_s``)."""
-        if self.cfg.checkpoint.store != "kafka":
-            return
-        from aiokafka.admin import AIOKafkaAdminClient
-        from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-
-        from everlast.daemon.checkpoint.kafka_store import (
-            MIN_COMPACTION_LAG_MS,
-            claim_bound_s,
-            compaction_lag_problem,
-            retention_problem,
-            timestamp_problem,
-        )
-
-        topic = self.cfg.topics.checkpoints
-        admin = AIOKafkaAdminClient(**{k: v for k, v in self._kw().items() if k != "retry_backoff_ms"})
-        configs: dict[str, str] | None = None
-        try:
-            await admin.start()
-            got = await asyncio.wait_for(admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]), 30)
-            configs = {str(e[0]): str(e[1]) for r in got for res in r.resources if res[0] == 0 for e in res[4]
-                       if e[1] is not None}
-        except Exception as exc:  # the broker may not implement DescribeConfigs
-            log.warning("cannot read the configuration of the checkpoints topic %s (%s); it must never delete "
-                        "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic, type(exc).__name__)
-        finally:
-            await _quietly(admin.close)
-        self._claim_bound_s = claim_bound_s(configs)
-        if configs is None:
-            return
-        problem = retention_problem(configs)
-        if problem is not None:
-            raise ConfigError(
-                f"the checkpoints topic {topic} deletes records by retention ({problem}): a model whose claim and "
-                "state expire would be created again, a second release of its training data. Set cleanup.policy="
-                "compact (or retention.ms=-1 and retention.bytes=-1) on it (docs/OPERATIONS.md, 'Checkpoint "
-                "topic')")
-        lag_problem = compaction_lag_problem(configs)
-        if lag_problem is not None:
-            raise ConfigError(
-                f"the checkpoints topic {topic} is compacted with {lag_problem}: the cleaner could remove a claim's "
-                "first record while a replica reads its own claim back, and two replicas could both create a model "
-                f"(a second release of its training data). Set min.compaction.lag.ms={MIN_COMPACTION_LAG_MS} or more "
-                "on it (docs/OPERATIONS.md, 'Checkpoint topic')")
-        compacted = "compact" in configs.get("cleanup.policy", "")
-        if compacted and "min.compaction.lag.ms" not in configs:
-            log.warning("the broker does not report min.compaction.lag.ms of the compacted checkpoints topic %s; it "
-                        "must be at least %d so that no claim is compacted while it is read back (docs/OPERATIONS.md, "
-                        "'Checkpoint topic')", topic, MIN_COMPACTION_LAG_MS)
-        if timestamp_problem(configs) is not None:
-            raise ConfigError(
-                f"the compacted checkpoints topic {topic} has message.timestamp.type=CreateTime: the compaction lag "
-                "then counts on the replicas' clocks, and one running slow shortens it below what the claim's "
-                "argument needs (two replicas could both create a model). Set message.timestamp.type=LogAppendTime "
-                "on it (docs/OPERATIONS.md, 'Checkpoint topic')")
-        if "cleanup.policy" not in configs:
-            log.warning("the broker does not say how the checkpoints topic %s is cleaned; it must never delete "
-                        "records by retention (docs/OPERATIONS.md, 'Checkpoint topic')", topic)
-
     def _make_store(self) -> BlobStore:
         ck = self.cfg.checkpoint
-        inner: BlobStore
-        if ck.store == "dir":
-            inner = DirStore(ck.dir)
-            inner.secure_root()
-        else:
+        if ck.store == "kafka":
             from everlast.daemon.checkpoint.kafka_store import KafkaStore
 
             self.kafka_store = KafkaStore(
-                self.producer,
-                lambda: AIOKafkaConsumer(**self._kw(), enable_auto_commit=False, fetch_max_wait_ms=50),
-                self.cfg.topics.checkpoints,
-                ck.max_chunk_bytes,
-            )
+                self.producer, lambda: AIOKafkaConsumer(**self._kw(), enable_auto_commit=False, fetch_max_wait_ms=50),
+                self.cfg.topics.checkpoints, ck.max_chunk_bytes)
             self.kafka_store.claim_bound_s = self._claim_bound_s
-            inner = self.kafka_store
-        key = key_from_env(ck.key_env)
-        return EncryptedStore(inner, key) if key is not None else inner
+        return sealed(self.kafka_store or DirStore.private(ck.dir), key_from_env(ck.key_env))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
         self.stop = stop
-        c = self.cfg.consumer
-        await self._ensure_topics()
-        await self._check_checkpoints_topic()
+        await topics.ensure_topics(self.cfg, self._kw())
+        bound = await topics.check_checkpoints(self.cfg, self._kw(), _quietly)
+        if bound is not None:
+            self._claim_bound_s = bound
         async with contextlib.AsyncExitStack() as clients:
-            self._producer = AIOKafkaProducer(
-                **self._kw(),
-                acks="all",
-                linger_ms=2,
-                enable_idempotence=False,
-                max_request_size=max(1_048_576, self.cfg.checkpoint.max_chunk_bytes + 65_536),
-            )
-            await self._producer.start()
-            clients.push_async_callback(_quietly, self._producer.stop)
-            self._store = self._make_store()
-            if self.cfg.checkpoint.journal:
-                ck = self.cfg.checkpoint
-                self.journal = Journal(ck.dir / JOURNAL_FILE, key_from_env(ck.key_env))
-                clients.callback(self.journal.close)
-            self._consumer = AIOKafkaConsumer(
-                **self._kw(),
-                group_id=c.group_id,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                fetch_max_wait_ms=c.fetch_max_wait_ms,
-                session_timeout_ms=c.session_timeout_ms,
-                heartbeat_interval_ms=c.heartbeat_interval_ms,
-                max_poll_interval_ms=max(300_000, c.session_timeout_ms),
-            )
-            await self._consumer.start()
-            clients.push_async_callback(_quietly, self._consumer.stop)
-            self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
-            self._broker(True)
-            monitor = asyncio.create_task(self._monitor(stop))
+            await self._start_clients(clients)
+            self.broker(True)
+            monitor = asyncio.create_task(watch(self, stop))
             drain = asyncio.create_task(self._drain_deadline(stop))
             try:
                 await self._loop(stop)
@@ -306,6 +190,34 @@ class Service:
             if self.failed is not None:
                 raise self.failed
 
+    async def _start_clients(self, clients: contextlib.AsyncExitStack) -> None:
+        c, ck = self.cfg.consumer, self.cfg.checkpoint
+        self._producer = AIOKafkaProducer(
+            **self._kw(), acks="all", linger_ms=2, enable_idempotence=False,
+            max_request_size=max(1_048_576, ck.max_chunk_bytes + 65_536),
+        )
+        await self._producer.start()
+        clients.push_async_callback(_quietly, self._producer.stop)
+        self._store = self._make_store()
+        if ck.journal:
+            self.journal, self.journal_note = open_or_set_aside(ck.dir / JOURNAL_FILE, key_from_env(ck.key_env))
+            clients.callback(self.journal.close)
+            if self.journal_note is not None:
+                log.error("%s: the models whose rows it held continue only if their published answers are "
+                          "covered (their checkpoints, or the broker's log); the others are suspended",
+                          self.journal_note)
+            self.marks = Marks(ck.dir / MARKS_FILE)
+            clients.callback(self.marks.close)
+            self.marks_damaged = self.marks.damaged
+        self._consumer = AIOKafkaConsumer(
+            **self._kw(), group_id=c.group_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            fetch_max_wait_ms=c.fetch_max_wait_ms, session_timeout_ms=c.session_timeout_ms,
+            heartbeat_interval_ms=c.heartbeat_interval_ms, max_poll_interval_ms=max(300_000, c.session_timeout_ms),
+        )
+        await self._consumer.start()
+        clients.push_async_callback(_quietly, self._consumer.stop)
+        self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
+
     async def _loop(self, stop: asyncio.Event) -> None:
         c = self.cfg.consumer
         while not stop.is_set():
@@ -319,14 +231,14 @@ class Service:
                 err = as_daemon_error(exc)
                 if err is None or not err.retriable:
                     raise
-                self._broker(False)
+                self.broker(False)
                 log.warning("fetch failed (%s); retrying", type(exc).__name__)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.5)
                 continue
             async with self.lock:
                 await self._handle(fetched)
-                self._update_lag()
+                update_lag(self)
                 await self._maybe_checkpoint()
 
     async def _drain_deadline(self, stop: asyncio.Event) -> None:
@@ -340,11 +252,11 @@ class Service:
         broker, waited for at most ``drain_timeout_s`` from the stop request), transitions finish
         (bounded), and every partition gets its hand-over checkpoint. ``clean`` and ``uncovered``
         say whether those checkpoints cover every published answer."""
-        pending = [t for t in self.transitions.values() if not t.done()]
+        pending = running(self.owned)
         if pending:
             await asyncio.wait(pending, timeout=self.cfg.shutdown_timeout_s)
         async with self.lock:  # the batch in flight has been answered and acknowledged (or halted)
-            self.uncovered = await self._hand_over(sorted(self.procs))
+            self.uncovered = await self._hand_over(sorted(self.owned))
         self.clean = not self.uncovered
 
     def _fail(self, exc: BaseException) -> None:
@@ -365,11 +277,13 @@ class Service:
             return "the broker does not answer"
         if not self.checkpoint_ok:
             return "checkpoint writes fail"
-        if not all(p.log_checked for p in self.procs.values()):
+        if not all(o.proc.log_checked for o in self.owned.values()):
             return "checking the log"
-        suspended = sorted(m.id for p in self.procs.values() for m in p.models.values() if m.suspension is not None)
-        if suspended:
-            return "suspended: " + ", ".join(suspended[:20]) + (" ..." if len(suspended) > 20 else "")
+        suspended = sorted((m.id, m.suspension.reason) for o in self.owned.values() for m in o.models.values()
+                           if m.suspension is not None)
+        if suspended:  # each with its reason (what was lost, what to do): the other models serve
+            return "suspended: " + "; ".join(f"{m} ({why})" for m, why in suspended[:5]) + (
+                f"; and {len(suspended) - 5} more" if len(suspended) > 5 else "")
         return None
 
     # -- partitions ----------------------------------------------------------------------------
@@ -384,7 +298,8 @@ class Service:
         (an unreadable checkpoint, a wrong key) stops the daemon: aiokafka would otherwise swallow it
         and leave the partition silently unserved."""
         try:
-            await self._assign(partitions)
+            async with self.lock:
+                await self._assign(partitions)
         except Stopped:
             pass
         except BaseException as exc:
@@ -395,117 +310,59 @@ class Service:
             raise
 
     async def _assign(self, partitions: list[int]) -> None:
-        async with self.lock:
-            self._homes()
-            self._label_part.clear()
-            self._parts.clear()
-            if self.kafka_store is not None:
-                await self.kafka_store.refresh()
-            for part in partitions:
-                if part in self.procs:
-                    continue
-                committed = await self.consumer.committed(self._tp(part))
-                start = int(committed) if committed is not None else 0
-                served: list[Served] = []
-                cks: dict[str, ModelCheckpointer] = {}
-                jid = self.journal.id if self.journal is not None else None
-                for mr in (self.models[m] for m, p in self.home.items() if p == part):
-                    with self.heartbeat.busy():  # a creation fits on a worker thread, for as long as the data asks
-                        s, ck, restored = await mr.activate(self.store, start, self.n_partitions, jid, partition=part,
-                                                           claim_wait_s=self.cfg.checkpoint.claim_wait_seconds)
-                    if mr.adopted is not None:
-                        g = mr.guarantee
-                        log.warning("model %s: its checkpoint runs another schedule than the configuration (%s "
-                                    "differ): a model keeps the schedule it was created with; the certificate of "
-                                    "the running one: training-set epsilon %.4g, query epsilon %.4g (delta %.2g); "
-                                    "%s. Serve the new schedule under a new model id (docs/OPERATIONS.md, 'A model "
-                                    "halted')", s.id, mr.adopted, g.epsilon_training, g.epsilon_queries, g.delta,
-                                    client_tests_line(g.details))
-                        publish_guarantee(self.metrics, mr)
-                        mr.adopted = None
-                    served.append(s)
-                    cks[s.id] = ck
-                    state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (
-                        " (suspended)" if s.suspension is not None else "")
-                    rounds = f"round {s.round}" if s.engine.has_rounds else "no rounds (private learner)"
-                    log.info("model %s %s at offset %d on partition %d, %s%s", s.id,
-                             "restored" if restored else "created", s.offset, part, rounds, state)
-                proc = PartitionProcessor(part, served, self.models.keys(), start, self.encoder)
-                ck_part = PartitionCheckpoint(
-                    part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,
-                    every_seconds=self.cfg.checkpoint.every_seconds,
-                    meta={m: self.models[m].meta(self.n_partitions) for m in cks},
-                )
-                self.procs[part], self.ckpts[part] = proc, ck_part
-                await self._log_bounds(part)
-                await self._replay_journal(part)
-                if served:
-                    # before answering anything new: a created model's first checkpoint (a crash must never
-                    # re-draw its randomness), a restored one's state after its journal, and it gives up its
-                    # one-time hand-over claim
-                    await self._commit(part)
-                self.consumer.seek(self._tp(part), proc.start_position)
-                for s in served:
-                    self._publish(s)
-            self._models_active()
-            self.ready_flag = True
+        self._homes()
+        self.outbox.forget()
+        if self.kafka_store is not None:
+            await self.kafka_store.refresh()
+        for part in partitions:
+            if part in self.owned:
+                continue
+            committed = await self.consumer.committed(self.tp(part))
+            start = int(committed) if committed is not None else 0
+            served, cks = await activate(self, part, start)
+            proc = PartitionProcessor(part, served, self.models.keys(), start, self.encoder)
+            ck = PartitionCheckpoint(
+                part, cks, offset=proc.next_offset, every_queries=self.cfg.checkpoint.every_queries,
+                every_seconds=self.cfg.checkpoint.every_seconds,
+                meta={m: {**self.models[m].meta(self.n_partitions),
+                          **({"marks": self.marks.id} if self.marks is not None else {})} for m in cks},
+            )
+            o = self.owned[part] = OwnedPartition(part, proc, ck)
+            await self._open(o)
+        self._models_active()
+        self.ready_flag = True
 
-    async def _log_bounds(self, part: int) -> None:
+    async def _open(self, o: OwnedPartition) -> None:
+        """A partition just assigned: its log bounds, its journal replayed, its first checkpoint (a
+        created model's first one: a crash must never re-draw its randomness; a restored one's state
+        after its journal; it gives up its one-time hand-over claim), before answering anything new."""
+        await self._log_bounds(o)
+        await replay_journal(self, o)
+        self.log_events(o.part, judge_marks(o, self.marks, self.journal_note))
+        o.opened = True
+        if o.models:
+            await self.commit(o)
+        self.consumer.seek(self.tp(o.part), o.proc.start_position)
+        for s in o.models.values():
+            self._publish(s)
+
+    async def _log_bounds(self, o: OwnedPartition) -> None:
         """Where the partition's log begins (records deleted by retention?) and how far it reaches
         (a lower bound, saved with the checkpoints: a log found ending before it is another log)."""
-        tp = self._tp(part)
+        tp = self.tp(o.part)
         with contextlib.suppress(KafkaError, TimeoutError):
             first = await asyncio.wait_for(self.consumer.beginning_offsets([tp]), 10)
-            self._log_start[part] = int(first[tp])
+            o.log_start = int(first[tp])
         with contextlib.suppress(KafkaError, TimeoutError):
             end = await asyncio.wait_for(self.consumer.end_offsets([tp]), 10)
-            self.procs[part].saw_log_end(int(end[tp]))
-
-    async def _replay_journal(self, part: int) -> None:
-        """Replay the journal's rows of a partition just assigned through its restored models (the
-        processor says which rows, or why none can be trusted) and re-publish their labels: the
-        models come back exactly where their published answers left them, whatever the broker kept."""
-        jr, proc = self.journal, self.procs[part]
-        if jr is None:
-            return
-        topic = self.cfg.topics.queries
-        rows = await asyncio.to_thread(jr.slices, topic, part)
-        seqs, why = proc.journal_plan(rows)
-        self._jseq[part] = jr.position()  # rows not replayed are of no use: the next checkpoint drops them
-        if why is not None:
-            if rows and proc.models:
-                log.warning("partition %d: its %d journal rows are not replayed (%s); a model restored from a "
-                            "periodic checkpoint relies on the broker's log", part, len(rows), why)
-            return
-        if not seqs:
-            return
-        self._jseq[part] = seqs[0] - 1
-        max_bytes, n, first = self.cfg.consumer.max_record_bytes, 0, None
-        for seq in seqs:
-            sl = await asyncio.to_thread(jr.read, topic, part, seq)
-            first = sl.start if first is None else first
-            n += len(sl.records)
-            step = proc.replay(codec.decode(sl.records, max_bytes, self.cfg.consumer.client_header))
-            while True:
-                await self._send([(part, step)], journal=False)
-                self._apply(part, step, start_transitions=False)
-                if not step.transitions:
-                    break
-                failures = await self._transition(proc, step.transitions)
-                self._log_events(part, proc.transition_done(failures))
-                self.ckpts[part].mark_dirty()
-                await self._commit(part)  # covers the rows before this one (this one maybe in part)
-                step = proc.resume()
-            self._jseq[part] = seq
-        proc.replayed()
-        self._log_events(part, [Event("journal", detail=f"{n} records, offsets {first} to {proc.next_offset - 1}")])
+            o.proc.saw_log_end(int(end[tp]))
 
     async def revoke(self, partitions: list[int]) -> None:
-        waits = [self.transitions[p] for p in partitions if p in self.transitions]
+        waits = [t for p in partitions if p in self.owned and (t := self.owned[p].transition) is not None]
         if waits:
             await asyncio.wait(waits, timeout=self.cfg.shutdown_timeout_s)
         async with self.lock:
-            await self._hand_over([p for p in partitions if p in self.procs])
+            await self._hand_over([p for p in partitions if p in self.owned])
             self._models_active()
 
     async def _hand_over(self, partitions: list[int]) -> list[str]:
@@ -517,141 +374,90 @@ class Service:
         uncovered: list[str] = []
         try:
             for part in partitions:
-                proc, ck = self.procs[part], self.ckpts[part]
-                task = self.transitions.pop(part, None)
-                if task is not None and task.done() and task.exception() is None:
-                    self._log_events(proc.partition, proc.transition_done(task.result()))
-                elif task is not None:
-                    task.cancel()  # still running (or failed): the state is in flux, no checkpoint
-                    uncovered.append(f"partition {part}: a round transition did not finish")
-                    proc.revoke()
-                    del self.procs[part], self.ckpts[part]
-                    continue
-                why = ck.blocked(proc)
+                o = self.owned[part]
+                try:
+                    why = await o.hand_over(self, give_up, self.journal is not None)
+                finally:
+                    del self.owned[part]
+                    drop_lag(self.metrics.lag, part)
                 if why is not None:
-                    uncovered.append(f"partition {part}: {why}")
-                    log.warning("partition %d: no checkpoint at hand-over (%s); the next owner replays from "
-                                "the previous one%s", part, why, " and the journal" if self.journal else "")
-                else:
-                    try:
-                        await self._commit(part, handover=True, stop=give_up)
-                    except Exception as exc:
-                        if proc.models:  # (a partition without models has nothing to cover)
-                            uncovered.append(f"partition {part}: the hand-over checkpoint failed "
-                                             f"({type(exc).__name__})")
-                        log.error("partition %d: checkpoint at hand-over failed (%s); the next owner replays "
-                                  "from the previous one", part, type(exc).__name__)
-                proc.revoke()
-                del self.procs[part], self.ckpts[part]
-                with contextlib.suppress(KeyError):
-                    self.metrics.lag.remove(str(part))  # a gauge of a partition we no longer own would go stale
+                    uncovered.append(why)
         finally:
             timer.cancel()
         return uncovered
 
     def _models_active(self) -> None:
-        self.metrics.models_active.set(sum(len(p.models) for p in self.procs.values()))
+        self.metrics.models_active.set(sum(len(o.models) for o in self.owned.values()))
 
     # -- records -------------------------------------------------------------------------------
 
     async def _handle(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         t0 = time.perf_counter()
-        steps: list[tuple[int, Step]] = []
+        steps: list[tuple[OwnedPartition, Step]] = []
         max_bytes, hdr = self.cfg.consumer.max_record_bytes, self.cfg.consumer.client_header
-        for part, proc in self.procs.items():
-            tp = self._tp(part)
+        for part, o in self.owned.items():
+            tp = self.tp(part)
             recs = fetched.get(tp)
-            step = proc.feed(codec.decode(recs, max_bytes, hdr) if recs else None, self.consumer.highwater(tp),
-                             self._log_start.pop(part, None))
-            steps.append((part, step))
-        await self._send(steps)
-        for part, step in steps:
-            self._apply(part, step)
+            step = o.proc.feed(codec.decode(recs, max_bytes, hdr) if recs else None, self.consumer.highwater(tp),
+                               o.take_log_start())
+            steps.append((o, step))
+        await self.send(steps)
+        for o, step in steps:
+            self.apply(o, step)
         if fetched:
             self.metrics.batch_seconds.observe(time.perf_counter() - t0)
 
-    async def _send(self, steps: list[tuple[int, Step]], journal: bool = True) -> None:
+    async def send(self, steps: list[tuple[OwnedPartition, Step]], journal: bool = True) -> None:
         """Journal the processed records (durably), then produce every record and wait for the
         broker's acks, retrying while the broker is away (re-sent records are byte-identical, so
         duplicates are harmless). One batch per (topic, partition); keys are partitioned as Kafka's
         default (murmur2). ``journal=False``: the records came from the journal (a replay)."""
         if journal and self.journal is not None:
             await self._journal(steps)
-        t = self.cfg.topics
-        groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]] = {}
+        groups: Groups = {}
         for _, step in steps:
-            if step.labels:
-                parts = await self._partitions(t.labels)
-                cache = self._label_part
-                for key, (values, headers) in step.labels.items():
-                    p = cache.get(key)
-                    if p is None:
-                        p = self._partition_of(key, parts)
-                        if len(cache) < 10_000:  # invalid records may carry any key: bound the cache
-                            cache[key] = p
-                    groups.setdefault((t.labels, p), []).append((key, values, headers))
-            if step.dead_letters:
-                parts = await self._partitions(t.dead_letters)
-                for key, value, hdrs in step.dead_letters:
-                    groups.setdefault((t.dead_letters, self._partition_of(key, parts)), []).append(
-                        (key, [value], [hdrs]))
+            await self.outbox.group(step, groups)
         if groups:
-            await retrying(lambda: self._send_batches(groups), self.halt, what="produce",
+            await retrying(lambda: self.outbox.send_batches(groups), self.halt, what="produce",
                            max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._broker_error)
-            self._broker(True)
+            self.broker(True)
 
-    async def _journal(self, steps: list[tuple[int, Step]]) -> None:
+    async def _journal(self, steps: list[tuple[OwnedPartition, Step]]) -> None:
         """The processed records of every step, in the journal before any label is produced."""
         jr = self.journal
         assert jr is not None
-        batches = {part: [Slice(a, b, recs) for a, b, recs in step.processed] for part, step in steps
-                   if step.processed and part in self.procs and self.procs[part].models}  # (no state elsewhere)
+        batches = {o.part: [Slice(a, b, recs) for a, b, recs in step.processed] for o, step in steps
+                   if step.processed and o.part in self.owned and o.models}  # (no state elsewhere)
         if not batches:
             return
-        last = await retrying(lambda: asyncio.to_thread(jr.append, self.cfg.topics.queries, batches), self.halt,
+        marks = {m.id: m.offset for o, _ in steps if o.part in batches for m in o.models.values()}
+
+        def persist() -> dict[int, int]:  # the records, then how far the models answered: before any label
+            last = jr.append(self.cfg.topics.queries, batches)
+            if self.marks is not None:
+                self.marks.publish(marks)
+            return last
+
+        last = await retrying(lambda: asyncio.to_thread(persist), self.halt,
                               what="journal write", max_backoff_s=self.cfg.broker.max_backoff_s,
                               on_error=self._checkpoint_error, interruptible=False)
-        self._jseq.update(last)
+        for part, seq in last.items():
+            self.owned[part].jseq = seq
 
-    async def _partitions(self, topic: str) -> list[int]:
-        parts = self._parts.get(topic)
-        if parts is None:
-            parts = self._parts[topic] = sorted(await self.producer.partitions_for(topic))
-        return parts
-
-    def _partition_of(self, key: bytes | None, parts: list[int]) -> int:
-        return int(self._partitioner(key, parts, parts)) if key is not None else parts[0]
-
-    async def _send_batches(
-        self, groups: dict[tuple[str, int], list[tuple[bytes | None, list[bytes], list[Headers]]]]
-    ) -> None:
-        futs = []
-        for (topic, p), segments in groups.items():
-            b = self.producer.create_batch()
-            for key, values, headers in segments:
-                for value, h in zip(values, headers, strict=True):
-                    if b.append(key=key, value=value, timestamp=None, headers=h) is None:
-                        futs.append(await self.producer.send_batch(b, topic, partition=p))
-                        b = self.producer.create_batch()
-                        if b.append(key=key, value=value, timestamp=None, headers=h) is None:
-                            raise BrokerError("a record is larger than the producer's batch size", retriable=False)
-            if b.record_count():
-                futs.append(await self.producer.send_batch(b, topic, partition=p))
-        await asyncio.gather(*futs)
-
-    def _apply(self, part: int, step: Step, start_transitions: bool = True) -> None:
+    def apply(self, o: OwnedPartition, step: Step, start_transitions: bool = True) -> None:
         """After the step's records are acknowledged: store the offset, act on the consumer,
         count, log (and start the round transitions the step asks for, unless the caller runs them)."""
-        proc, ck = self.procs.get(part), self.ckpts.get(part)
-        if proc is None or ck is None:
+        if self.owned.get(o.part) is not o:
             return
-        tp = self._tp(part)
+        proc, ck, tp = o.proc, o.ck, self.tp(o.part)
         if step.log_reset:
             if not self.embedded:  # the embedded broker starts empty at every start: expected
                 self.metrics.log_resets.inc()
             ck.reset()
             ck.mark_dirty(urgent=True)  # the exact state at offset 0 of the new log, before its records
-            self._ends.pop(part, None)
+            o.log_end = 0
+            if self.marks is not None:  # offsets start over: the marks of the old log would read as ahead
+                self.marks.publish({m.id: m.offset for m in proc.models.values()})
         if proc.next_offset > ck.offset:
             ck.store_offset(proc.next_offset, step.answered)
         if step.seek is not None:
@@ -661,7 +467,16 @@ class Service:
         if step.resume:
             self.consumer.resume(tp)
         if step.transitions and start_transitions:
-            self.transitions[part] = asyncio.create_task(self._transition(proc, step.transitions))
+            o.start_transition(asyncio.create_task(self.transition(proc, step.transitions)))
+        self._count(step)
+        self.log_events(o.part, step.events)
+        if any(e.kind is EventKind.SUSPENDED for e in step.events):
+            ck.mark_dirty(urgent=True)
+        if step.counts or step.events:
+            for m in proc.models.values():
+                self._publish(m)
+
+    def _count(self, step: Step) -> None:
         g = self.metrics
         for (model, status), k in step.counts.items():
             g.queries.labels(model=model, status=status).inc(k)
@@ -672,16 +487,10 @@ class Service:
             g.quota_refusals.labels(model=model).inc(k)
         for model, k in step.quota_fired.items():
             g.quota_fired.labels(model=model).inc(k)
-        self._log_events(part, step.events)
-        if any(e.kind == "suspended" for e in step.events):
-            ck.mark_dirty(urgent=True)
-        if step.counts or step.events:
-            for m in proc.models.values():
-                self._publish(m)
 
     # -- transitions ---------------------------------------------------------------------------
 
-    async def _transition(self, proc: PartitionProcessor, ids: list[str]) -> dict[str, BaseException]:
+    async def transition(self, proc: PartitionProcessor, ids: list[str]) -> dict[str, BaseException]:
         """Run the transitions in a worker thread; an ``EngineError`` suspends its model (returned),
         anything else stops the daemon (a restart replays)."""
         failures: dict[str, BaseException] = {}
@@ -698,62 +507,55 @@ class Service:
         return failures
 
     async def _finish_transitions(self) -> None:
-        for part, task in list(self.transitions.items()):
-            if not task.done():
+        for part, o in list(self.owned.items()):
+            task = o.finished_transition()
+            if task is None:
                 continue
-            del self.transitions[part]
             exc = task.exception()
             if exc is not None:
                 log.error("partition %d: a round transition failed (%s): stopping", part, type(exc).__name__)
                 self._fail(exc)
                 return
             async with self.lock:
-                proc, ck = self.procs.get(part), self.ckpts.get(part)
-                if proc is None or ck is None:
+                if self.owned.get(part) is not o:
                     continue  # revoked meanwhile: the new owner replays from its checkpoint
-                self._log_events(part, proc.transition_done(task.result()))
-                ck.mark_dirty()
-                await self._commit(part)  # the new round, before it answers anything
-                step = proc.resume()
-                await self._send([(part, step)])
-                self._apply(part, step)
+                await o.after_transition(self, task.result())
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    async def _commit(self, part: int, handover: bool = False, stop: asyncio.Event | None = None) -> None:
-        proc, ck = self.procs[part], self.ckpts[part]
-        tp = self._tp(part)
+    async def commit(self, o: OwnedPartition, handover: bool = False, stop: asyncio.Event | None = None) -> None:
+        """The partition's checkpoint (``PartitionCheckpoint.commit``, retried while the store
+        fails), then the journal's rows it covers are dropped."""
+        tp = self.tp(o.part)
 
         async def commit_offset(offset: int) -> None:  # informational: never wait long for it
             if self.broker_ok and not self.halt.is_set():
                 await asyncio.wait_for(self.consumer.commit({tp: offset}), 5.0)
 
         jr = self.journal
-        covered = self._jseq.get(part, 0)
+        covered = o.jseq
         jinfo = (jr.id, covered) if jr is not None else None
 
         async def once() -> None:
             t0 = time.perf_counter()
-            await ck.commit(proc, commit_offset, handover=handover, journal=jinfo)
+            await o.ck.commit(o.proc, commit_offset, handover=handover, journal=jinfo)
             self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
 
-        await retrying(once, stop or self.halt, what=f"checkpoint of partition {part}",
+        await retrying(once, stop or self.halt, what=f"checkpoint of partition {o.part}",
                        max_backoff_s=self.cfg.broker.max_backoff_s, on_error=self._checkpoint_error,
                        interruptible=False)
         self.checkpoint_ok = True
         if jr is not None and covered:
             try:  # rows the checkpoint covers; left behind (a failure), a restore skips them anyway
-                await asyncio.to_thread(jr.clear, self.cfg.topics.queries, part, covered)
+                await asyncio.to_thread(jr.clear, self.cfg.topics.queries, o.part, covered)
             except CheckpointError as exc:
-                log.warning("partition %d: cannot drop the journal's rows after a checkpoint (%s)", part, exc)
+                log.warning("partition %d: cannot drop the journal's rows after a checkpoint (%s)", o.part, exc)
 
     async def _maybe_checkpoint(self) -> None:
-        for part in sorted(self.procs):
-            if part in self.transitions:
-                continue
-            ck = self.ckpts[part]
-            if ck.due() and ck.blocked(self.procs[part]) is None:
-                await self._commit(part)
+        for part in sorted(self.owned):
+            o = self.owned[part]
+            if o.due():
+                await self.commit(o)
 
     def _checkpoint_error(self, err: DaemonError) -> None:
         self.metrics.checkpoint_failures.inc()
@@ -762,144 +564,19 @@ class Service:
 
     # -- signals -------------------------------------------------------------------------------
 
-    def _log_events(self, part: int, events: list[Event]) -> None:
-        for e in events:
-            if e.kind == "halted":
-                log.error("model %s halted in round %d: its halt budget is spent; it refuses every query from "
-                          "now on (docs/OPERATIONS.md, 'A model halted')", e.model, e.round)
-            elif e.kind == "exhausted":
-                log.warning("model %s: the schedule has ended (round %d); it refuses every query", e.model, e.round)
-            elif e.kind == "suspended":
-                log.error("model %s suspended (%s): it refuses every query until an operator acts "
-                          "(docs/OPERATIONS.md)", e.model, e.detail)
-            elif e.kind == "log_replaced" and self.embedded:
-                log.info("partition %d: the embedded broker starts empty (it keeps nothing across restarts); "
-                         "reading its new log from offset 0 (%s)", part, e.detail)
-            elif e.kind == "log_replaced":
-                log.error("partition %d: the log was replaced (%s): the broker lost data; re-reading it from "
-                          "the start", part, e.detail)
-            elif e.kind == "log_deleted":
-                log.warning("partition %d: the broker deleted records before this daemon read them (%s, "
-                            "retention?): their queries get no label", part, e.detail)
-            elif e.kind == "journal":
-                log.info("partition %d: replayed the journal (%s): the models are where their published answers "
-                         "left them, and those labels are published again", part, e.detail)
-            elif e.kind == "round":
-                log.info("model %s entered round %d (%s)", e.model, e.round, e.detail)
-            elif e.kind == "quota":  # a released fact (Theorem Q+, remark 4): the client, never a query
-                log.warning("model %s: client %s spent its share of round %d's halt budget (its quota test "
-                            "fired): its queries are refused (client-quota) until the round ends; every other "
-                            "client is answered (docs/OPERATIONS.md, 'A client's quota fired')",
-                            e.model, e.detail, e.round, extra={UNLIMITED: True, "everlast_client": e.detail})
-            elif e.kind == "quota_many":
-                log.warning("model %s: more than %s clients' quotas fired in round %d; further ones are counted "
-                            "(everlast_client_quota_fired_total), not logged: many ids spend the budget together "
-                            "(Sybils? docs/OPERATIONS.md, 'A client's quota fired')", e.model, e.detail, e.round,
-                            extra={UNLIMITED: True})
+    def log_events(self, part: int, events: list[Event]) -> None:
+        log_events(part, events, self.embedded)
 
     def _publish(self, m: Served) -> None:
-        g = self.metrics
-        g.suspended.labels(model=m.id).set(0 if m.suspension is None else 1)
-        if not m.engine.has_rounds:  # no round, halt or round-progress series (everlast_model_info says so)
-            return
-        g.round.labels(model=m.id).set(m.round)
-        g.halted.labels(model=m.id).set(1 if m.phase is Phase.HALTED else 0)
-        if m.broken:
-            return
-        info = m.engine.round_info()
-        if info is None:
-            return
-        g.round_answered.labels(model=m.id).set(info.answered)
-        g.round_allowed.labels(model=m.id).set(info.allowed)
-        g.halts_allowed.labels(model=m.id).set(info.halt_cap)
-        sched = self.models[m.id].schedule if m.id in self.models else None
-        spec = sched.spec(m.round) if sched is not None else None
-        if spec is not None and spec.halt_threshold is not None:
-            g.halt_threshold.labels(model=m.id).set(spec.halt_threshold)
-        if sched is not None and sched.burn is not None:
-            windows, noisy = m.burn.of_round(m.round)
-            g.burn_noisy_tops.labels(model=m.id).set(noisy)
-            g.burn_queries.labels(model=m.id).set(windows * sched.burn.window)
-        if self.cfg.metrics.expose_halts_used:
-            g.halts_used.labels(model=m.id).set(info.tops)
+        publish(self.metrics, m, self.models.get(m.id), self.cfg.metrics.expose_halts_used)
 
-    async def _monitor(self, stop: asyncio.Event, every_s: float = 5.0) -> None:
-        """Beside the run loop, so that it reports while the loop waits (for a transition, the
-        checkpoint store or the broker): is the broker there, and how far behind is each partition."""
-        while not stop.is_set():
-            with contextlib.suppress(Stopped):
-                await self._probe_broker(every_s)
-                await self._refresh_ends(every_s)
-            self._update_lag()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every_s)
-
-    async def _probe_broker(self, timeout_s: float) -> None:
-        """A metadata round trip: the health signal while no traffic flows (aiokafka retries
-        quietly, so an idle consumer alone would never notice the broker is gone)."""
-        try:
-            ok = await until_stopped(asyncio.wait_for(self.producer.client.force_metadata_update(), timeout_s),
-                                     self.stop)
-        except (TimeoutError, KafkaError):
-            ok = False
-        if not ok:
-            log.warning("the broker does not answer; retrying")
-        self._broker(bool(ok))
-
-    async def _refresh_ends(self, timeout_s: float) -> None:
-        """The partitions' log-end offsets, for the lag gauge only: a paused partition, or a loop
-        that waits, gets no fetch responses, and its lag would freeze. (Tansu answers with a lower
-        bound, the start of its last batch; never used to judge the log itself.)"""
-        tps = [self._tp(p) for p in self.procs]
-        if not tps:
-            return
-        try:
-            ends = await until_stopped(asyncio.wait_for(self.consumer.end_offsets(tps), timeout_s), self.stop)
-        except (TimeoutError, KafkaError):
-            return
-        self._ends = {tp.partition: int(o) for tp, o in ends.items()}
-
-    def _broker(self, up: bool) -> None:
+    def broker(self, up: bool) -> None:
         self.broker_ok = up
         self.metrics.broker_up.set(1 if up else 0)
 
     def _broker_error(self, err: DaemonError) -> None:
-        self._broker(False)
+        self.broker(False)
         self.heartbeat.beat()  # waiting for the broker is not a stall
-
-    def _update_lag(self) -> None:
-        for part, proc in list(self.procs.items()):
-            hw = max(self.consumer.highwater(self._tp(part)) or 0, self._ends.get(part, 0))
-            self.metrics.lag.labels(partition=str(part)).set(max(0, hw - proc.next_offset))
-
-
-def publish_guarantee(metrics: Metrics, m: ModelRuntime) -> None:
-    """The model's certificate and public description as metrics (at start, and again when a restored
-    checkpoint runs another schedule than the configuration's)."""
-    g = m.guarantee
-    metrics.eps.labels(model=m.id, protects="training").set(g.epsilon_training)
-    metrics.eps.labels(model=m.id, protects="queries").set(g.epsilon_queries)
-    metrics.delta.labels(model=m.id, protects="training").set(g.delta)
-    metrics.delta.labels(model=m.id, protects="queries").set(g.delta)
-    metrics.describe(m.id, m.mechanism, m.cfg.concept, m.n_train, g.details)
-
-
-def client_tests_line(details: dict[str, object]) -> str:
-    """The per-client quotas and burn-rate signal a GenericBBL model runs (charged in its query epsilon
-    by Theorem Q+, docs/privacy/genericbbl.md 5.5), in words."""
-    q, b = details.get("quotas"), details.get("burn")
-    parts = []
-    if isinstance(q, dict):
-        parts.append(f"per-client quotas on (share {q['share']:g} of the halting threshold, eps_q {q['eps']:g})")
-    else:
-        parts.append("per-client quotas off")
-    if isinstance(b, dict):
-        parts.append(f"burn-rate signal on (a noisy top count per {b['window']:,} queries, eps_b {b['eps']:g})")
-    else:
-        parts.append("burn-rate signal off")
-    charged = " (both charged in the query epsilon, Theorem Q+)" if isinstance(q, dict) and isinstance(b, dict) \
-        else " (charged in the query epsilon, Theorem Q+)" if isinstance(q, dict) or isinstance(b, dict) else ""
-    return ", ".join(parts) + charged
 
 
 async def _quietly(stop: Any, timeout_s: float = 10.0) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -61,12 +62,52 @@ class BlobStore(Protocol):
         ...
 
 
+FRAME = b"EVB1"
+"""First bytes of a checksummed blob: ``FRAME``, SHA-256 of (model, name, data), data."""
+
+
+def frame(model: str, name: str, data: bytes) -> bytes:
+    """``data`` with its checksum, bound to its model and name (so that a blob cannot be swapped or
+    renamed unnoticed). Written by ``ModelCheckpointer`` into whatever store it uses: every blob is
+    verified before use whatever the configuration (with a key, AES-GCM authenticates it as well)."""
+    return FRAME + _digest(model, name, data) + data
+
+
+def unframe(model: str, name: str, raw: bytes, authenticated: bool = False) -> bytes:
+    """``frame``'s inverse; raises ``CorruptCheckpoint`` when the checksum fails. A blob without a
+    frame (written before checksums) is accepted only from a store that authenticates its blobs
+    itself (``authenticated``: the encrypted store)."""
+    if raw[:4] != FRAME:
+        if authenticated:
+            return raw
+        raise CorruptCheckpoint(f"checkpoint {model}/{name} carries no checksum (damaged, or written by a version "
+                                "before checksums): it cannot be verified")
+    data = raw[36:]
+    if len(raw) < 36 or _digest(model, name, data) != raw[4:36]:
+        raise CorruptCheckpoint(f"checkpoint {model}/{name} fails its checksum (damaged)")
+    return data
+
+
+def _digest(model: str, name: str, data: bytes) -> bytes:
+    h = hashlib.sha256()
+    h.update(f"everlast blob v1/{model}/{name}/".encode())
+    h.update(data)
+    return h.digest()
+
+
 class DirStore:
     """``<root>/<model>/<name>``; directories 0700 (the root too), files 0600; every write is
     atomic and durable."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    @classmethod
+    def private(cls, root: Path) -> DirStore:
+        """A store on ``root``, made private first (``secure_root``)."""
+        store = cls(root)
+        store.secure_root()
+        return store
 
     def secure_root(self) -> None:
         """Create the root directory with mode 0700, or make an existing one 0700: checkpoints hold
@@ -219,6 +260,9 @@ class EncryptedStore:
     plaintext (``pad``); the associated data binds it to its model and name, so blobs cannot be
     swapped or renamed."""
 
+    authenticated = True
+    """Every blob is authenticated (AES-GCM) before it is returned."""
+
     def __init__(self, inner: BlobStore, key: bytes) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -264,6 +308,11 @@ class EncryptedStore:
 
     async def void_claim(self, model: str) -> int:
         return await self.inner.void_claim(model)
+
+
+def sealed(inner: BlobStore, key: bytes | None) -> BlobStore:
+    """``inner`` as the daemon uses it: encrypted under ``key`` when one is configured."""
+    return EncryptedStore(inner, key) if key is not None else inner
 
 
 def key_from_env(var: str) -> bytes | None:

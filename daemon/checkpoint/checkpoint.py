@@ -110,7 +110,7 @@ class PartitionCheckpoint:
         if why is not None:
             raise CommitOrderError(f"partition {self.partition}: cannot checkpoint: {why}")
         self._log_end = proc.log_end
-        models = list(proc.models.values())
+        models = [m for m in proc.models.values() if not m.frozen]  # (a frozen model's store is left as it is)
         for m in models:  # 2 and 3
             ck = self.checkpointers[m.id]
             s = m.suspension

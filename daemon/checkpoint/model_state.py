@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from everlast.daemon.checkpoint.blobs import BlobStore
+from everlast.daemon.checkpoint.blobs import BlobStore, frame, unframe
 from everlast.daemon.errors import CheckpointError, CorruptCheckpoint
 from everlast.engine import codec
 from everlast.engine.errors import CorruptState
@@ -63,6 +63,16 @@ class ModelCheckpointer:
     _live: dict[str, Any] | None = None
     saves: int = field(default=0)
 
+    async def _put(self, name: str, data: bytes) -> None:
+        await self.store.put(self.model, name, frame(self.model, name, data))
+
+    async def _get(self, name: str) -> bytes | None:
+        """The blob, its checksum verified (``CorruptCheckpoint`` if it fails)."""
+        raw = await self.store.get(self.model, name)
+        if raw is None:
+            return None
+        return unframe(self.model, name, raw, bool(getattr(self.store, "authenticated", False)))
+
     async def save(self, p: Servable, offsets: dict[int, int], meta: dict[str, Any] | None = None) -> None:
         """``write`` then ``prune`` (a partition's ``PartitionCheckpoint`` runs them as separate steps)."""
         await self.write(p, offsets, meta)
@@ -74,14 +84,14 @@ class ModelCheckpointer:
         k = p.round
         if self._round_written != k:
             blob = codec.pack(p.round_part())
-            await self.store.put(self.model, f"round-{k}", blob)
+            await self._put(f"round-{k}", blob)
             self._round_written, self._round_digest, self._res_written = k, hashlib.sha256(blob).hexdigest(), 0
         filled = p.reservoir_filled
         if filled > self._res_written:
             chunk = codec.pack(
                 {"start": self._res_written, "end": filled, "points": p.reservoir_points(self._res_written, filled)}
             )
-            await self.store.put(self.model, f"res-{k}-{self._res_written:015d}", chunk)
+            await self._put(f"res-{k}-{self._res_written:015d}", chunk)
             self._res_written = filled
         live = {
             "live": p.live_part(),
@@ -90,7 +100,7 @@ class ModelCheckpointer:
             "round_digest": self._round_digest,
             "meta": meta or {},
         }
-        await self.store.put(self.model, "live", codec.pack(live))
+        await self._put("live", codec.pack(live))
         self._live = live
         self.saves += 1
 
@@ -103,7 +113,7 @@ class ModelCheckpointer:
         self._live = {**self._live, "meta": {**self._live.get("meta", {}), **meta}}
         if offsets is not None:
             self._live["offsets"] = {str(tp): int(o) for tp, o in offsets.items()}
-        await self.store.put(self.model, "live", codec.pack(self._live))
+        await self._put("live", codec.pack(self._live))
         self.saves += 1
 
     async def prune(self) -> None:
@@ -143,7 +153,7 @@ class ModelCheckpointer:
         blob = codec.pack({"round_part": p.round_part(), "live_part": p.live_part(),
                            "points": p.reservoir_points(0, filled) if filled else None,
                            "offsets": {str(t): int(o) for t, o in offsets.items()}, "meta": meta})
-        await self.store.put(self.model, CREATED + token, blob)
+        await self._put(CREATED + token, blob)
 
     async def confirm(self, token: str) -> None:
         """After ``write_created``, before anything of the new state is served or ``live`` is written:
@@ -175,13 +185,13 @@ class ModelCheckpointer:
         ``created-*`` state (a creation not yet checkpointed). None: nothing was claimed, and nothing
         was ever drawn or answered. Raises ``ClaimPending`` when the model is claimed but its state is
         not in the store (yet: the winner is creating it; or never: ``wait``)."""
-        raw = await self.store.get(self.model, "live")
+        raw = await self._get("live")
         if raw is None:
             return await self._load_created()
         try:
             live = codec.unpack(raw)
             k = int(live["round"])
-            rblob = await self.store.get(self.model, f"round-{k}")
+            rblob = await self._get(f"round-{k}")
             if rblob is None or hashlib.sha256(rblob).hexdigest() != live["round_digest"]:
                 raise CorruptCheckpoint(f"checkpoint of model {self.model}: round {k} is missing or does not match")
             rnd = codec.unpack(rblob)
@@ -229,7 +239,7 @@ class ModelCheckpointer:
         if len(states) > 1:
             raise CheckpointError(f"model {self.model}: {len(states)} claimed creations in the checkpoint store (one "
                                   "is ever written: was the store merged from two?); restore the store")
-        raw = await self.store.get(self.model, CREATED + states[0])
+        raw = await self._get(CREATED + states[0])
         if raw is None:
             raise ClaimPending(pending_message(self.model, None))
         try:
@@ -251,7 +261,7 @@ class ModelCheckpointer:
         for n in names:
             if pos >= filled:
                 break
-            raw = await self.store.get(self.model, n)
+            raw = await self._get(n)
             if raw is None:
                 continue
             c = codec.unpack(raw)

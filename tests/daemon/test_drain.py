@@ -67,6 +67,10 @@ async def test_sigterm_under_traffic_checkpoints_every_answer_and_the_next_start
     xs = np.random.default_rng(25).random(1_000_000)
     log = tmp_path / "d.log"
     proc = start_daemon(cfg, log)
+    for _ in range(1_200):  # the stream starts once the model serves (a loaded machine starts slowly)
+        if "model m created at offset" in (log.read_text() if log.exists() else "") or proc.poll() is not None:
+            break
+        await asyncio.sleep(0.1)
     stop = asyncio.Event()
     stream = asyncio.create_task(paced(broker.bootstrap, topics["queries"], "m", xs, 0, stop))
     try:

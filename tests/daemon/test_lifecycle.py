@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 
 from everlast.daemon.broker import EmbeddedBroker
-from tests.daemon.kafka_helpers import collect, create_topics, produce, query_records, running, write_config
+from tests.daemon.kafka_helpers import (
+    collect,
+    create_topics,
+    decode_labels,
+    produce,
+    query_records,
+    running,
+    write_config,
+)
 from tests.daemon.test_crash import start_daemon
 
 pytestmark = [pytest.mark.broker, pytest.mark.asyncio]
@@ -117,11 +125,12 @@ async def check_metrics(port: int) -> None:
                 assert k in ("le", "version", "partition") or v in allowed[k], line
 
 
-async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_unreadable_checkpoint_suspends_that_model_and_leaves_its_store_as_it_is(
+        broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong key (or a checkpoint that fails authentication): the model is suspended with the reason
+    (in /readyz, the metrics and its refusals), its checkpoint is left as it is for an operator (never
+    overwritten, never created again), and the daemon keeps running."""
     import os
-
-    from everlast.daemon.errors import CorruptCheckpoint
 
     cfg_path, topics = write_config(tmp_path, broker.bootstrap, ["m"])
     await create_topics(broker.bootstrap, [topics["queries"], topics["labels"], topics["dead_letters"]])
@@ -129,23 +138,21 @@ async def test_an_unreadable_checkpoint_stops_the_daemon(broker: EmbeddedBroker,
     async with running(cfg_path):
         await produce(broker.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 500)))
         await collect(broker.bootstrap, topics["labels"], until=500)
+    store = tmp_path / "ck" / "m"
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
     monkeypatch.setenv("EVERLAST_CHECKPOINT_KEY", os.urandom(32).hex())  # the wrong key
-    from everlast.daemon.app import serve
-    from everlast.daemon.config import load
-
-    # it stops by itself, but only once a scrape has read the failure (bounded by exit_linger_s)
-    status: dict[str, object] = {}
-    task = asyncio.create_task(serve(load(cfg_path), asyncio.Event(), status, handle_signals=False))
-    for _ in range(600):
-        svc = status.get("service")
-        if svc is not None and svc.failed is not None:  # type: ignore[attr-defined]
-            break
-        await asyncio.sleep(0.05)
-    assert not task.done()
-    text = (await asyncio.to_thread(scrape, int(status["metrics_port"])))[1]  # type: ignore[call-overload]
+    async with running(cfg_path) as status:
+        await produce(broker.bootstrap, topics["queries"], query_records("m", np.linspace(0, 1, 20), start_id=500))
+        got = decode_labels(await collect(broker.bootstrap, topics["labels"], until=520))
+        port = int(status["metrics_port"])  # type: ignore[call-overload]
+        text = (await asyncio.to_thread(scrape, port))[1]
+        ready = await asyncio.to_thread(scrape, port, "/readyz")
+    new = [lab for lab in got if lab["id"] >= 500]
+    assert {lab["status"] for lab in new} == {"refused"} and "fails authentication" in new[0]["reason"]
     assert metric(text, "everlast_checkpoint_failures_total") == 1
-    with pytest.raises(CorruptCheckpoint):
-        await asyncio.wait_for(task, 60)
+    assert metric(text, "everlast_model_suspended", model="m") == 1
+    assert ready[0] == 503 and "fails authentication" in ready[1]
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
 
 
 @pytest.mark.parametrize("mechanism", ["private-learner", "generic-bbl"])

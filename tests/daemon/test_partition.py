@@ -196,10 +196,25 @@ def test_json_queries_get_json_labels() -> None:
     assert recs[1][1] == b'{"id":1,"label":0,"status":"ok","round":1}'
 
 
-def test_a_revoked_partition_does_nothing() -> None:
-    p = proc_of(served("m", FakeEngine()))
+def test_calls_out_of_turn_raise() -> None:
+    import pytest
+
+    from everlast.daemon.errors import OutOfTurn
+    from tests.daemon.fakes import decode as batch_of
+
+    eng = FakeEngine(R=2)
+    p = proc_of(served("m", eng))
+    with pytest.raises(OutOfTurn, match="transition_done while active"):
+        p.transition_done({})
+    feed(p, queries("m", [0.9] * 3, 0))  # the round ends after two: transitioning
+    with pytest.raises(OutOfTurn, match="resume while transitioning"):
+        p.resume()
+    with pytest.raises(OutOfTurn, match="replay while transitioning"):
+        p.replay(batch_of(queries("m", [0.9], 3)))
     p.revoke()
-    assert feed(p, queries("m", [0.9], 0)).labels == {} and p.status is Status.REVOKED
+    with pytest.raises(OutOfTurn, match="feed after revoke"):
+        feed(p, queries("m", [0.9], 0))
+    assert p.status is Status.REVOKED
 
 
 def test_a_partition_without_models_rejects_and_advances_from_the_committed_offset() -> None:
@@ -241,12 +256,13 @@ def test_the_journal_plan_replays_the_rows_after_every_checkpoint_and_makes_the_
     # rows 1-4: before a's checkpoint; 5: covered by b's only; 6 straddles a checkpoint taken mid-row
     rows = [(3, 0, 5), (4, 5, 10), (5, 10, 12), (6, 11, 15), (7, 15, 18)]
     seqs, why = p.journal_plan(rows)
-    assert why is None and seqs == [5, 6, 7] and all(m.verified for m in p.models.values())
+    assert why is None and seqs == [5, 6, 7]
     step = p.replay(decode(queries("a", [0.9, 0.1], 10) + queries("b", [0.9, 0.2], 12)))
     assert [d["id"] for d in labels_of(step)] == [10, 11, 12, 13] and p.next_offset == 14
     step = p.replay(decode(queries("b", [0.5] * 4, 14)))
     assert [d["id"] for d in labels_of(step)] == [14, 15, 16, 17]
-    p.replayed()
+    p.replayed()  # every row of the plan: exact (the service still compares them with the published marks)
+    assert all(m.verified for m in p.models.values())
     assert p.start_position == 17  # the first fetch checks the log against the journal's last record
     step = p.feed(None, 5)  # the log ends before the journal: another (emptier) log; the models stay exact
     assert step.log_reset and [e.kind for e in step.events] == ["log_replaced"]

@@ -334,16 +334,14 @@ def test_the_quota_line_in_operations_is_the_one_the_daemon_logs(caplog: pytest.
     """docs/OPERATIONS.md's example line, up to its "...", is what the daemon logs for a firing the
     processor reports (client and offset: `PartitionProcessor` puts both in the event)."""
     import re
-    from types import SimpleNamespace
 
-    from everlast.daemon.partition import Event
-    from everlast.daemon.service import Service
+    from everlast.daemon.events import Event, EventKind, log_events
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md").read_text()
     shown = re.search(r"^(model fraud: client .*?); \.\.\.$", text, re.M)
     assert shown, "docs/OPERATIONS.md shows an example quota line"
-    event = Event("quota", "fraud", 3, f"{show_client(b'acme-prod-17')} (offset 48213)")
+    event = Event(EventKind.QUOTA, "fraud", 3, f"{show_client(b'acme-prod-17')} (offset 48213)")
     with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
-        Service._log_events(SimpleNamespace(embedded=False), 0, [event])  # type: ignore[arg-type]
+        log_events(0, [event])
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith(shown.group(1) + "; ")
