@@ -317,7 +317,6 @@ class Predictor:
         the round halted in the batch -- released by the batch's own refusals -- never on the private
         counts (``tests/engine/test_constant_work.py``)."""
         live, rnd, spec = self._live, self._round, self._round.spec
-        n_in = xs.shape[0]
         xb = xs[:n]
         votes = rnd.ensemble.votes(xb)
         a, b, noise = live.noise.per_query(n)
