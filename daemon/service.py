@@ -672,6 +672,8 @@ class Service:
             g.quota_refusals.labels(model=model).inc(k)
         for model, k in step.quota_fired.items():
             g.quota_fired.labels(model=model).inc(k)
+        for model, k in step.paused_refused.items():
+            g.paused_refusals.labels(model=model).inc(k)
         self._log_events(part, step.events)
         if any(e.kind == "suspended" for e in step.events):
             ck.mark_dirty(urgent=True)
@@ -767,6 +769,11 @@ class Service:
             if e.kind == "halted":
                 log.error("model %s halted in round %d: its halt budget is spent; it refuses every query from "
                           "now on (docs/OPERATIONS.md, 'A model halted')", e.model, e.round)
+            elif e.kind == "paused":
+                self.metrics.rounds_paused.labels(model=e.model).inc()
+                log.warning("model %s: round %d paused: its halt budget is spent; every query is refused "
+                            "(round-paused) until the round's queries are in, then the next round answers again "
+                            "(docs/OPERATIONS.md, 'A round paused')", e.model, e.round)
             elif e.kind == "exhausted":
                 log.warning("model %s: the schedule has ended (round %d); it refuses every query", e.model, e.round)
             elif e.kind == "suspended":
@@ -804,6 +811,7 @@ class Service:
             return
         g.round.labels(model=m.id).set(m.round)
         g.halted.labels(model=m.id).set(1 if m.phase is Phase.HALTED else 0)
+        g.paused.labels(model=m.id).set(1 if m.phase is Phase.PAUSED else 0)
         if m.broken:
             return
         info = m.engine.round_info()

@@ -159,7 +159,9 @@ class TargetCharged(DesignRules):
         """Lemma Q and Lemma TC (docs/privacy/genericbbl.md 6)."""
         eps0 = up(1 / plan.query)  # exact 1/t as a Fraction, rounded up
         m = plan.band + 1
-        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta)
+        # no hard cap runs (a paused round is followed by more rounds: genericbbl.md 16): Lemma TC'
+        # charges the probability that the count passes c before the test fires
+        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta, passing=halting_test(self.design, spec)[1])
         steps = (
             Step.make(chain, f"per-query mechanism, round {rnd}",
                       "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/privacy/genericbbl.md 6.1)",
