@@ -170,3 +170,12 @@ def test_the_pause_invariant_catches_answers_while_paused() -> None:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+if __name__ == "__main__":  # the figures of docs/ADVERSARY.md 2.5: python -m tests.adversary.test_pause_audit
+    import json
+
+    real, claim = flip_bound(1000, seed=1)
+    with broken("answers while paused"):
+        caught, _ = flip_bound(1000, seed=1)
+    print(json.dumps({"claim": claim, "real": real, "answers_while_paused": caught}))
