@@ -393,10 +393,11 @@ class Predictor:
         live, rnd = self._live, self._round
         xb = xs[:n]
         filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb)
-        burn, extra = live.burn, {}
+        burn, extra = live.burn, dict[str, Any]()
         if burn is not None and self.schedule.burn is not None:
-            extra["burn"], burn = burns.windows(np.zeros(n, np.bool_), live.answered, burn,
-                                                self.schedule.burn.window, rnd.index)
+            released, burn = burns.windows(np.zeros(n, np.bool_), live.answered, burn, self.schedule.burn.window,
+                                           rnd.index)
+            extra["burn"] = released
         if self.schedule.quotas is not None:
             extra["quota_fired"] = np.zeros(n, np.bool_)
         answered = live.answered + n
