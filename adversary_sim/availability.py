@@ -3,9 +3,9 @@
 ``run_clients`` interleaves named streams (``adversary_sim.streams.Stream``: the boundary prober, i.i.d.
 traffic, ...) batch by batch on one ``engine.predictor.Predictor``, each query carrying its stream's
 name as its client id (``Predictor.answer(x, clients)``), and counts per client what was sent, answered
-(``ok``) and refused, with the refusal reasons (``Refusal.code``: ``client-quota``, ``halted``, ...).
+(``ok``) and refused, with the refusal reasons (``Refusal.code``: ``client-quota``, ``round-paused``, ...).
 Adaptive streams see their own answers only. The result has the shape of the availability audit's
-JSON: ``{"clients": {NAME: {"sent", "ok", "refused", "reasons"}}, "halted": bool, ...}``;
+JSON: ``{"clients": {NAME: {"sent", "ok", "refused", "reasons"}}, "paused": bool, "halted": bool, ...}``;
 a broker-based run of the same scenario is the daemon's business, this is the engine's.
 
 The burn-rate releases of the run (``Answers.burn``, when the schedule has them) come back as well:
@@ -51,7 +51,7 @@ def run_clients(p: Predictor, clients: list[Client]) -> dict[str, Any]:
     answered together, in client order, as one call per round (transitions run as rounds end)."""
     stats = {c.name: Tally() for c in clients}
     burn: list[list[int]] = []
-    halted_at: int | None = None
+    paused_at: int | None = None
     sent = 0
     while True:
         step = [(c, min(c.batch, c.queries - stats[c.name].sent)) for c in clients]
@@ -63,11 +63,11 @@ def run_clients(p: Predictor, clients: list[Client]) -> dict[str, Any]:
         if x.shape[1] == 1:
             x = x[:, 0]
         who = [c.name for c, n in step for _ in range(n)]
-        before = p.phase
         res = p.answer_all(x, who)
         burn += res.burn.tolist()
-        if halted_at is None and p.phase is Phase.HALTED and before is not Phase.HALTED:
-            halted_at = sent + int((res.refusals != Refusal.HALTED).sum())
+        paused = np.flatnonzero(res.refusals == Refusal.ROUND_PAUSED)
+        if paused_at is None and paused.size:  # the queries sent before the first one refused round-paused
+            paused_at = sent + int(paused[0])
         sent += x.shape[0]
         pos = 0
         for c, n in step:
@@ -83,5 +83,5 @@ def run_clients(p: Predictor, clients: list[Client]) -> dict[str, Any]:
                 c.stream.observe(lab)
             pos += n
     return {"clients": {k: v.to_json() for k, v in stats.items()}, "halted": p.phase is Phase.HALTED,
-            "halted_after_queries": halted_at,
+            "paused": paused_at is not None, "paused_after_queries": paused_at,
             "round": p.round, "burn": burn}

@@ -230,7 +230,8 @@ async def run_availability(*, quotas: bool = True, seed: int = 0, bootstrap: str
             out.update({
                 "game": "availability", "model": MODEL, "seed": seed,
                 "quotas": model.get("quotas"), "burn": model.get("burn"),
-                "halted": served.phase is Phase.HALTED, "round": served.round,
+                "halted": served.phase is Phase.HALTED, "paused": served.phase is Phase.PAUSED,
+                "round": served.round,
                 "quota_fired": lines.clients,
                 "burn_noisy_tops": noisy if sched is not None and sched.burn is not None else None,
                 "burn_queries": windows * sched.burn.window if sched is not None and sched.burn is not None else None,

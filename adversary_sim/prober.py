@@ -2,7 +2,8 @@
 
 GenericBBL answers with BetweenThresholds (paper, step 3(d); Bun-Steinke-Ullman 2016): a query whose
 vote share falls inside the band [1/2 - gamma, 1/2 + gamma] (a *split* vote) is a "top", and the c_i-th
-top of round i makes the predictor fail for good (step 3(d)iv: it refuses every later query). The
+top of round i pauses the round (the paper's step 3(d)iv fails the predictor for good; this engine
+refuses the rest of the round and answers again in the next: docs/privacy/genericbbl.md 16). The
 paper's budget c_i is sized for i.i.d. queries, which rarely land in the band (Claim D.5); an
 adversary that aims at the band exhausts it in about c_i queries.
 

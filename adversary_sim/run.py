@@ -89,7 +89,9 @@ def execute(stream_name: str, make: Any, concept: str, dim: int, distribution: s
         click.echo(json.dumps(out, allow_nan=False))
     else:
         click.echo(f"{stream_name}: {out['queries']:,} queries; halted: {out['halted']}"
-                   + (f" after {out['queries_to_halt']:,}" if out["queries_to_halt"] else ""), file=sys.stdout)
+                   + (f" after {out['queries_to_halt']:,}" if out["queries_to_halt"] else "")
+                   + (f"; paused rounds: {out['paused_rounds']} (first after {out['queries_to_pause']:,} queries)"
+                      if out["paused_rounds"] else ""), file=sys.stdout)
         for r in out["rounds"]:
             ef = "-" if r["error_fresh"] is None else f"{r['error_fresh']:.4f}"
             click.echo(f"  round {r['round']}: {r['queries']:,} queries, {r['refused']:,} refused, tops "

@@ -13,11 +13,12 @@ points are a function of its seed and of the answers it has observed. A stream m
 where the queries come from now; poisoning: the honest users' distribution).
 
 ``run_stream`` answers a stream with an in-process ``engine.predictor.Predictor`` (running
-transitions as rounds end) and records, per round, the queries, refusals, tops used against the
-budget c_i, the error of the answers against the true labels, and the error of the round's decision
-rule on fresh points of the reference distribution (``engine.diagnostics.shadow_labels``: read-only,
-never a serving path). Tops and shadow errors are private diagnostics: a simulation may print them,
-a daemon must not.
+transitions as rounds end) and records, per round, the queries, refusals (by reason: ``Refusal.code``)
+and where the round paused (its halting test fired: the rest of the round is refused ``round-paused``
+and the next round answers again), tops used against the budget c_i, the error of the answers
+against the true labels, and the error of the round's decision rule on fresh points of the
+reference distribution (``engine.diagnostics.shadow_labels``: read-only, never a serving path).
+Tops and shadow errors are private diagnostics: a simulation may print them, a daemon must not.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from everlast.adversary_sim.iid import Task
 from everlast.engine.diagnostics import shadow_labels
 from everlast.engine.phases import Phase
 from everlast.engine.predictor import Predictor
+from everlast.engine.serving import Refusal
 
 Points = NDArray[np.float64]
 Labels = NDArray[np.int8]
@@ -89,7 +91,13 @@ class RoundRecord:
     error_original: float | None = None
     """Error on the stream's original distribution (drift), when it has one."""
     halted_after: int | None = None
-    """Queries this round had answered when it failed (None: it did not fail)."""
+    """Queries this round had taken when the predictor failed for good (a state written before rounds
+    paused; None: it did not)."""
+    paused_after: int | None = None
+    """Queries this round had taken (answered or refused for a client quota) when it paused (None: it
+    did not pause)."""
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Refused queries by reason (``Refusal.code``: ``round-paused``, ``client-quota``, ...)."""
 
     def to_json(self) -> dict[str, Any]:
         answered = self.queries - self.refused
@@ -97,6 +105,9 @@ class RoundRecord:
             "round": self.round,
             "queries": self.queries,
             "refused": self.refused,
+            "refusals": dict(sorted(self.reasons.items())),
+            "paused": self.paused_after is not None,
+            "paused_after": self.paused_after,
             "tops_used": self.tops_used,
             "tops_allowed": self.tops_allowed,
             "error_answers": (self.wrong / self.scored) if self.scored else None,
@@ -114,8 +125,11 @@ class StreamReport:
     rounds: list[RoundRecord] = field(default_factory=list)
     queries: int = 0
     halted: bool = False
+    """The predictor refuses for good (a legacy halted state): a paused round is not a halt."""
     queries_to_halt: int | None = None
-    """Queries answered, over the whole run, when the predictor failed (None: it never did)."""
+    """Queries answered, over the whole run, when the predictor failed for good (None: it never did)."""
+    queries_to_pause: int | None = None
+    """Queries sent, over the whole run, when a round first paused (None: none did)."""
     details: dict[str, Any] = field(default_factory=dict)
     trace: list[tuple[int, int, int]] = field(default_factory=list)
     """(queries sent so far, round, tops used in that round) after every batch."""
@@ -125,6 +139,10 @@ class StreamReport:
     @property
     def queries_per_second(self) -> float:
         return self.queries / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def paused_rounds(self) -> list[int]:
+        return [r.round for r in self.rounds if r.paused_after is not None]
 
     def to_json(self, max_trace: int = 1000) -> dict[str, Any]:
         step = max(1, -(-len(self.trace) // max_trace))
@@ -137,6 +155,8 @@ class StreamReport:
             "queries": self.queries,
             "halted": self.halted,
             "queries_to_halt": self.queries_to_halt,
+            "paused_rounds": self.paused_rounds,
+            "queries_to_pause": self.queries_to_pause,
             "rounds": [r.to_json() for r in self.rounds],
             "accuracy_fresh": [None if r.error_fresh is None else 1.0 - r.error_fresh for r in self.rounds],
             "stream_details": self.details,
@@ -203,6 +223,15 @@ def run_stream(
             cur.queries += lab.size
             cur.refused += int((lab < 0).sum())
             cur.tops_used = p.tops_in_round
+            codes, counts = np.unique(res.refusals[res.refusals != Refusal.NONE], return_counts=True)
+            for code, k in zip(codes.tolist(), counts.tolist(), strict=True):
+                name = Refusal(code).code
+                cur.reasons[name] = cur.reasons.get(name, 0) + k
+            paused = np.flatnonzero(res.refusals == Refusal.ROUND_PAUSED)
+            if paused.size and cur.paused_after is None:
+                cur.paused_after = before + int(paused[0])
+                if report.queries_to_pause is None:
+                    report.queries_to_pause = done + pos + int(paused[0])
             if y is not None:
                 ok = lab >= 0
                 cur.scored += int(ok.sum())

@@ -146,7 +146,8 @@ def _audit_availability(quotas: bool, seed: int, as_json: bool) -> None:
     for name, c in out["clients"].items():
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["reasons"].items())) or "-"
         click.echo(f"{name:>8} {c['sent']:>7} {c['ok']:>7} {c['refused']:>8}  {reasons}")
-    click.echo(f"model halted: {'yes' if out['halted'] else 'no'} (round {out['round']}); quota fired for: "
+    click.echo(f"round paused: {'yes' if out.get('paused') else 'no'}; "
+               f"model halted: {'yes' if out['halted'] else 'no'} (round {out['round']}); quota fired for: "
                f"{', '.join(out['quota_fired']) or 'nobody'}")
     if out["burn_noisy_tops"] is not None:
         click.echo(f"burn-rate signal: ~{out['burn_noisy_tops']} tops (noisy) in the round's first "

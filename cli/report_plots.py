@@ -99,10 +99,10 @@ def report_rounds(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
     ax.bar(idx, used, width=0.6, color="tab:orange", label="tops used")
     ax.set_xlim(min(idx) - 0.7, max(idx) + 0.7)
     ax.plot(idx, allowed, color="black", marker="_", markersize=20, linestyle="none", label="budget c_i")
-    halted = [r["round"] for r in rounds if r.get("halted_after") is not None or
-              (r.get("refused", 0) > 0 and r.get("tops_used") == r.get("tops_allowed"))]
-    for h in halted:
-        ax.annotate("halted", (h, allowed[idx.index(h)]), textcoords="offset points", xytext=(0, 6),
+    stopped = [(r["round"], "paused" if r.get("paused") else "halted") for r in rounds
+               if r.get("paused") or r.get("halted_after") is not None]
+    for h, what in stopped:
+        ax.annotate(what, (h, allowed[idx.index(h)]), textcoords="offset points", xytext=(0, 6),
                     ha="center", color="red")
     ax.set_xlabel("round")
     ax.xaxis.set_major_locator(_int_ticks())
@@ -122,6 +122,11 @@ def report_rounds(obj: Obj, out: Path, stem: str) -> tuple[list[str], list[Path]
                      f"{_fmt(r.get('error_answers'), 4)} | {_fmt(r.get('error_fresh'), 4)} |"
                      + (f" {_fmt(r.get('error_original'), 4)} |" if orig else ""))
     lines.append("")
+    if obj.get("paused_rounds"):
+        qp = obj.get("queries_to_pause")
+        lines.append(f"Rounds **paused** (halt budget spent; the rest of the round refused, the next round "
+                     f"answers again): {', '.join(map(str, obj['paused_rounds']))}"
+                     + (f"; the first after {qp:,} queries." if qp else "."))
     if obj.get("halted"):
         qh = obj.get("queries_to_halt")
         lines.append("The predictor **halted**" + (f" after {qh:,} answered queries." if qh else "."))
@@ -144,17 +149,18 @@ def report_traces(objs: list[tuple[str, Obj]], out: Path, name: str) -> tuple[li
         tr = o["trace"]
         ax.plot(tr["queries"], tr["tops"], label=label, drawstyle="steps-post")
         budget = max(budget, *(r.get("tops_allowed", 0) for r in o["rounds"]))
-        if o.get("queries_to_halt"):
-            ax.axvline(o["queries_to_halt"], color="red", linestyle=":", linewidth=1)
+        stop = o.get("queries_to_pause") or o.get("queries_to_halt")
+        if stop:
+            ax.axvline(stop, color="red", linestyle=":", linewidth=1)
     ax.axhline(budget, color="black", linestyle="--", linewidth=1, label="budget c_i")
     ax.set_xscale("log")
     ax.set_xlabel("queries sent (log scale)")
     ax.set_ylabel("tops used in the current round")
-    ax.set_title("halt budget spent over time (dotted: the predictor halted)")
+    ax.set_title("halt budget spent over time (dotted: the first round paused)")
     ax.legend(fontsize=8)
     f = _save(fig, out / f"{name}-tops.png")
-    lines = ["## halt budget over time", "", "| run | queries sent | halted after |", "|---|---:|---:|"]
-    lines += [f"| {lab} | {o.get('queries')} | {_fmt(o.get('queries_to_halt'))} |" for lab, o in objs]
+    lines = ["## halt budget over time", "", "| run | queries sent | first pause after |", "|---|---:|---:|"]
+    lines += [f"| {lab} | {o.get('queries')} | {_fmt(o.get('queries_to_pause'))} |" for lab, o in objs]
     lines.append("")
     return lines, [f]
 

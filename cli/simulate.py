@@ -172,6 +172,7 @@ def simulate(
         "guarantee": plain_guarantee(cert),
         "rounds": [r.to_json() for r in report.rounds],
         "halted": report.halted,
+        "paused_rounds": report.paused_rounds,
         "queries_per_second": report.queries_per_second,
         "concept": concept,
         "distribution": distribution,
@@ -222,23 +223,27 @@ def _resolve(concept: str, dim: int, n: int | None, queries: int | None, full_ro
 
 def _print_human(out: dict[str, Any]) -> None:
     click.echo(f"{out['concept']} on {out['distribution']} data, n = {out['n']:,}, {out['queries']:,} queries")
-    click.echo(f"{'round':>5} {'queries':>10} {'refused':>8} {'tops':>14} {'err(answers)':>13} {'err(fresh)':>11}")
+    click.echo(f"{'round':>5} {'queries':>10} {'answered':>10} {'refused':>8} {'tops':>14} {'err(answers)':>13} "
+               f"{'err(fresh)':>11}  refusals")
     for r in out["rounds"]:
         ea = "-" if r["error_answers"] is None else f"{r['error_answers']:.4f}"
         ef = "-" if r["error_fresh"] is None else f"{r['error_fresh']:.4f}"
         tops = f"{r['tops_used']}/{r['tops_allowed']}"
-        click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} {ef:>11}")
+        why = ", ".join(f"{k} {v:,}" for k, v in r["refusals"].items())
+        click.echo(f"{r['round']:>5} {r['queries']:>10,} {r['answered']:>10,} {r['refused']:>8,} {tops:>14} {ea:>13} "
+                   f"{ef:>11}  {why}")
     qps = out["queries_per_second"]
     speed = f"{qps:,.0f} queries/s in the engine" if qps is not None and math.isfinite(qps) else "no queries timed"
     click.echo(f"{speed}; halted: {out['halted']}; every round's error within alpha = {out['alpha_target']:g}: "
                f"{'yes' if out['errors_within_target'] else 'no'}")
+    for r in out["rounds"]:
+        if r["paused"]:
+            click.echo(f"round {r['round']} spent its halt budget after {r['paused_after']:,} queries and paused: it "
+                       f"refused the rest of the round (round-paused) and the next round answered again. This data "
+                       f"consumes tops faster than the {out['concept']} rule sizes c for (mass at the boundary, atoms, "
+                       "label noise: docs/halt_budget.md); a larger --c holds it, and costs privacy")
     if out["halted"]:
-        last = out["rounds"][-1]
-        answered = last["queries"] - last["refused"]
-        click.echo(f"round {last['round']} spent its halt budget ({last['tops_used']:,} tops) after {answered:,} "
-                   f"queries and refused the rest: this data consumes tops faster than the {out['concept']} rule "
-                   "sizes c for (mass at the boundary, atoms, label noise: docs/halt_budget.md); a larger --c "
-                   "holds it, and costs privacy")
+        click.echo("the predictor refuses for good (a state written before rounds paused)")
     click.echo(out["guarantee"])
 
 

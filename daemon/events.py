@@ -19,6 +19,9 @@ log = logging.getLogger("everlast.daemon")
 
 class EventKind(enum.StrEnum):
     HALTED = "halted"
+    """A checkpoint from before paused rounds, in its halted phase: it refuses for good."""
+    PAUSED = "paused"
+    """A round's halting test fired: the rest of the round is refused (round-paused); the next one answers."""
     EXHAUSTED = "exhausted"
     SUSPENDED = "suspended"
     LOG_REPLACED = "log_replaced"
@@ -56,6 +59,9 @@ class Line:
 LOG_LINES: dict[EventKind, Line] = {
     EventKind.HALTED: Line(logging.ERROR, "model %(model)s halted in round %(round)s: its halt budget is spent; it "
                            "refuses every query from now on (docs/OPERATIONS.md, 'A model halted')"),
+    EventKind.PAUSED: Line(logging.WARNING, "model %(model)s: round %(round)s paused: its halt budget is spent; every "
+                           "query is refused (round-paused) until the round's queries are in, then the next round "
+                           "answers again (docs/OPERATIONS.md, 'A round paused')"),
     EventKind.EXHAUSTED: Line(logging.WARNING, "model %(model)s: the schedule has ended (round %(round)s); it refuses "
                               "every query"),
     EventKind.SUSPENDED: Line(logging.ERROR, "model %(model)s suspended (%(detail)s): it refuses every query until an "

@@ -2,7 +2,8 @@
 
 Every metric but two groups is public information (counts of queries and records, rounds, schedule
 parameters, the planner's guarantee) or a function of what the mechanism releases (labels, refusals
-and their reasons, halts, after which query a client's quota fired, the burn-rate releases). Nothing
+and their reasons, pauses (where a round's halting test fired: its refusals release it), halts, after
+which query a client's quota fired, the burn-rate releases). Nothing
 is computed from votes, training data or query values, and no label holds a client id (label values
 come from fixed sets: model ids, statuses, reason codes, partitions).
 
@@ -86,6 +87,23 @@ class Metrics:
         )
         self.halted = Gauge(
             f"{PREFIX}_model_halted", "1 if the model has failed and refuses every query", ["model"], registry=r
+        )
+        self.paused = Gauge(
+            f"{PREFIX}_round_paused",
+            "1 while the current round is paused: its halt budget is spent, every query is refused (round-paused) "
+            "until the round's R_i queries are in, then the next round answers again",
+            ["model"],
+            registry=r,
+        )
+        self.rounds_paused = Counter(
+            f"{PREFIX}_rounds_paused_total", "Rounds whose halting test fired before their last query (they paused)",
+            ["model"], registry=r,
+        )
+        self.paused_refusals = Counter(
+            f"{PREFIX}_round_paused_refusals_total",
+            "Queries refused because their round was paused (round-paused); they still enter the round's D-hat",
+            ["model"],
+            registry=r,
         )
         self.suspended = Gauge(
             f"{PREFIX}_model_suspended",
@@ -213,6 +231,9 @@ class Metrics:
             self.rounds_completed.labels(model=m)
             self.transition_seconds.labels(model=m)
             self.halted.labels(model=m).set(0)
+            self.paused.labels(model=m).set(0)
+            self.rounds_paused.labels(model=m)
+            self.paused_refusals.labels(model=m)
             self.quota_refusals.labels(model=m)
             self.quota_fired.labels(model=m)
             if m in with_burn:

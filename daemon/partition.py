@@ -262,6 +262,8 @@ class Step:
     """Queries refused for their client's quota (``client-quota``), by model."""
     quota_fired: dict[str, int] = field(default_factory=dict)
     """Clients whose quota test fired (at most one per client and round), by model."""
+    paused_refused: dict[str, int] = field(default_factory=dict)
+    """Queries refused because their round was paused (``round-paused``), by model."""
     transitions: list[str] = field(default_factory=list)
     """Models whose round ended: run their transitions, then call ``transition_done``."""
     pause: bool = False
@@ -670,6 +672,8 @@ class PartitionProcessor:
             if not m.broken:
                 if m.phase is not Phase.HALTED and m.engine.phase is Phase.HALTED:
                     step.events.append(Event(EventKind.HALTED, m.id, m.engine.round))
+                if m.phase is not Phase.PAUSED and m.engine.phase is Phase.PAUSED:  # released by its refusals
+                    step.events.append(Event(EventKind.PAUSED, m.id, m.engine.round))
                 m.round, m.phase = m.engine.round, m.engine.phase
             if p.clean and failed is None and -1 not in labels:  # the whole group, in order
                 ids = b.ids
@@ -739,6 +743,9 @@ class PartitionProcessor:
         (Theorem Q+, remark 4: a released fact; an event names the client, never a query value)."""
         if ans.burn.size:
             m.burn.add(ans.burn)
+        paused = int(np.count_nonzero(ans.refusals == Refusal.ROUND_PAUSED))
+        if paused:
+            step.paused_refused[m.id] = step.paused_refused.get(m.id, 0) + paused
         if not ans.quota_fired.size:
             return
         refused = int(np.count_nonzero(ans.refusals == Refusal.CLIENT_QUOTA))

@@ -487,6 +487,11 @@ class Service:
             g.quota_refusals.labels(model=model).inc(k)
         for model, k in step.quota_fired.items():
             g.quota_fired.labels(model=model).inc(k)
+        for model, k in step.paused_refused.items():
+            g.paused_refusals.labels(model=model).inc(k)
+        for e in step.events:
+            if e.kind is EventKind.PAUSED:
+                g.rounds_paused.labels(model=e.model).inc()
 
     # -- transitions ---------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ def publish(g: Metrics, m: Served, runtime: ModelRuntime | None, expose_halts_us
         return
     g.round.labels(model=m.id).set(m.round)
     g.halted.labels(model=m.id).set(1 if m.phase is Phase.HALTED else 0)
+    g.paused.labels(model=m.id).set(1 if m.phase is Phase.PAUSED else 0)
     if m.broken:
         return
     info = m.engine.round_info()

@@ -13,7 +13,8 @@ Label record (labels topic, same key, same format as the query: JSON with the he
 ``content-type: application/json``, msgpack without a header, as for queries):
     {"id", "label": 0 | 1 | null, "status": "ok" | "refused" | "invalid", "round": int,
      "reason": str (only when status is not "ok")}
-A refusal's ``reason`` is a sentence; one for a client quota begins with the code ``client-quota:``
+A refusal's ``reason`` is a sentence; one for a client quota begins with the code ``client-quota:``, one
+for a paused round with ``round-paused:``
 (``refusal_code`` maps any reason to a short code). The fields are the same as before quotas existed,
 so older readers keep working.
 
@@ -210,8 +211,9 @@ def encode_label(
 
 
 def refusal_code(reason: str | None) -> str:
-    """A refused label's reason as a short code: ``client-quota``, ``halted``, ``exhausted`` (the
-    engine's ``Refusal`` codes), ``suspended`` (the daemon suspended the model) or ``other``."""
+    """A refused label's reason as a short code: ``client-quota``, ``round-paused``, ``halted``,
+    ``exhausted`` (the engine's ``Refusal`` codes), ``suspended`` (the daemon suspended the model) or
+    ``other``."""
     from everlast.engine.serving import Refusal
 
     if not reason:

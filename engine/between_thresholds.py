@@ -12,14 +12,20 @@ TOP if lo + mu <= v_j + nu_j <= hi - mu, L if v_j + nu_j < lo + mu, else R. Eval
 s_j >= mu, with s_j = min(v_j + nu_j - lo, hi - v_j - nu_j); else L iff v_j + nu_j - lo < mu", which
 is the same over the integers and lets the loop search each restart's first top with no per-query
 Python step; with the next threshold noises known in advance (the predictor's feed can peek) most
-tops are decided many at a time (``_run_paper_windows``). The c-th top fails the round (after its
+tops are decided many at a time (``_run_paper_windows``). The c-th top pauses the round (after its
 query is answered).
 
 **target-charged**: no threshold noise; the outcome is L if v_j + z_j < lo, R if v_j + z_j > hi, TOP
-otherwise. After each query (answered either way) the round fails if C_j + xi_j >= c0 + rho_h
-(AboveThreshold on the round's top count C) or C_j >= c (hard cap). Fully vectorized, and constant
-work: the same calls and branches whatever the counts (``halt_tct``). A query refused for its
-client's quota (``engine.quotas``) has outcome REFUSED and adds no top.
+otherwise. After each query (answered either way) the round pauses if C_j + xi_j >= c0 + rho_h
+(AboveThreshold on the round's top count C). There is no hard cap in the running mechanism: c is the
+count the certificate charges, which the count passes before the test fires only with probability
+tau(c - c0) (docs/privacy/genericbbl.md 16: a deterministic cap would leak through a round that
+pauses and is followed by more rounds). Fully vectorized, and constant work: the same calls and
+branches whatever the counts (``halt_tct``). A query refused for its client's quota
+(``engine.quotas``) has outcome REFUSED and adds no top.
+
+"halted" in a ``BTRun`` means the round's test fired: the predictor pauses the round
+(``engine.phases``).
 
 GenericBBL answers 0 for L and 1 for R or TOP.
 """
@@ -63,7 +69,7 @@ class BTRun:
     outcomes: NDArray[np.int8]
     """L / R / TOP per answered query (length ``answered``)."""
     answered: int
-    """The whole batch, or up to and including the query after which the round failed."""
+    """The whole batch, or up to and including the query after which the round's test fired."""
     state: BTState
     halted: bool
 
@@ -90,10 +96,10 @@ def halt_tct(out: NDArray[np.int8], xi: I64, plan: NoisePlan, state: BTState,
     ``out``. ``refused``: queries refused for their client's quota (``engine.quotas``): no top, outcome
     REFUSED, yet a query after which the test runs like any other (C is unchanged by it).
 
-    The test fires at the first j with C_j + xi_j >= c0 + rho_h, or at C_j >= c. **Constant work**
-    (docs/privacy/genericbbl.md 8): the same numpy calls and no branch, whatever the counts; C_j is
-    formed for every query (an earlier version skipped it when C_n + max(xi) < c0 + rho_h, which made
-    the time of a batch a function of the private top count)."""
+    The test fires at the first j with C_j + xi_j >= c0 + rho_h (no hard cap: module docstring).
+    **Constant work** (docs/privacy/genericbbl.md 8): the same numpy calls and no branch, whatever the
+    counts; C_j is formed for every query (an earlier version skipped it when C_n + max(xi) < c0 +
+    rho_h, which made the time of a batch a function of the private top count)."""
     assert plan.c0 is not None
     n = out.size
     counted = out == TOP
@@ -105,8 +111,7 @@ def halt_tct(out: NDArray[np.int8], xi: I64, plan: NoisePlan, state: BTState,
     np.cumsum(counted, dtype=np.int64, out=tops[1:])
     tops += state.tops
     theta = plan.c0 + state.rho_h
-    # C_j + xi_j >= theta or C_j >= c  <=>  C_j + max(xi_j, theta - c) >= theta (one test for both)
-    halt = np.maximum(xi, theta - plan.c) + tops[1:] >= theta
+    halt = xi + tops[1:] >= theta
     first = int(np.argmax(halt)) if n else 0
     halted = n > 0 and bool(halt[first])
     k = first + 1 if halted else n  # a branch on the halt only: the batch's refusals release it
@@ -138,7 +143,7 @@ noises consumed)."""
 
 
 def run_paper(v: I64, nu: I64, plan: NoisePlan, state: BTState, next_mu: Callable[[], int]) -> BTRun:
-    """paper: BetweenThresholds with a fresh threshold noise after every top, failing at the c-th.
+    """paper: BetweenThresholds with a fresh threshold noise after every top, pausing at the c-th.
 
     ``next_mu`` returns the next threshold noise (called once per top that does not fail the round,
     in order: batch-invariant). A source with ``peek``/``skip`` is consumed the same way, exactly one
@@ -291,7 +296,7 @@ def reference(v: I64, noise: I64, plan: NoisePlan, state: BTState, *, xi: I64 | 
         tops += o == TOP
         if next_mu is None:
             assert xi is not None and plan.c0 is not None
-            if tops + int(xi[j]) >= plan.c0 + state.rho_h or tops >= plan.c:
+            if tops + int(xi[j]) >= plan.c0 + state.rho_h:
                 return BTRun(np.asarray(out, np.int8), j + 1, BTState(tops=tops, rho_h=state.rho_h), True)
         elif o == TOP:
             if tops >= plan.c:

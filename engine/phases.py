@@ -2,10 +2,15 @@
 
     ANSWERING      --answer/answered-->   ANSWERING
     ANSWERING      --answer/round_full--> TRANSITION_DUE   (R_i queries answered)
-    ANSWERING      --answer/halted-->     HALTED           (the round failed: every later query refused)
+    ANSWERING      --answer/paused-->     PAUSED           (the round's halting test fired before its R_i-th
+                                                            query: the rest of the round is refused)
+    PAUSED         --answer/refused-->    PAUSED           (refused, round-paused; the queries still fill D-hat)
+    PAUSED         --answer/round_full--> TRANSITION_DUE   (the round's R_i positions are taken: round i+1
+                                                            serves again)
     TRANSITION_DUE --transition/next-->   ANSWERING        (round i+1)
     TRANSITION_DUE --transition/ended-->  EXHAUSTED        (a schedule that does not repeat its last round)
-    HALTED         --answer/refused-->    HALTED           (never answered from data again)
+    HALTED         --answer/refused-->    HALTED           (a state written before rounds paused: it
+                                                            refuses for good, as it promised; no event leads here)
     EXHAUSTED      --answer/refused-->    EXHAUSTED
     any phase      --failure-->           ERROR            (a failure that could not be undone)
 
@@ -22,6 +27,7 @@ from everlast.engine.errors import InvalidState
 
 class Phase(enum.StrEnum):
     ANSWERING = "answering"
+    PAUSED = "paused"
     TRANSITION_DUE = "transition_due"
     HALTED = "halted"
     EXHAUSTED = "exhausted"
@@ -31,7 +37,9 @@ class Phase(enum.StrEnum):
 TABLE: dict[tuple[Phase, str, str], Phase] = {
     (Phase.ANSWERING, "answer", "answered"): Phase.ANSWERING,
     (Phase.ANSWERING, "answer", "round_full"): Phase.TRANSITION_DUE,
-    (Phase.ANSWERING, "answer", "halted"): Phase.HALTED,
+    (Phase.ANSWERING, "answer", "paused"): Phase.PAUSED,
+    (Phase.PAUSED, "answer", "refused"): Phase.PAUSED,
+    (Phase.PAUSED, "answer", "round_full"): Phase.TRANSITION_DUE,
     (Phase.TRANSITION_DUE, "transition", "next"): Phase.ANSWERING,
     (Phase.TRANSITION_DUE, "transition", "ended"): Phase.EXHAUSTED,
     (Phase.HALTED, "answer", "refused"): Phase.HALTED,
@@ -39,6 +47,7 @@ TABLE: dict[tuple[Phase, str, str], Phase] = {
 }
 
 REFUSING = frozenset({Phase.HALTED, Phase.EXHAUSTED})
+"""Phases that refuse every query for good (a paused round refuses only until its round ends)."""
 EVENTS = frozenset(e for (_, e, _) in TABLE)
 
 

@@ -11,7 +11,9 @@ Round i (step 3):
   (a, b) S_i is cut into T_i chunks of lambda_i; one ERM classifier per chunk (``ConceptClass.fit``).
   (c, d) each query's vote count goes through the design's mechanism (``engine.between_thresholds``
          on integer counts with exact discrete noise; ``engine.design``): label 0 on L, 1 on R or top;
-         when the round fails, every later query is refused.
+         when the round's halting test fires the round *pauses*: every later query of the round is
+         refused (``Refusal.ROUND_PAUSED``) but still takes its position and fills D-hat, and at the
+         round's R_i-th position the round transitions as any other (docs/privacy/genericbbl.md 16).
   (e, f) D-hat_i (m_D of the round's queries, reservoir) and S-hat_i (m_S points of S_i) go to
          LabelBoost; S_{i+1} is a random subset of lambda_{i+1} T_{i+1} of the relabeled D-hat_i.
 Round 1 takes S_1, a random subset of lambda_1 T_1 points of the training set (step 2); the
@@ -235,7 +237,9 @@ class Predictor:
 
     def answer(self, x: Any, clients: cl.ClientIds = None) -> Answers:
         """Answer queries in order (step 3(d)). Consumes the whole batch unless the round ends
-        inside it. In a refusing phase every query is refused (label -1), never answered from data.
+        inside it. In a refusing phase every query is refused (label -1), never answered from data; in
+        a paused round (phase PAUSED) every query is refused (``Refusal.ROUND_PAUSED``) until the
+        round's R_i positions are taken, and is kept for D-hat at its position like any other.
 
         ``clients``: who sent the queries (``engine.clients``): one id (str or bytes) for the whole
         batch, one per query, or ``None``, the shared anonymous client. Read only when the schedule
@@ -256,7 +260,7 @@ class Predictor:
         n = min(n_in, self._round.spec.R - live.answered)
         prepared = self._prepare_order(n)
         try:
-            new, out = self._answer(xs, n, who)
+            new, out = self._paused(xs, n) if live.phase is Phase.PAUSED else self._answer(xs, n, who)
         except BaseException:
             if prepared is not None:
                 prepared.cancel()
@@ -264,9 +268,9 @@ class Predictor:
         self._live = new  # commit
         if prepared is not None:
             self._prepared = (self._round.index + 1, prepared)
-        if new.phase not in (Phase.ANSWERING, Phase.TRANSITION_DUE):
-            # the round halted: no transition will take it, and no retry follows (a daemon answers on
-            # its event loop: the job ends on its own rather than stall every partition)
+        if new.phase not in (Phase.ANSWERING, Phase.PAUSED, Phase.TRANSITION_DUE):
+            # no transition will take it, and no retry follows (a daemon answers on its event loop:
+            # the job ends on its own rather than stall every partition)
             self._drop_prepared(wait_running=False)
         return out
 
@@ -313,7 +317,6 @@ class Predictor:
         the round halted in the batch -- released by the batch's own refusals -- never on the private
         counts (``tests/engine/test_constant_work.py``)."""
         live, rnd, spec = self._live, self._round, self._round.spec
-        n_in = xs.shape[0]
         xb = xs[:n]
         votes = rnd.ensemble.votes(xb)
         a, b, noise = live.noise.per_query(n)
@@ -337,8 +340,8 @@ class Predictor:
             res = bt.run_paper(votes, a, rnd.plan, live.bt, feed)
             noise = replace(noise, threshold=feed.committed())
         k = res.answered
-        if k < n:  # the round failed inside the batch (released by the refusals of the rest of it):
-            # the streams and the client table stop at its last query
+        if k < n:  # the round paused inside the batch (released by the refusals of the rest of it):
+            # the streams and the client table stop at its last answered query
             _, _, cut = live.noise.per_query(k)
             noise = RoundNoise(noise.design, noise.plan, cut.query, noise.threshold, cut.halt_query)
             if quota is not None:
@@ -347,12 +350,16 @@ class Predictor:
                 head = qt.decide(live.quota.table, who.head(k), is_top[:k], xq, rnd.quota, self._rho_draw())
                 quota = qt.QuotaState(qt.commit(head, is_top[:k]), qnoise)
                 fires = head.fires
+        # Every position of the batch up to the round's end is taken, answered or refused (a pause
+        # inside the batch refuses the rest of it, n - k queries): D-hat keeps each at its position.
+        counted = res.outcomes == bt.TOP
+        if k < n:
+            counted = np.concatenate([counted, np.zeros(n - k, np.bool_)])
         if burn is not None and self.schedule.burn is not None:
-            released, burn = burns.windows(res.outcomes == bt.TOP, live.answered, burn, self.schedule.burn.window,
-                                           rnd.index)
-        filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb[:k])
-        answered = live.answered + k
-        outcome = "halted" if res.halted else "round_full" if answered == spec.R else "answered"
+            released, burn = burns.windows(counted, live.answered, burn, self.schedule.burn.window, rnd.index)
+        filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb)
+        answered = live.answered + n
+        outcome = "round_full" if answered == spec.R else "paused" if res.halted else "answered"
         new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled, quota, burn)
         # labels: 0 on L, 1 on R or TOP; -1 where refused for a client quota (outcome REFUSED). The
         # branches below are on the schedule (public) and on whether the round halted in this batch,
@@ -367,17 +374,38 @@ class Predictor:
             extra["quota_fired"] = fires[:k]
         else:
             refusals = np.zeros(k, np.int8)
-        consumed = n
-        if res.halted:  # the rest of the batch is refused
-            rest = n_in - k
+        if k < n:  # the round paused: the rest of the batch, up to the round's end, is refused
+            rest = n - k
             labels = np.concatenate([labels, np.full(rest, -1, np.int8)])
             outcomes = np.concatenate([outcomes, np.full(rest, bt.REFUSED, np.int8)])
-            refusals = np.concatenate([refusals, np.full(rest, Refusal.HALTED, np.int8)])
+            refusals = np.concatenate([refusals, np.full(rest, Refusal.ROUND_PAUSED, np.int8)])
             if quota is not None:
                 extra["quota_fired"] = np.concatenate([fires[:k], np.zeros(rest, np.bool_)])
-            consumed = n_in
-        return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=consumed,
+        return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=n,
                             refusals=refusals, **extra)
+
+    def _paused(self, xs: NDArray[Any], n: int) -> tuple[_Live, Answers]:
+        """A paused round's next n queries (n <= what is left of the round): refused, none answered
+        from data, no noise drawn; each takes its position, and D-hat keeps those at its positions,
+        exactly as it would keep them unpaused (docs/privacy/genericbbl.md 16: D-hat stays a uniform
+        subset of m_D of the round's R_i positions, the rate the query chain charges). The burn-rate
+        windows these positions complete are released as usual (no answered top among them)."""
+        live, rnd = self._live, self._round
+        xb = xs[:n]
+        filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb)
+        burn, extra = live.burn, dict[str, Any]()
+        if burn is not None and self.schedule.burn is not None:
+            released, burn = burns.windows(np.zeros(n, np.bool_), live.answered, burn, self.schedule.burn.window,
+                                           rnd.index)
+            extra["burn"] = released
+        if self.schedule.quotas is not None:
+            extra["quota_fired"] = np.zeros(n, np.bool_)
+        answered = live.answered + n
+        phase = phases.fire(live.phase, "answer", "round_full" if answered == rnd.spec.R else "refused")
+        new = replace(live, phase=phase, answered=answered, filled=filled, burn=burn)
+        return new, Answers(labels=np.full(n, -1, np.int8), outcomes=np.full(n, bt.REFUSED, np.int8),
+                            round=rnd.index, consumed=n, refusals=np.full(n, Refusal.ROUND_PAUSED, np.int8),
+                            **extra)
 
     def _rho_draw(self) -> Callable[[NDArray[np.uint64]], NDArray[np.int64]]:
         """rho'_k for new clients of the round (``engine.quotas``): one draw from each client's own
@@ -571,7 +599,10 @@ class Predictor:
             raise
         except (KeyError, TypeError, ValueError, IndexError, InvalidSchedule) as exc:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
-        if ensemble.size != spec.T or not 0 <= new_live.answered <= spec.R or not 0 <= state.tops <= spec.c:
+        # the paper's design stops at its c-th top; the target-charged round runs no hard cap (c is what
+        # its certificate charges: docs/privacy/genericbbl.md 16), so its count is bounded by the queries
+        top_bound = min(new_live.answered, spec.R if schedule.design.target_charged else spec.c)
+        if ensemble.size != spec.T or not 0 <= new_live.answered <= spec.R or not 0 <= state.tops <= top_bound:
             raise CorruptState("state's counters do not fit its schedule")
         # What every reachable state satisfies; without these checks such a state was accepted and
         # then failed later (a transition raising a bare ValueError on every retry).
@@ -579,7 +610,9 @@ class Predictor:
         if (positions.size != spec.m_D or (positions.size and (positions[0] < 0 or positions[-1] >= spec.R))
                 or bool(np.any(np.diff(positions) <= 0))
                 or filled != int(np.searchsorted(positions, answered))
-                or (ph is Phase.ANSWERING and (answered == spec.R or state.tops >= spec.c))  # the c-th top halts
+                or (ph is Phase.ANSWERING and (answered == spec.R or (not schedule.design.target_charged
+                                                                      and state.tops >= spec.c)))  # the c-th top pauses
+                or (ph is Phase.PAUSED and answered >= spec.R)  # a paused round that is full transitions
                 or (ph in (Phase.TRANSITION_DUE, Phase.EXHAUSTED) and answered != spec.R)):
             raise CorruptState("state's reservoir or phase does not fit its counters")
         if quota is not None and int(quota.table.tops.sum()) != state.tops:

@@ -30,12 +30,17 @@ class Refusal(enum.IntEnum):
 
     NONE = 0
     HALTED = 1
-    """The predictor failed: a round's halt test fired (or its hard cap was reached)."""
+    """A state written before rounds paused, whose round had failed: it refuses for good. No
+    predictor of this engine halts: a round whose halt test fires pauses (``ROUND_PAUSED``)."""
     EXHAUSTED = 2
     """The schedule has ended (a schedule that does not repeat its last round)."""
     CLIENT_QUOTA = 3
     """The query's client has spent its share of the round's halt budget (``engine.quotas``): its
     queries are refused until the round ends; other clients are answered."""
+    ROUND_PAUSED = 4
+    """The round's halt budget is spent (its noisy halting test fired): every query is refused until
+    the round's R_i positions are taken; the queries still enter D-hat at its positions, and the next
+    round serves again (docs/privacy/genericbbl.md 16)."""
 
     @property
     def reason(self) -> str:
@@ -44,7 +49,8 @@ class Refusal(enum.IntEnum):
 
     @property
     def code(self) -> str:
-        """A short machine-readable name: ``halted``, ``exhausted``, ``client-quota`` ('' if answered)."""
+        """A short machine-readable name: ``halted``, ``exhausted``, ``client-quota``, ``round-paused``
+        ('' if answered)."""
         return _CODES[self]
 
 
@@ -54,9 +60,11 @@ _REASONS = {
     Refusal.EXHAUSTED: "the schedule has ended; the predictor refuses every query",
     Refusal.CLIENT_QUOTA: ("client-quota: this client's share of the round's halt budget is spent; its queries "
                            "are refused until the round ends"),
+    Refusal.ROUND_PAUSED: ("round-paused: the round's halt budget is spent; every query is refused until the "
+                           "round ends, then the next round answers again"),
 }
 _CODES = {Refusal.NONE: "", Refusal.HALTED: "halted", Refusal.EXHAUSTED: "exhausted",
-          Refusal.CLIENT_QUOTA: "client-quota"}
+          Refusal.CLIENT_QUOTA: "client-quota", Refusal.ROUND_PAUSED: "round-paused"}
 
 
 def _no_burn() -> NDArray[np.int64]:

@@ -172,7 +172,7 @@ def _tct_block(plan: NoisePlan, v: I64, z: I64, xi: I64, rho: I64, live: I64, po
     assert plan.c0 is not None
     res = bt.outcomes_tct(v, z, plan)
     c = tops[live][:, None] + np.cumsum(res == bt.TOP, axis=1, dtype=np.int64)
-    halt = (c + xi >= plan.c0 + rho[:, None]) | (c >= plan.c)
+    halt = c + xi >= plan.c0 + rho[:, None]  # no hard cap (engine.between_thresholds.halt_tct)
     done = halt.any(axis=1)
     w = v.shape[1]
     answered = np.where(done, np.argmax(halt, axis=1) + 1, w)

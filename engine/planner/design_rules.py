@@ -159,7 +159,9 @@ class TargetCharged(DesignRules):
         """Lemma Q and Lemma TC (docs/privacy/genericbbl.md 6)."""
         eps0 = up(1 / plan.query)  # exact 1/t as a Fraction, rounded up
         m = plan.band + 1
-        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta)
+        # no hard cap runs (a paused round is followed by more rounds: genericbbl.md 16): Lemma TC'
+        # charges the probability that the count passes c before the test fires
+        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta, passing=count_passing(self.design, spec))
         steps = (
             Step.make(chain, f"per-query mechanism, round {rnd}",
                       "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/privacy/genericbbl.md 6.1)",
@@ -317,6 +319,17 @@ def halting_test(design: Design, spec: RoundSpec) -> tuple[float, float]:
     eps_h = at.at_epsilon(plan.halt_threshold, plan.halt_query)
     cap = 0.0 if spec.c > spec.R else at.at_tail(plan.c - plan.c0, plan.halt_query, plan.halt_threshold)
     return eps_h, cap
+
+
+def count_passing(design: Design, spec: RoundSpec) -> float:
+    """Lemma TC' (docs/privacy/genericbbl.md 16.2): a bound on the probability that a target-charged
+    round's top count reaches c before its halting test fires, P[xi - rho >= c - c0 + 1] (Lemma T(ii));
+    0 when c > R (the count cannot reach c)."""
+    if spec.c > spec.R:
+        return 0.0
+    plan = noise_plan(design, spec)
+    assert plan.halt_threshold is not None and plan.halt_query is not None and plan.c0 is not None
+    return at.at_tail(plan.c - plan.c0 + 1, plan.halt_query, plan.halt_threshold)
 
 
 def _span(rounds: list[int], last: int, rep: bool) -> str:

@@ -10,7 +10,9 @@ this module adds the noisy halting test so that the round runs the default desig
   smaller eps_h protects a query more but needs a wider margin; honest rounds must stay below c0 by
   another margin of about (4/eps_h) ln(R/beta), Lemma T(iii), or they halt.)
 * delta_cap = :data:`CAP_SHARE` x delta / (1 + e^{eps_h}) keeps Theorem Q's delta_in at 1e-3 of the
-  target delta, as the planner does (section 5.4).
+  target delta, as the planner does (section 5.4). No hard cap runs (a round pauses on its test alone,
+  section 16): the margin bounds the probability that the count passes c before the test fires, which
+  Lemma TC' charges on the training side (at most delta_cap).
 
 :func:`sample_eps0` gives the per-query level of a sample round: the smallest eps0 (the cheapest in
 privacy) at which a query that every classifier agrees on is answered against them with

@@ -90,12 +90,16 @@ class RoundTC:
     """Charged steps composed (min(R, the tail's K))."""
     delta_K: float
     delta_tail: float
-    """P[Bin(K, q) <= c - 1] bound (0 when K = R)."""
+    """P[Bin(K, q) <= c - 1] bound plus the probability that the round's count passes c before its
+    test fires (0 when K = R)."""
 
 
-def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float) -> RoundTC:
+def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float, passing: float = 0.0) -> RoundTC:
     """Certify one target-charged round (exact scales from engine.design.noise_plan: eps0 = 1/t,
-    m = hi - lo + 1, hard cap c, R queries) at total delta ``Delta``."""
+    m = hi - lo + 1, the count c charged, R queries) at total delta ``Delta``. ``passing``: a bound
+    on the probability that the round's top count reaches c before its halting test fires
+    (tau(c - c0), Lemma T(ii)); the round runs no hard cap (docs/privacy/genericbbl.md 16, Lemma TC'),
+    so a tail with K < R adds it."""
     q = q_target(eps0, m)
     best = RoundTC(math.inf, Delta, eps0, q, 0, 0.0, 0.0)
     if q <= 0.0 or not 0.0 < Delta < 1.0:
@@ -108,32 +112,32 @@ def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float) -> RoundTC:
         K = charged_steps(c, q, share * Delta)
         if K >= R:
             continue  # K = R is covered above
-        tail = binom_lower_tail(K, q, c - 1)
+        tail = binom_lower_tail(K, q, c - 1) + passing
         E = comp.kov_epsilon(eps0, 0.0, K, Delta - tail) if tail < Delta else math.inf
         if E < best.E:
             best = RoundTC(E, Delta, eps0, q, K, Delta - tail, tail)
     return best
 
 
-def max_eps0(E: float, Delta: float, c: int, R: int, m_of: Callable[[float], int]) -> float:
+def max_eps0(E: float, Delta: float, c: int, R: int, m_of: Callable[[float], int], passing: float = 0.0) -> float:
     """Planning: the largest eps0 whose round meets (E, Delta), searched over the tail share.
     ``m_of(eps0)`` is the band's count m at the T that eps0 implies. q depends on eps0, so start
     from q = 1/2 (too optimistic) and recompute once at the resulting eps0: the second eps0 is
     below the fixed point, hence valid (a smaller eps0 has a larger q, so its K is smaller). The
-    certifier re-derives everything from the schedule."""
-    eps0 = _max_eps0_at(E, Delta, c, R, 0.5)
+    certifier re-derives everything from the schedule. ``passing``: as in ``round_epsilon``."""
+    eps0 = _max_eps0_at(E, Delta, c, R, 0.5, passing)
     for _ in range(2):
         if eps0 <= 0.0:
             return 0.0
-        eps0 = _max_eps0_at(E, Delta, c, R, q_target(eps0, m_of(eps0)))
+        eps0 = _max_eps0_at(E, Delta, c, R, q_target(eps0, m_of(eps0)), passing)
     return eps0
 
 
-def _max_eps0_at(E: float, Delta: float, c: int, R: int, q: float) -> float:
+def _max_eps0_at(E: float, Delta: float, c: int, R: int, q: float, passing: float = 0.0) -> float:
     best = 0.0
     for share in TAIL_SHARES:
         K = min(R, charged_steps(c, q, share * Delta))
-        tail = 0.0 if K >= R else binom_lower_tail(K, q, c - 1)
+        tail = 0.0 if K >= R else binom_lower_tail(K, q, c - 1) + passing
         if tail >= Delta:
             continue
         best = max(best, comp.kov_max_eps0(K, E, Delta - tail, cap=EPS0_CAP))

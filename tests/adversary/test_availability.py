@@ -46,10 +46,12 @@ def scenario(p: Predictor) -> dict[str, Any]:
                            Client("B", IIDStream(task, 1), 50, 5_000)])
 
 
-def test_without_quotas_the_prober_halts_the_model_for_everyone() -> None:
+def test_without_quotas_the_prober_pauses_the_round_for_everyone() -> None:
+    """No quotas: the prober spends the round's budget and the round pauses for every client until its
+    end (the model is not switched off: the next round answers again, docs/privacy/genericbbl.md 16)."""
     out = scenario(sample_predictor(None, None))
-    assert out["halted"] and out["clients"]["B"]["refused"] > 0
-    assert set(out["clients"]["B"]["reasons"]) == {"halted"} and out["burn"] == []
+    assert out["paused"] and not out["halted"] and out["clients"]["B"]["refused"] > 0
+    assert set(out["clients"]["B"]["reasons"]) == {"round-paused"} and out["burn"] == []
 
 
 def test_with_quotas_the_prober_is_refused_and_the_iid_client_is_answered() -> None:
@@ -57,7 +59,7 @@ def test_with_quotas_the_prober_is_refused_and_the_iid_client_is_answered() -> N
     a, b = out["clients"]["A"], out["clients"]["B"]
     assert b == {"sent": 5_000, "ok": 5_000, "refused": 0, "reasons": {}}
     assert a["sent"] == 10_000 and a["refused"] > 0 and set(a["reasons"]) == {"client-quota"}
-    assert not out["halted"] and out["round"] == 1
+    assert not out["halted"] and not out["paused"] and out["round"] == 1
     # the burn-rate signal: 15 windows of 1,000 queries; the prober's are far above the i.i.d. ones
     noisy = np.array([t for _, _, t in out["burn"]])
     assert noisy.size == 15

@@ -45,7 +45,7 @@ def test_with_quotas_the_prober_is_refused_and_the_other_client_answered_in_full
     a, b = out["clients"]["A"], out["clients"]["B"]  # type: ignore[index]
     assert b == {"sent": 5_000, "ok": 5_000, "refused": 0, "reasons": {}}
     assert a["sent"] == 10_000 and a["refused"] > 5_000 and set(a["reasons"]) == {"client-quota"}
-    assert out["halted"] is False and out["round"] == 1 and out["invalid"] == 0
+    assert out["halted"] is False and out["paused"] is False and out["round"] == 1 and out["invalid"] == 0
     assert out["quota_fired"] == ['"A"']  # the log line an operator reads names the client
     assert out["quotas"] == {"share": 0.2, "eps": 0.2}
     # the burn-rate signal saw the attack: well above B's share alone (~500 tops in 5,000 i.i.d. queries)
@@ -53,9 +53,9 @@ def test_with_quotas_the_prober_is_refused_and_the_other_client_answered_in_full
 
 
 @pytest.mark.broker
-def test_without_quotas_the_prober_halts_the_model_for_both_clients() -> None:
+def test_without_quotas_the_prober_pauses_the_round_for_both_clients() -> None:
     out = play("--no-quotas")
     assert figures(out) == readme_row("off")
     a, b = out["clients"]["A"], out["clients"]["B"]  # type: ignore[index]
-    assert out["halted"] is True and out["quotas"] is None and out["quota_fired"] == []
-    assert set(a["reasons"]) == {"halted"} and set(b["reasons"]) == {"halted"} and b["refused"] > 0
+    assert out["halted"] is False and out["paused"] is True and out["quotas"] is None and out["quota_fired"] == []
+    assert set(a["reasons"]) == {"round-paused"} and set(b["reasons"]) == {"round-paused"} and b["refused"] > 0

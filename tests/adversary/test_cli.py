@@ -69,7 +69,7 @@ def test_stream_runner_and_report(tmp_path: Path) -> None:
     rec = runner.invoke(streams, ["prober", "--queries", "20000", "--json"])
     assert rec.exit_code == 0, rec.output
     run = json.loads(rec.stdout)
-    assert run["halted"] and run["queries_to_halt"] < 5000
+    assert not run["halted"] and run["paused_rounds"][:1] == [1] and run["queries_to_pause"] < 5000
     (tmp_path / "prober.json").write_text(rec.stdout)
     audit = runner.invoke(audit_cmd, ["--game", "training", "--trials", "20", "--queries", "100", "--json"])
     (tmp_path / "audit.json").write_text(audit.stdout)
@@ -89,7 +89,7 @@ def test_stream_runner_and_report(tmp_path: Path) -> None:
             "replay-latency.png", "replay-rounds.png", "queries-accuracy.png"} <= set(pngs)
     md = (out / "audit.md").read_text()
     assert "privacy audit" in md and "claimed epsilon" in md
-    assert "halted" in (out / "prober.md").read_text()
+    assert "paused" in (out / "prober.md").read_text()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"what": 1}))
     assert runner.invoke(report_cmd, [str(bad), "--out", str(out)]).exit_code != 0

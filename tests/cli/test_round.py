@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from everlast.cli.complete import complete
@@ -58,3 +59,33 @@ def test_complete_fills_a_round_given_only_its_sizes(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert re.search(r"warning: round 1: T = 300 is too small for eps_bt = 0\.01: use T >= [\d,]+, or eps_bt >= "
                      r"[\d.]+", res.output), res.output
+
+
+def test_round_says_plainly_what_theorem_a_proves() -> None:
+    """n = 100,000: no round of this n has Theorem A's bound at alpha = 0.1; the command says so, names the
+    best bound any size reaches, and writes a round of lambda >= 10 (lambda = 2 erred 0.217 on the stream
+    of tests/cli/test_simulate.py and paused in three of five rounds)."""
+    from everlast.cli.hand_round import LAMBDA_FLOOR
+
+    res = CliRunner().invoke(round_cmd, ["--n", "100000", "--queries", "80000", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    acc = doc["accuracy"]
+    assert acc["alpha"] == 0.1 and acc["proven_round_1"] is False and acc["round_1_bound"] > 0.1
+    assert "none at alpha = 0.1" in acc["statement"] and "best bound any round" in acc["statement"]
+    assert doc["schedule"]["rounds"][0]["lam"] >= LAMBDA_FLOOR
+
+
+@pytest.mark.slow
+def test_round_writes_a_proven_round_when_n_allows_it() -> None:
+    """n = 3,000,000: the round written has Theorem A's bound <= alpha for round 1 (recomputed here from
+    the schedule), and the command says that later rounds of the repeated round are not covered."""
+    from everlast.engine.design import DEFAULT
+    from everlast.engine.planner.accuracy import round_accuracy
+
+    res = CliRunner().invoke(round_cmd, ["--n", "3000000", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    r = Schedule.from_dict(doc["schedule"]).rounds[0]
+    assert doc["accuracy"]["proven_round_1"] and round_accuracy(r, DEFAULT, 1, 0.0, 1).bound <= 0.1
+    assert "rounds >= 2 of the repeated round: not proven" in doc["accuracy"]["statement"]

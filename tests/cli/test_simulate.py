@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -95,3 +96,48 @@ def test_rare_positives_keep_the_sample_rounds_error_within_alpha() -> None:
     assert not doc["halted"] and len(doc["rounds"]) == 2 and 0.015 < doc["positive_share"] < 0.025
     assert all(r["refused"] == 0 and r["error_answers"] < 0.1 for r in doc["rounds"])
     assert doc["errors_within_target"]
+
+
+def test_a_hand_written_round_that_pauses_on_its_stream_serves_every_round(tmp_path: Path) -> None:
+    """The issue's stream: the round `everlast round --n 100000 --queries 80000` writes spends its
+    budget faster than its rule on data whose threshold sits at the 0.37 quantile. Its rounds pause
+    (the rest of each refused round-paused) instead of switching the model off: halted is false and
+    every one of the 5 rounds has its own object, with its refusals by reason."""
+    s = tmp_path / "s.json"
+    res = CliRunner().invoke(main, ["round", "--n", "100000", "--queries", "80000", "--out", str(s)])
+    assert res.exit_code == 0, res.output
+    code, out = run("--schedule", str(s), "--n", "100000", "--concept", "thresholds", "--queries", "400000",
+                    "--positives", "0.63", "--seed", "1", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["halted"] is False and [r["round"] for r in doc["rounds"]] == [1, 2, 3, 4, 5]
+    for r in doc["rounds"]:
+        assert r["queries"] == 80_000 and r["answered"] + r["refused"] == r["queries"]
+        assert sum(r["refusals"].values()) == r["refused"] and set(r["refusals"]) <= {"round-paused"}
+        assert r["paused"] is (r["refused"] > 0)
+        if r["paused"]:
+            assert r["paused_after"] == r["answered"] and r["refusals"]["round-paused"] == 80_000 - r["answered"]
+    assert doc["paused_rounds"] == [r["round"] for r in doc["rounds"] if r["paused"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("distribution", ["spike", "ties"])
+def test_the_planned_epsilon_8_schedule_on_hard_data_never_halts(distribution: str) -> None:
+    """Mass piled at the boundary (spike) and atoms (ties): three full rounds of the planned epsilon = 8
+    schedule, no halt, the answered labels' error within alpha = 0.1 in every round."""
+    code, out = run("--epsilon", "8", "--rounds", "3", "--distribution", distribution, "--seed", "1", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["halted"] is False and [r["round"] for r in doc["rounds"]] == [1, 2, 3, 4]
+    assert all(r["error"] is not None and r["error"] <= 0.1 for r in doc["rounds"])
+
+
+@pytest.mark.slow
+def test_the_planned_epsilon_1_round_1_on_spike_data_never_halts() -> None:
+    """The planned epsilon = 1 round 1 (7.3e7 training points, 4.7e8 queries: ~5 minutes and ~6 GB)
+    on data piled at the boundary: no halt, the answered labels' error within alpha = 0.1."""
+    code, out = run("--epsilon", "1", "--rounds", "1", "--distribution", "spike", "--seed", "1", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["halted"] is False and doc["rounds"][0]["round"] == 1
+    assert all(r["error"] is not None and r["error"] <= 0.1 for r in doc["rounds"])

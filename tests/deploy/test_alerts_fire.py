@@ -169,10 +169,10 @@ async def test_privacy_and_data_alerts_fire(broker: EmbeddedBroker, tmp_path: Pa
             for alert in ("EverlastDeadLetters", "EverlastDeadLetterRateHigh", "EverlastWrongPartitioner"):
                 await prom.becomes_true(alert)
 
-            # queries on the decision boundary spend the round's halt budget; the model halts and refuses
+            # queries on the decision boundary spend the round's halt budget; the round pauses and refuses
             await produce(broker.bootstrap, q, query_records(m, np.full(2_500, 0.5), start_id=100_000))
             await collect_ids(broker.bootstrap, topics["labels"], set(range(100_000, 102_500)))
-            for alert in ("EverlastHaltBudgetHot", "EverlastHaltBudgetCritical", "EverlastModelHalted",
+            for alert in ("EverlastHaltBudgetHot", "EverlastHaltBudgetCritical", "EverlastRoundPaused",
                           "EverlastRefusingQueries"):
                 fired = await prom.becomes_true(alert)
                 assert {s["metric"]["model"] for s in fired} == {m}, alert
@@ -211,7 +211,7 @@ async def test_the_prober_fires_the_halt_budget_alerts_with_no_opt_in_flag(broke
     README's prober (client A) and an i.i.d. client (B). On ``sample`` (its per-client quotas on) A's
     quota fires (EverlastClientQuotaFired), and its refusals page nobody. On ``open`` (the same model
     without quotas) the prober spends the round's budget: EverlastHaltBudgetHot and Critical fire on the
-    noisy signal, then the model halts for both clients."""
+    noisy signal, then the round pauses for both clients."""
     from everlast.adversary_sim.availability import Client
     from everlast.adversary_sim.availability_kafka import run_clients_kafka, sample_model, write_config
     from everlast.adversary_sim.iid import make_task
@@ -247,8 +247,8 @@ async def test_the_prober_fires_the_halt_budget_alerts_with_no_opt_in_flag(broke
             assert {s["metric"]["model"] for s in fired} == {"sample"}
 
             without = await run_clients_kafka(broker.bootstrap, q, lab, "open", clients())
-            assert without["clients"]["B"]["reasons"].get("halted", 0) > 0
-            for alert in ("EverlastHaltBudgetHot", "EverlastHaltBudgetCritical", "EverlastModelHalted"):
+            assert without["clients"]["B"]["reasons"].get("round-paused", 0) > 0
+            for alert in ("EverlastHaltBudgetHot", "EverlastHaltBudgetCritical", "EverlastRoundPaused"):
                 fired = await prom.becomes_true(alert)
                 assert {s["metric"]["model"] for s in fired} == {"open"}, alert
             fired = await prom.becomes_true("EverlastRefusingQueries")

@@ -353,8 +353,14 @@ def test_a_round_that_halts_drops_its_order(design: str) -> None:
     R = p.spec.R
     p.answer(np.full(R - R // PREPARE_AHEAD, -1.0))  # no tops; reaches the last eighth
     assert p._prepared is not None
-    p.answer(np.full(20, 0.5))  # tops until the round halts
-    assert p.phase is Phase.HALTED and p._prepared is None
+    p.answer(np.full(20, 0.5))  # tops until the round pauses: it still transitions, with its order
+    assert p.phase is Phase.PAUSED and p._prepared is not None
+    twin = codec.loads(codec.dumps(p))  # no prepared order: recomputed inline, the same bytes
+    for q in (p, twin):
+        q.answer(np.full(q.capacity or 0, -1.0))
+        assert q.phase is Phase.TRANSITION_DUE
+        q.transition()
+    assert codec.dumps(p) == codec.dumps(twin) and p.round == 2
 
 
 def test_an_order_that_failed_on_the_worker_fails_the_transition_and_a_retry_recomputes_it(
@@ -462,9 +468,9 @@ def test_a_failing_last_batch_waits_for_its_order_job(monkeypatch: pytest.Monkey
 
 
 @needs_two_cpus
-def test_a_halting_round_drops_its_order_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No retry follows a halt, and a daemon answers on its event loop: the job ends on its own
-    instead of stalling the answer (review 6, F1)."""
+def test_a_paused_round_keeps_its_order_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round that pauses still transitions at its R-th position: the order begun in its last eighth
+    keeps running (nothing waits for it at the pause)."""
     from tests.engine.helpers import tops_predictor
     p = tops_predictor("target-charged", halt_threshold=4, c=10)
     monkeypatch.setattr(overlap, "MIN_WORK", 0)  # a thread even for this small round
@@ -473,7 +479,7 @@ def test_a_halting_round_drops_its_order_without_waiting(monkeypatch: pytest.Mon
     p.answer(np.full(R - R // PREPARE_AHEAD, -1.0))
     assert p._prepared is not None and started.wait(10)
     p.answer(np.full(20, 0.5))
-    assert p.phase is Phase.HALTED and p._prepared is None and not done.is_set()
+    assert p.phase is Phase.PAUSED and p._prepared is not None and not done.is_set()
     assert done.wait(10)
 
 

@@ -151,34 +151,75 @@ def test_points_of_shape_n_by_1_are_scalars(design: str) -> None:
 
 
 def halting(design: str) -> Predictor:
-    """Every query at 0.5 is a top; the round fails at the 4th."""
+    """Every query at 0.5 is a top; the round's test fires (the round pauses) at the 4th."""
     if design == "target-charged":
         return tops_predictor(design, halt_threshold=4, c=10)
     return tops_predictor(design, c=4)
 
 
 @each
-def test_halting_then_refusals_forever(design: str) -> None:
+def test_halting_pauses_the_round_until_its_end(design: str) -> None:
+    """The test fires at the 4th top: the rest of the round is refused (round-paused), its queries still
+    take their positions and fill D-hat, and the round transitions at its R-th position: round 2
+    answers again (docs/privacy/genericbbl.md 16)."""
     p = halting(design)
+    R = p.spec.R
     res = p.answer(np.full(10, 0.5))
     assert res.labels.tolist() == [1] * 4 + [-1] * 6
     assert res.outcomes.tolist() == [2] * 4 + [-1] * 6
-    assert res.refusals.tolist() == [0] * 4 + [Refusal.HALTED] * 6
-    assert res.consumed == 10 and p.phase is Phase.HALTED and p.capacity is None and p.tops_in_round == 4
-    for _ in range(3):
-        later = p.answer(np.r_[QUERIES[:700], 0.5])  # more than R: every query consumed, refused
-        assert later.consumed == 701 and (later.labels == -1).all() and (later.refusals == Refusal.HALTED).all()
-    with pytest.raises(InvalidState):
-        p.transition()
+    assert res.refusals.tolist() == [0] * 4 + [Refusal.ROUND_PAUSED] * 6
+    assert res.consumed == 10 and p.phase is Phase.PAUSED and p.capacity == R - 10 and p.tops_in_round == 4
+    assert p.answered_in_round == 10
     q = codec.loads(codec.dumps(p))
-    assert q.phase is Phase.HALTED and q.answer(np.array([0.9])).labels.tolist() == [-1]
+    assert q.phase is Phase.PAUSED and q.answer(np.array([0.9])).refusals.tolist() == [Refusal.ROUND_PAUSED]
+    later = p.answer(np.r_[QUERIES[: R + 50], 0.5])  # more than the round holds: consumed to its end
+    assert later.consumed == R - 10 and (later.labels == -1).all()
+    assert (later.refusals == Refusal.ROUND_PAUSED).all()
+    assert p.phase is Phase.TRANSITION_DUE and p.capacity == 0 and p.reservoir_filled == p.spec.m_D
+    with pytest.raises(InvalidState):
+        p.answer(np.array([0.5]))
+    p.transition()
+    assert p.round == 2 and p.phase is Phase.ANSWERING and p.tops_in_round == 0
+    assert (p.answer(QUERIES[:20]).labels >= 0).all()  # round 2 serves again
+
+
+@each
+def test_paused_queries_fill_d_hat_at_its_positions(design: str) -> None:
+    """D-hat holds the queries at its positions whether the round paused or not: the same points as
+    an unpaused run of the same positions (the rate the query chain charges, m_D / R)."""
+    p = halting(design)
+    R = p.spec.R
+    xs = np.r_[np.full(4, 0.5), QUERIES[: R - 4]]
+    p.answer(xs)
+    positions = np.asarray(p.round_part()["round_state"]["reservoir_positions"])
+    assert p.phase is Phase.TRANSITION_DUE and p.reservoir_filled == positions.size
+    assert np.array_equal(p.reservoir_points(0, p.reservoir_filled), xs[positions])
+
+
+def test_legacy_halted_state_refuses_for_good() -> None:
+    """A state written before rounds paused, in phase halted, still refuses every query for good."""
+    p = halting("target-charged")
+    p.answer(np.full(10, 0.5))
+    st = p.state()
+    st["live"]["phase"] = "halted"
+    st["live"]["answered"] = 4
+    positions = np.asarray(st["round_state"]["reservoir_positions"])
+    kept = int(np.searchsorted(positions, 4))
+    st["live"]["reservoir_filled"] = kept
+    st["live"]["reservoir_points"] = st["live"]["reservoir_points"][:kept]
+    q = Predictor.from_state(st)
+    later = q.answer(QUERIES[:700])
+    assert q.phase is Phase.HALTED and q.capacity is None and later.consumed == 700
+    assert (later.refusals == Refusal.HALTED).all()
+    with pytest.raises(InvalidState):
+        q.transition()
 
 
 @each
 def test_halting_at_the_last_query_of_a_batch(design: str) -> None:
     p = halting(design)
     assert p.answer(np.full(4, 0.5)).labels.tolist() == [1] * 4
-    assert p.phase is Phase.HALTED
+    assert p.phase is Phase.PAUSED
 
 
 @each
@@ -192,9 +233,14 @@ def test_halting_is_batch_invariant(design: str) -> None:
     assert whole.outcomes.tolist() == [0] * 5 + [2] * 3 + [1] * 4 + [2] + [-1] * 12
 
 
-def test_target_charged_hard_cap() -> None:
+def test_target_charged_runs_no_hard_cap() -> None:
+    """The target-charged round pauses on its noisy test alone: c is what the certificate charges, not a
+    deterministic stop (docs/privacy/genericbbl.md 16). With a threshold above c the count passes c."""
     p = tops_predictor("target-charged", halt_threshold=6, c=6)
-    assert p.answer(np.full(8, 0.5)).labels.tolist() == [1] * 6 + [-1] * 2
+    res = p.answer(np.full(8, 0.5))
+    assert res.labels.tolist() == [1] * 6 + [-1] * 2  # the test (c0 = 6) fires at the 6th top
+    p = tops_predictor("target-charged", halt_threshold=3, c=3)
+    assert p.answer(np.full(2, 0.5)).labels.tolist() == [1] * 2 and p.phase is Phase.ANSWERING
 
 
 @each

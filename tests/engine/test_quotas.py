@@ -253,14 +253,16 @@ def test_a_round_whose_prober_is_refused_runs_to_its_end_and_transitions() -> No
 
 
 def test_the_round_halting_test_still_rules_over_quotas() -> None:
-    """Many clients each under their share can still reach the round's threshold: it halts for all."""
+    """Many clients each under their share can still reach the round's threshold: it pauses for all
+    until the round's end."""
     p = client_predictor(quotas={"share": 1.0, "eps": 1.0}, halt_threshold=40, c=60)
-    who = [f"c{i % 50}" for i in range(600)]
-    res = p.answer(np.full(600, 0.5), who)
-    assert p.phase is Phase.HALTED and (res.refusals[-10:] == Refusal.HALTED).all()
-    assert res.consumed == 600
+    who = [f"c{i % 50}" for i in range(300)]
+    res = p.answer(np.full(300, 0.5), who)
+    assert p.phase is Phase.PAUSED and (res.refusals[-10:] == Refusal.ROUND_PAUSED).all()
+    assert res.consumed == 300 and not res.quota_fired[-10:].any()
     assert int(p._live.quota.table.tops.sum()) == p.tops_in_round  # type: ignore[union-attr]
-    assert p.answer(np.full(3, 0.1), "late").refusals.tolist() == [Refusal.HALTED] * 3
+    late = p.answer(np.full(3, 0.1), "late")
+    assert late.refusals.tolist() == [Refusal.ROUND_PAUSED] * 3 and late.quota_fired.tolist() == [False] * 3
 
 
 def test_a_halt_inside_a_batch_leaves_the_same_state_as_stopping_there() -> None:
@@ -270,10 +272,13 @@ def test_a_halt_inside_a_batch_leaves_the_same_state_as_stopping_there() -> None
     p = client_predictor(**over)
     who = [f"c{i}" for i in range(600)]
     res = p.answer(np.full(600, 0.5), who)
-    k = int((res.refusals != Refusal.HALTED).sum())
+    k = int((res.refusals != Refusal.ROUND_PAUSED).sum())
+    assert 0 < k < 600 and p.phase is Phase.TRANSITION_DUE
     q = client_predictor(**over)
     q.answer(np.full(k, 0.5), who[:k])
-    assert q.phase is Phase.HALTED and codec.dumps(p) == codec.dumps(q)
+    assert q.phase is Phase.PAUSED
+    q.answer(np.full(600 - k, 0.5), who[k:])  # the rest of the round, refused while paused
+    assert codec.dumps(p) == codec.dumps(q)
     assert p._live.quota.table.size == k  # type: ignore[union-attr]
 
 

@@ -41,7 +41,10 @@ def test_target_charged_training_chain_by_hand() -> None:
     assert (plan.lo, plan.hi) == (40_000, 60_000) and m == 20_001
     r1 = TCT.labeled_size / n
     Delta1 = delta / r1
-    rt = tc.round_epsilon(1 / float(t), m, TCT.c, TCT.R, Delta1)
+    from everlast.engine.planner.design_rules import count_passing
+    passing = count_passing(DEFAULT, TCT)  # Lemma TC': the count passes c before the test fires
+    assert 0.0 < passing < 1e-3 * Delta1
+    rt = tc.round_epsilon(1 / float(t), m, TCT.c, TCT.R, Delta1, passing)
     assert 2 * TCT.c < rt.K < 2.2 * TCT.c  # about 2c charged steps (q ~ 1/2)
     phi = rt.E + _bbg(TCT.m_S / TCT.labeled_size, math.log(4 * math.e))  # Lemma LB (b): (ln 4e, 0), subsampled
     assert c.epsilon_training == pytest.approx(_bbg(r1, phi), rel=1e-9)
