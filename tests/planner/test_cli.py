@@ -39,7 +39,9 @@ def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -
     assert d["halts"] == "split-votes" and d["accounting"] == "tight"
     assert d["design"] == {"name": "target-charged", "halting": "noisy", "restarts": "none",
                            "query_private_by_design": True, "eps_h": 0.1, "eps_r": None,
-                           "block_bound": None, "quotas": None, "burn": None}
+                           "block_bound": None, "quotas": None,
+                           # the burn-rate signal `everlast serve` runs for planned targets (plan = serve)
+                           "burn": {"window": d["schedule"][0]["R"] // 4, "eps": 0.05}}
     assert (d["halting"], d["restarts"]) == ("noisy", "none")
     assert d["query_private"] is True and d["conditional_on"] is None and d["meets_targets"] is True
     assert "engine's mechanism" in d["describes"]
