@@ -194,6 +194,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
                 f"`everlast plan --epsilon {t.epsilon:g} --alpha {t.alpha:g}` plans with the same defaults. "
                 f"{what_works(cfg, targets, n)}"
             )
+    assert p.schedule is not None  # a plan without a runnable schedule was refused above
     schedule = default_burn(p.schedule) if auto_burn else p.schedule
     return schedule, _from_certificate(certify(schedule, n, accounting=t.accounting, delta=t.delta), schedule)
 

@@ -64,6 +64,8 @@ CHUNK_BAND = 0.02
 """Search only: the band half-width assumed when sizing the chunks (``sized_chunk``)."""
 CHUNK_SLACK = 1.1
 """Search only: ebar over mu (Lemma A2's Hoeffding margin) assumed when sizing the chunks."""
+CAPS_MEMO_SIZE = 1 << 16
+"""Entries of a solver's memo of the estimate's halt caps before it is emptied (search speed only)."""
 TOP_RATE_MARGIN = 1.02
 """The halt budget is sized on the estimate's top rate raised by 2% (the certifier checks the exact one)."""
 
@@ -263,6 +265,8 @@ class TargetChargedSolver:
             key = (i, R, g, _up_to_grid(1.0 / x) if o.halts == "split-votes" else None)
             hit = self._caps_memo.get(key)
             if hit is None:
+                if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
+                    self._caps_memo.clear()
                 hit = self._caps_memo[key] = self._caps_at(i, R, g, key[3])
             return hit
         return self._caps_at(i, R, g, None, rate)
