@@ -167,14 +167,16 @@ def in_process(cfg_path: Path, x: NDArray[np.float64]) -> tuple[list[bytes], NDA
     from everlast.daemon.model import ModelRuntime
     from everlast.daemon.wire import encode_label
     from everlast.engine.phases import Phase
+    from everlast.engine.predictor import Predictor
 
     rt = ModelRuntime.prepare(load(cfg_path).models[0])
     p = rt.create_engine()
+    assert isinstance(p, Predictor)
     out: list[bytes] = []
     rounds = np.zeros(x.size, np.int64)
     pos = 0
     while pos < x.size:
-        if p._live.phase is Phase.TRANSITION_DUE:  # as Predictor.answer_all
+        if p.phase is Phase.TRANSITION_DUE:  # as Predictor.answer_all
             p.transition()
         res = p.answer(x[pos:pos + 1_000_000])
         labels = res.labels.tolist()
