@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,23 @@ def test_plan_without_the_burn_signal_is_cheaper_and_says_so() -> None:
         return int(json.loads(res.output)["n_required"])
 
     assert n_of("--burn", "off") < n_of()
+
+
+def test_a_refusal_names_every_charged_component_and_offers_no_stronger_epsilon(tmp_path: Path) -> None:
+    from everlast.daemon.errors import ConfigError
+
+    eps, alpha = 40.0, 0.45
+    p = tmp_path / "r.toml"
+    p.write_text(f'[[models]]\nid = "r"\ndata = "{SAMPLE / "train.csv"}"\n'
+                 f"[models.targets]\nepsilon = {eps}\ndelta = 1e-6\nalpha = {alpha}\n")
+    cfg = load(p).models[0]
+    res = CliRunner().invoke(plan_cmd, ["--epsilon", str(eps), "--alpha", str(alpha), "--json", "--no-ablation",
+                                        "--no-designs"], catch_exceptions=False)
+    need = int(json.loads(res.output)["n_required"])
+    with pytest.raises(ConfigError) as info:
+        plan_model(cfg, Thresholds(), need // 2)
+    msg = str(info.value)
+    assert f"needs {need:,} training examples" in msg
+    assert "the halting test eps_h = " in msg and "the burn-rate signal eps_b = 0.5 (the default" in msg
+    offered = re.search(r"the strongest epsilon n = [\d,]+ certifies is ([\d.e+]+)", msg)
+    assert offered is None or float(offered.group(1)) > eps, msg
