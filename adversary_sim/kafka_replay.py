@@ -232,9 +232,14 @@ async def replay(
                     await asyncio.sleep(ahead)
         await asyncio.gather(*inflight)
         rep.send_seconds = time.perf_counter() - t0
-        deadline = time.perf_counter() + timeout_s
+        # wait for the answers while they keep coming: ``timeout_s`` bounds a wait in which no label
+        # arrives, not the whole drain (a daemon answering a round of millions is minutes behind a
+        # producer that sends them in seconds)
+        seen, deadline = len(got), time.perf_counter() + timeout_s
         while waiting_for and time.perf_counter() < deadline:
             await asyncio.sleep(0.02)
+            if len(got) != seen:
+                seen, deadline = len(got), time.perf_counter() + timeout_s
         rep.seconds = time.perf_counter() - t0
         done.set()
         await consumer_task

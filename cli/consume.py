@@ -54,10 +54,14 @@ async def consume(
         tps = [TopicPartition(topic, p) for p in parts]
         c.assign(tps)
         await c.seek_to_beginning(*tps)
+        # the timeout bounds a wait without records, not the whole read: a log of millions of labels
+        # takes minutes to print, and every batch that arrives moves the deadline on
         deadline = time.monotonic() + timeout
         while limit is None or shown < limit:
             batch = await c.getmany(*tps, timeout_ms=200)
+            got = 0
             for recs in batch.values():
+                got += len(recs)
                 for rec in recs:
                     if model is not None and rec.key != model.encode():
                         continue
@@ -65,12 +69,15 @@ async def consume(
                     shown += 1
                     if limit is not None and shown >= limit:
                         return shown
+            if got:
+                deadline = time.monotonic() + timeout
             if follow:
                 continue
-            if await _at_end(c, tps):
+            if not got and await _at_end(c, tps):  # an empty fetch at the high watermark: the end
                 break
             if time.monotonic() > deadline:
-                raise click.ClickException(f"no end of {topic} seen in {timeout:g} s (is the broker answering?)")
+                raise click.ClickException(f"no record of {topic} and no end of it seen in {timeout:g} s "
+                                           "(is the broker answering?)")
     finally:
         await c.stop()
     return shown
@@ -91,7 +98,7 @@ async def _at_end(c: AIOKafkaConsumer, tps: list[TopicPartition]) -> bool:
 @click.option("--model", "-m", default=None, help="Only this model's records (read from its partition only).")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new records (stop with Ctrl-C).")
 @click.option("--max", "limit", type=click.IntRange(min=1), default=None, help="Stop after this many records.")
-@timeout_option(30.0, "for the end of the log (without --follow)")
+@timeout_option(30.0, "without a new record for the end of the log (without --follow)")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per record (JSON Lines): model, partition, offset, label.")  # fmt: skip
 def consume_cmd(

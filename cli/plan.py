@@ -17,12 +17,15 @@ to GenericBBL's plan. The learner's n follows ``--guarantee`` (default agnostic,
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
 
 from everlast.cli.common import emit_json
 from everlast.cli.params import Count
+from everlast.daemon.privacy import default_burn
+from everlast.engine import burn as burn_defaults
 from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design
 from everlast.engine.errors import InvalidSchedule
@@ -113,9 +116,10 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
 @click.option("--quotas", "quotas", default=None, metavar="SHARE:EPS",
               help="Per-client top quotas the schedule runs (e.g. 0.2:0.05: a client over 20%% of the halting "
                    "threshold is refused; its test costs eps_q = 0.05 per query, Theorem Q+).")
-@click.option("--burn", "burn", default=None, metavar="WINDOW:EPS",
+@click.option("--burn", "burn", default=None, metavar="WINDOW:EPS|off",
               help="The private burn-rate signal (e.g. 100000:0.01: a noisy top count per 100,000 queries, "
-                   "eps_b = 0.01 per query, Theorem Q+).")
+                   "eps_b = 0.01 per query, Theorem Q+); off: none. Default: the one `everlast serve` runs for "
+                   "planned targets (eps_b = 5%% of epsilon within [0.01, 0.5], four windows per round 1).")
 @click.option("--engine-memory", "engine_memory", type=Count(), default=None,
               help="Memory of one engine, in GiB, for the per-round capacity table [default: 16].")
 @click.option("--beta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
@@ -186,8 +190,11 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
         halting=halting, restarts=restarts, eps_h=eps_h, accuracy=reading,  # type: ignore[arg-type]
         quotas=_pair(quotas, "--quotas", lambda a, b: Quotas(float(a), float(b))),
-        burn=_pair(burn, "--burn", lambda a, b: Burn(int(float(a)), float(b))),
+        burn=None if burn in (None, "off") else _pair(burn, "--burn", lambda a, b: Burn(int(float(a)), float(b))),
     )
+    auto_burn = burn is None and accounting == "tight" and halting in (None, DEFAULT.halting.value)
+    if auto_burn:  # the daemon's default for planned targets (daemon.privacy.plan_model): plan = serve
+        targets = dataclasses.replace(targets, burn=burn_defaults.planning_default(epsilon))
     memory = (engine_memory if engine_memory is not None else 16) * 2**30
     size = domain_size if domain_size is not None else mech.FLOAT64_POINTS
     if mechanism == "private-learner":
@@ -207,6 +214,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     except PlanInfeasible as exc:
         _infeasible(targets, str(exc), n, achievable, mechanism, size, guarantee, as_json)
         return
+    if auto_burn:
+        p = _served_burn(p)
     costs = designs(targets) if with_designs else None
     levers = ablation(targets) if with_ablation else None
     compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable,
@@ -215,7 +224,10 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     # epsilon they certify); the target's own plan stays in the JSON as "plan_for_target"
     at_n = (achievable.plan if n is not None and achievable is not None and achievable.plan is not None
             and p.n_required > n else None)
+    if auto_burn and at_n is not None:
+        at_n = _served_burn(at_n)
     _emit(p, at_n, achievable, costs, levers, compared, memory, n, epsilon, as_json)
+
 
 def _infeasible(targets: Targets, why: str, n: int | None, achievable: Achievable | None, mechanism: str,
                 size: int, guarantee: str, as_json: bool) -> None:
@@ -261,6 +273,15 @@ def _emit(p: Plan, at_n: Plan | None, achievable: Achievable | None, costs: Any,
     if compared is not None:
         click.echo("\nMechanisms (same targets; docs/privacy/genericbbl.md sections 3-9 and 17):\n"
                    + mech.comparison_text(compared))
+
+
+def _served_burn(p: Any) -> Any:
+    """The plan with the burn-rate window the daemon sets from R_1 (``daemon.privacy.default_burn``;
+    the window is not charged, so the certificate is the plan's)."""
+    if p.schedule is None:
+        return p
+    s = default_burn(p.schedule)
+    return dataclasses.replace(p, schedule=s, targets=dataclasses.replace(p.targets, burn=s.burn))
 
 
 plan = plan_cmd

@@ -45,7 +45,7 @@ from everlast.engine.concepts import from_spec
                    "client].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
-              help="Seconds to wait for the last answers.")
+              help="Seconds to wait without a new answer before the missing ones are counted as missing.")
 @click.option("--record", "record_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write every query and its answer as JSON lines.")
 @click.option("--truth", default=None, metavar="CONCEPT|FILE",

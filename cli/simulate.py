@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import resource
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -182,6 +184,7 @@ def simulate(
         "schedule": schedule.to_dict(),
         "certificate": cj,
         "seconds": time.perf_counter() - started,
+        "peak_rss_bytes": peak_rss_bytes(),
     }
     alpha_target = float(flags.get("alpha") or 0.1) if epsilon is not None else schedule.rounds[0].alpha
     out["errors_within_target"] = all(r.wrong <= alpha_target * r.scored for r in report.rounds)
@@ -245,6 +248,12 @@ def _print_human(out: dict[str, Any]) -> None:
     if out["halted"]:
         click.echo("the predictor refuses for good (a state written before rounds paused)")
     click.echo(out["guarantee"])
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size, in bytes (getrusage reports KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
 def cls_vc(concept: str, d: int) -> int:

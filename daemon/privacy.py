@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.errors import ConfigError
+from everlast.engine import burn as burn_defaults
 from everlast.engine.burn import Burn
 from everlast.engine.concepts import ConceptClass
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import Schedule
+
+log = logging.getLogger("everlast.daemon")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +78,9 @@ def certify_running(cfg: ModelConfig, schedule: Schedule, n: int) -> Guarantee:
     return _from_certificate(cert, schedule)
 
 
-DEFAULT_BURN_EPS = 0.01
-"""eps_b of a planned model's default burn-rate signal (Theorem Q+ adds it to every query's epsilon)."""
-DEFAULT_BURN_WINDOWS = 100
-"""A planned model's default burn window is R_1 / this (about a hundred releases per round)."""
+DEFAULT_BURN_WINDOWS = burn_defaults.DEFAULT_WINDOWS
+"""A planned model's default burn window is R_1 / this (``engine.burn.default_window``); its eps_b is
+``engine.burn.default_eps`` of the target epsilon. ``everlast plan`` plans with the same default."""
 
 
 def configured_quotas(cfg: ModelConfig) -> Quotas | None:
@@ -112,24 +116,38 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
     """A schedule file is certified as given (with the model's configured quotas and burn-rate signal
     added); targets are planned, and refused (saying what would work) when n is too small for them.
     A planned target-charged model runs the burn-rate signal by default (``default_burn``)."""
-    from everlast.engine.planner import PlanInfeasible, Targets, best_epsilon, certify, plan
-
     if cfg.schedule is not None:
-        try:
-            schedule = Schedule.from_dict(json.loads(cfg.schedule.read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"model {cfg.id}: cannot read schedule {cfg.schedule}: {exc}") from None
-        except InvalidSchedule as exc:
-            raise ConfigError(f"model {cfg.id}: {exc}") from None
-        schedule = _with_client_tests(cfg, schedule)
-        cert = certify(schedule, n)
-        if not math.isfinite(cert.epsilon_training):
-            raise ConfigError(
-                f"model {cfg.id}: the schedule certifies no training-set guarantee ({cert.training_reason}). "
-                f"Complete a hand-written schedule (`everlast complete SCHEDULE --n {n}`) or let the planner "
-                f"make one (`everlast plan --n {n}`)."
-            )
-        return schedule, _from_certificate(cert, schedule)
+        return _schedule_file(cfg, n)
+    return _planned(cfg, concept, n)
+
+
+def _schedule_file(cfg: ModelConfig, n: int) -> tuple[Schedule, Guarantee]:
+    """The model's schedule file, with its configured client tests, certified; refused when it certifies
+    nothing."""
+    from everlast.engine.planner import certify
+
+    assert cfg.schedule is not None
+    try:
+        schedule = Schedule.from_dict(json.loads(cfg.schedule.read_text()))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"model {cfg.id}: cannot read schedule {cfg.schedule}: {exc}") from None
+    except InvalidSchedule as exc:
+        raise ConfigError(f"model {cfg.id}: {exc}") from None
+    schedule = _with_client_tests(cfg, schedule)
+    cert = certify(schedule, n)
+    if not math.isfinite(cert.epsilon_training):
+        raise ConfigError(
+            f"model {cfg.id}: the schedule certifies no training-set guarantee ({cert.training_reason}). "
+            f"Complete a hand-written schedule (`everlast complete SCHEDULE --n {n}`) or let the planner "
+            f"make one (`everlast plan --n {n}`)."
+        )
+    return schedule, _from_certificate(cert, schedule)
+
+
+def _planned(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule, Guarantee]:
+    """A schedule planned for the model's targets on n examples, or a refusal saying what would work."""
+    from everlast.engine.planner import PlanInfeasible, Targets, certify, plan
+
     t = cfg.targets
     assert t is not None
     targets = Targets(
@@ -148,7 +166,7 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
                           "design, which the tight accounting plans (accounting = \"paper\" plans the paper's)")
     auto_burn = t.accounting == "tight" and cfg.burn is None
     if auto_burn:  # the window does not enter the charge (eps_b does): set from R_1 once the plan is made
-        burn = Burn(1, DEFAULT_BURN_EPS)
+        burn = burn_defaults.planning_default(t.epsilon)
     targets = dataclasses.replace(targets, quotas=quotas, burn=burn)
     floor = bbl_floor(targets)
     if n < floor:  # refused in milliseconds: the planner's search takes seconds to minutes
@@ -159,31 +177,75 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
             f"and far more for a useful epsilon (`everlast plan --epsilon {t.epsilon:g} --alpha {t.alpha:g}` "
             f"computes the exact n). {what_works(cfg, targets, n)}"
         )
+    charged = _charged(targets, auto_burn)
+    log.info("model %s: planning a schedule for epsilon = %g, delta = %g, alpha = %g on n = %d training examples "
+             "(%s); this takes seconds", cfg.id, t.epsilon, t.delta, t.alpha, n, charged)
+    started = time.monotonic()
     try:
         p = plan(targets)
     except PlanInfeasible as exc:
-        raise ConfigError(f"model {cfg.id}: no schedule meets the targets ({exc}). "
+        raise ConfigError(f"model {cfg.id}: no schedule meets the targets ({exc}; {charged}). "
                           f"{what_works(cfg, targets, n)}") from None
+    log.info("model %s: planned in %.1f s: n_required = %d", cfg.id, time.monotonic() - started, p.n_required)
     if p.n_required > n or p.schedule is None:
-        best = best_epsilon(n, targets)
-        better = (
-            f"n = {n:,} supports epsilon = {best.epsilon:.3g} at most"
-            if math.isfinite(best.epsilon)
-            else f"n = {n:,} certifies no finite epsilon at alpha = {t.alpha}"
-        )
-        raise ConfigError(
-            f"model {cfg.id}: GenericBBL needs {p.n_required:.3g} training examples for epsilon = {t.epsilon} at "
-            f"alpha = {t.alpha} (the training set has {n:,}); {better}. {what_works(cfg, targets, n)}"
-        )
+        p = _below_required(cfg, targets, n, p, charged)
+    assert p.schedule is not None  # a plan without a runnable schedule was refused above
     schedule = default_burn(p.schedule) if auto_burn else p.schedule
     return schedule, _from_certificate(certify(schedule, n, accounting=t.accounting, delta=t.delta), schedule)
 
 
+def _below_required(cfg: ModelConfig, targets: Any, n: int, p: Any, charged: str) -> Any:
+    """n is below the target's n_required: serve the schedule of a stronger epsilon that fits n, or refuse
+    naming every charged component (never offering an epsilon stronger than the target)."""
+    from everlast.engine.planner import best_epsilon
+
+    t = cfg.targets
+    assert t is not None
+    log.info("model %s: n = %d is below n_required: searching the epsilon it certifies", cfg.id, n)
+    best = best_epsilon(n, targets)
+    fits = best.plan is not None and best.plan.schedule is not None and best.plan.n_required <= n
+    if fits and best.epsilon <= t.epsilon * (1.0 + 1e-9):  # a stronger guarantee fits the data: serve it
+        assert best.plan is not None
+        log.info("model %s: the schedule planned for epsilon = %.4g fits n = %d and certifies epsilon = %.4g "
+                 "(<= the target %g): serving it", cfg.id, best.target, n, best.epsilon, t.epsilon)
+        p = best.plan
+    else:
+        better = (
+            f"the strongest epsilon n = {n:,} certifies is {best.epsilon:.3g} (weaker than the target)"
+            if math.isfinite(best.epsilon)
+            else f"n = {n:,} certifies no finite epsilon at alpha = {t.alpha}"
+        )
+        raise ConfigError(
+            f"model {cfg.id}: GenericBBL needs {p.n_required:,} training examples for epsilon = {t.epsilon} at "
+            f"alpha = {t.alpha} (the training set has {n:,}; {charged}); {better}. "
+            f"`everlast plan --epsilon {t.epsilon:g} --alpha {t.alpha:g}` plans with the same defaults. "
+            f"{what_works(cfg, targets, n)}"
+        )
+    return p
+
+
+def _charged(targets: Any, auto_burn: bool) -> str:
+    """Every component the query chain charges besides the answers, named with its epsilon."""
+    if targets.accounting != "tight":
+        return "the paper's accounting: no in-round tests are charged"
+    from everlast.engine.planner.api import choose_eps_h
+
+    eps_h = targets.eps_h if targets.eps_h is not None else choose_eps_h(targets)
+    parts = [f"the halting test eps_h = {eps_h:g}"]
+    if targets.burn is not None:
+        parts.append(f"the burn-rate signal eps_b = {targets.burn.eps:g}"
+                     + (" (the default; burn = false turns it off)" if auto_burn else ""))
+    if targets.quotas is not None:
+        parts.append(f"the per-client quotas eps_q = {targets.quotas.eps:g}")
+    return "each query is charged " + ", ".join(parts) + " besides its answer"
+
+
 def default_burn(schedule: Schedule) -> Schedule:
-    """The planned schedule with its default burn-rate signal: eps_b = ``DEFAULT_BURN_EPS`` (already
-    charged by the plan) and a window of R_1 / ``DEFAULT_BURN_WINDOWS`` queries."""
-    window = max(1, schedule.rounds[0].R // DEFAULT_BURN_WINDOWS)
-    return dataclasses.replace(schedule, burn=Burn(window, DEFAULT_BURN_EPS))
+    """The planned schedule with its default burn-rate signal: the eps_b the plan charged (``Burn(1,
+    eps_b)``, ``engine.burn.planning_default``) and a window of R_1 / ``DEFAULT_BURN_WINDOWS`` queries."""
+    assert schedule.burn is not None, "plan with burn_defaults.planning_default first: eps_b must be charged"
+    window = burn_defaults.default_window(schedule.rounds[0].R)
+    return dataclasses.replace(schedule, burn=Burn(window, schedule.burn.eps))
 
 
 def bbl_floor(t: Any) -> int:

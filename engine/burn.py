@@ -39,6 +39,43 @@ COLUMNS = ("round", "window", "noisy_tops")
 """The columns of ``Answers.burn``."""
 
 
+DEFAULT_EPS_SHARE = 0.05
+"""A planned model's default eps_b, as a share of its target epsilon (clipped to ``DEFAULT_EPS_RANGE``):
+the signal's noise must be small against the round's halt budget c_i, and c_i falls with the
+budget that buys it (docs/OPERATIONS.md, capacity)."""
+DEFAULT_EPS_RANGE = (0.01, 0.5)
+DEFAULT_WINDOWS = 4
+"""A planned model's default window is R_1 / this: four releases per round. With eps_b =
+``DEFAULT_EPS_SHARE`` epsilon the round's summed release noise has a standard deviation of
+sqrt(2 W p) / (1 - p) (W windows, p = e^{-eps_b}): 7 tops at epsilon 8 (c_1 = 272), 57 at epsilon
+1 (c_1 ~ 10,500)."""
+
+
+def default_eps(epsilon: float) -> float:
+    """eps_b of a planned model's default burn-rate signal for target ``epsilon`` (a value the exact
+    scale 1/eps_b represents; Theorem Q+ charges it to every query)."""
+    lo, hi = DEFAULT_EPS_RANGE
+    share = min(hi, max(lo, DEFAULT_EPS_SHARE * epsilon))
+    return float(1 / exact_scale(round(1.0 / share, 6)))
+
+
+def planning_default(epsilon: float) -> Burn:
+    """The default signal as the planner charges it (the window does not enter the charge; the
+    schedule's window is set from R_1 once planned: ``with_default_window``)."""
+    return Burn(1, default_eps(epsilon))
+
+
+def default_window(first_round_queries: int) -> int:
+    return max(1, first_round_queries // DEFAULT_WINDOWS)
+
+
+def release_noise_sd(burn: Burn, windows: int) -> float:
+    """Standard deviation of the sum of ``windows`` releases' noise, DLap(1/eps_b) each (variance
+    2p/(1 - p)^2, p = e^{-eps_b}): public, as the schedule is."""
+    p = math.exp(-float(burn.epsilon))
+    return math.sqrt(2.0 * p * max(0, windows)) / (1.0 - p)
+
+
 @dataclass(frozen=True, slots=True)
 class Burn:
     """The schedule-wide burn-rate setting (``Schedule.burn``; ``None`` = off)."""

@@ -344,6 +344,11 @@ def _options_with(t: Targets, eps_h: float) -> TightOptions:
     return tight_options(dataclasses.replace(t, eps_h=eps_h))
 
 
+_solve = functools.lru_cache(maxsize=256)(solve)
+"""``tight.solve`` is a pure function of its arguments: two Targets that differ only in how they
+name the same design (``designs`` names the default one) share one solve."""
+
+
 def _plan_tight(t: Targets, vc: int) -> Plan:
     """The tight solver's schedule (``engine.planner.tight``), certified for the engine's mechanism."""
     design = t.design
@@ -352,7 +357,7 @@ def _plan_tight(t: Targets, vc: int) -> Plan:
     listed = t.rounds
     while True:
         try:
-            sol = solve(t.epsilon, t.delta, t.alpha, t.beta, vc, dataclasses.replace(opts, rounds=listed))
+            sol = _solve(t.epsilon, t.delta, t.alpha, t.beta, vc, dataclasses.replace(opts, rounds=listed))
         except ValueError as exc:
             raise PlanInfeasible(str(exc)) from None
         rounds = sol.specs

@@ -64,6 +64,8 @@ CHUNK_BAND = 0.02
 """Search only: the band half-width assumed when sizing the chunks (``sized_chunk``)."""
 CHUNK_SLACK = 1.1
 """Search only: ebar over mu (Lemma A2's Hoeffding margin) assumed when sizing the chunks."""
+CAPS_MEMO_SIZE = 1 << 16
+"""Entries of a solver's memo of the estimate's halt caps before it is emptied (search speed only)."""
 TOP_RATE_MARGIN = 1.02
 """The halt budget is sized on the estimate's top rate raised by 2% (the certifier checks the exact one)."""
 
@@ -137,6 +139,8 @@ class TargetChargedSolver:
             self.labels = labels_error(self.a)
             self.lam = [chunk_size(a, b, vc, o.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
         self.mu = [mean_error_bound(lam, vc) for lam in self.lam]
+        self._caps_memo: dict[tuple[int, int, float, float | None], tuple[int, int]] = {}
+        """``_caps`` of the estimate, by (round, R, band, sigma on its grid): a pure function of them."""
         self.T_guess: dict[int, int] = {}
         """Per round, the T the ensemble's error bound was last evaluated at (Lemma A2 tightens with T)."""
 
@@ -209,15 +213,20 @@ class TargetChargedSolver:
         L, rho = self._margins(i, R, T_guess)
         gammas = GAMMAS if o.band == "planned" else (self.a[i - 1],)
         best: tuple[int, int, float, float, int, int] | None = None
+        # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
+        z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
+        zz, mu = z * z, comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta)
+        caps = self._caps
         for g in gammas:
             w = 0.5 - g - rho
             if w <= 0.0:
                 continue
+            m2g = -2.0 * g
             for xm in X_FACTORS:
                 x = xm * L / w
-                c0, c = self._caps(i, R, g, x)
-                q = _q(g, x)
-                eps0 = _approx_tct_eps0(E, Delta, c, R, q)
+                c0, c = caps(i, R, g, x)
+                q = -math.expm1(m2g * x) / 2.0
+                eps0 = mu / math.sqrt(min(R, math.ceil((c + z * math.sqrt(c) + zz) / q)))
                 if eps0 > 0.0:
                     need = math.ceil(x / eps0)
                     key = (max(need, T_guess), need)
@@ -251,11 +260,24 @@ class TargetChargedSolver:
         """(c0, c): the halting test's threshold (the halt budget plus the premature-fire margin)
         and its hard cap (Lemma T), for a round of R queries with band g and eps0 T = x (``rate``:
         the top rate, if known exactly)."""
+        o = self.P.o
+        if rate is None:  # the estimate depends on x only through sigma on its grid: memoised
+            key = (i, R, g, _up_to_grid(1.0 / x) if o.halts == "split-votes" else None)
+            hit = self._caps_memo.get(key)
+            if hit is None:
+                if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
+                    self._caps_memo.clear()
+                hit = self._caps_memo[key] = self._caps_at(i, R, g, key[3])
+            return hit
+        return self._caps_at(i, R, g, None, rate)
+
+    def _caps_at(self, i: int, R: int, g: float, sigma: float | None, rate: float | None = None) -> tuple[int, int]:
         P, o = self.P, self.P.o
         b, lam = self.b[i - 1], self.lam[i - 1]
         if o.halts == "split-votes":
             if rate is None:
-                rate = _cached_top_rate(g, _up_to_grid(1.0 / x), lam, o.boundaries) * TOP_RATE_MARGIN
+                assert sigma is not None
+                rate = _cached_top_rate(g, sigma, lam, o.boundaries) * TOP_RATE_MARGIN
             c_util = chernoff_budget(R, rate, b, o.k)
         else:
             c_util = halt_budget(o.halts, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)

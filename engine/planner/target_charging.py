@@ -22,6 +22,7 @@ read their text, so the statements and constants used here are the ones proven i
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,8 +49,11 @@ def q_target(eps0: float, m: int) -> float:
     return f if f <= q else math.nextafter(f, 0.0)
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def binom_lower_tail(K: int, q: float, a: int) -> float:
-    """An upper bound on P[Bin(K, q) <= a]: exp(-K KL(a/K || q)) when a < Kq, else 1 (rounded up)."""
+    """An upper bound on P[Bin(K, q) <= a]: exp(-K KL(a/K || q)) when a < Kq, else 1 (rounded up).
+    A pure function of its arguments, so its values are cached (the planner asks for the same
+    ones many times)."""
     if a < 0:
         return 0.0
     if a >= K:
@@ -63,10 +67,18 @@ def binom_lower_tail(K: int, q: float, a: int) -> float:
         return up(mpmath.exp(-K * kl) * (1 + mpmath.mpf(10) ** -30))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def charged_steps(c: int, q: float, target: float) -> int:
     """Smallest K > K0 = max(c, ceil((c - 1)/q)) with binom_lower_tail(K, q, c - 1) <= target. K0
     itself is not tried: where the bound already holds there (small c with q near 1 only), the
-    answer is K0 + 1, and a larger K only over-charges."""
+    answer is K0 + 1, and a larger K only over-charges.
+
+    The bound falls as K grows (K KL((c - 1)/K || q) increases in K while (c - 1)/K < q), so the
+    answer is the one boundary of a monotone predicate. It is located with the double-precision
+    bound (``_float_log_tail``, cheap) and then pinned with the exact one: the returned K meets the
+    target at 40 digits and K - 1 does not (or is K0), whatever the float estimate said. The
+    result is therefore the same as a bisection on the exact bound alone, at 2 to 4 exact
+    evaluations instead of about 20."""
     if not 0.0 < target < 1.0 or q <= 0.0:
         raise ValueError("need a tail target in (0, 1) and q > 0")
 
@@ -74,8 +86,40 @@ def charged_steps(c: int, q: float, target: float) -> int:
         return binom_lower_tail(K, q, c - 1) <= target
 
     lo = max(c, math.ceil((c - 1) / q))
-    _, hi = roots.grow_until(meets, lo, max(lo + 1, 2 * lo))  # doubling hi; the search keeps lo
-    return roots.smallest_int(meets, lo, hi)  # invariant: the bound at hi meets the target
+    log_target = math.log(target)
+    _, hi = roots.grow_until(lambda K: _float_log_tail(K, q, c - 1) <= log_target, lo, max(lo + 1, 2 * lo))
+    guess = roots.smallest_int(lambda K: _float_log_tail(K, q, c - 1) <= log_target, lo, hi)
+    return _pin_boundary(meets, lo, guess)
+
+
+def _float_log_tail(K: int, q: float, a: int) -> float:
+    """ln of ``binom_lower_tail``'s bound in double precision (search only: never compared with a
+    target as the answer; ``charged_steps`` confirms at 40 digits)."""
+    if a >= K:
+        return 0.0
+    x = a / K
+    if x >= q:
+        return 0.0
+    kl = (x * math.log(x / q) if a > 0 else 0.0) + (1.0 - x) * (math.log1p(-x) - math.log1p(-q))
+    return -K * kl
+
+
+def _pin_boundary(meets: Callable[[int], bool], lo: int, guess: int) -> int:
+    """The smallest K > lo with ``meets(K)``, for ``meets`` false then true on (lo, inf), searched
+    from a guess of it: a galloping step away from the guess brackets the boundary, then
+    ``roots.smallest_int`` (its invariant: the end returned was evaluated to meet)."""
+    guess = max(guess, lo + 1)
+    if meets(guess):
+        hi, step = guess, 1
+        while hi - step > lo and meets(hi - step):
+            hi, step = hi - step, 2 * step
+        below = max(lo, hi - step)  # does not meet (or is lo)
+        return hi if hi - below <= 1 else roots.smallest_int(meets, below, hi)
+    below, step = guess, 1
+    while not meets(below + step):
+        below, step = below + step, 2 * step
+    hi = below + step
+    return hi if hi - below <= 1 else roots.smallest_int(meets, below, hi)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +177,7 @@ def max_eps0(E: float, Delta: float, c: int, R: int, m_of: Callable[[float], int
     return eps0
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _max_eps0_at(E: float, Delta: float, c: int, R: int, q: float, passing: float = 0.0) -> float:
     best = 0.0
     for share in TAIL_SHARES:

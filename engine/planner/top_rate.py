@@ -53,21 +53,32 @@ def _share(y: NDArray[np.float64], lam: int) -> NDArray[np.float64]:
 def top_rate(gamma: float, sigma: float, lam: int, boundaries: int = 1) -> float:
     """The planner's estimate: band [1/2 - gamma, 1/2 + gamma] in shares, per-query noise a
     (continuous) Laplace of scale ``sigma`` in shares (sigma = 1/(eps0 T))."""
-    y, w = _ygrid()
-    keep = y <= lam / boundaries
-    s = _share(y[keep], lam)
+    s, wk = _kept_shares(lam, boundaries)
 
     def window(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> NDArray[np.float64]:
         return np.asarray(_laplace_cdf(b, sigma) - _laplace_cdf(a, sigma), dtype=np.float64)
 
     g0 = float(window(0.5 - gamma, 0.5 + gamma))
     inside = window(0.5 - gamma - s, 0.5 + gamma - s)
-    return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, w[keep])))
+    return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, wk)))
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_shares(lam: int, boundaries: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """S(y) and the weights on the nodes y <= lambda/b (a pure function of lambda and b: cached)."""
+    y, w = _ygrid()
+    keep = y <= lam / boundaries
+    s, wk = _share(y[keep], lam), w[keep]
+    s.flags.writeable = wk.flags.writeable = False
+    return s, wk
 
 
 def _laplace_cdf(x: NDArray[np.float64] | float, sigma: float) -> NDArray[np.float64]:
+    """P[Z <= x], Z ~ Laplace(sigma): 0.5 e^{-|x|/sigma} below 0, 1 minus it above (one exp per
+    point: -|x| is x below 0 and -x above, so the values are those of the two-sided form)."""
     x = np.asarray(x, dtype=np.float64)
-    return np.where(x < 0, 0.5 * np.exp(np.minimum(x, 0.0) / sigma), 1.0 - 0.5 * np.exp(-np.maximum(x, 0.0) / sigma))
+    e = 0.5 * np.exp(-np.abs(x) / sigma)
+    return np.where(x < 0, e, 1.0 - e)
 
 
 def top_rate_exact(T: int, lo: int, hi: int, t: Fraction, lam: int, boundaries: int = 1) -> float:

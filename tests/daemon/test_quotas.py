@@ -8,6 +8,7 @@ and metric plumbing (no client id in a label; the quota lines pass the rate limi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -26,8 +27,8 @@ from everlast.daemon.logs import UNLIMITED, RateLimit
 from everlast.daemon.metrics import Metrics
 from everlast.daemon.model import ModelRuntime
 from everlast.daemon.partition import QUOTA_LOG_LINES, BurnTally, PartitionProcessor, Served, Step, show_client
-from everlast.daemon.privacy import DEFAULT_BURN_EPS, default_burn
-from everlast.engine.burn import Burn
+from everlast.daemon.privacy import DEFAULT_BURN_WINDOWS, default_burn
+from everlast.engine.burn import Burn, default_eps, planning_default
 from everlast.engine.concepts import Thresholds
 from everlast.engine.predictor import Predictor
 from everlast.engine.quotas import Quotas
@@ -145,7 +146,8 @@ def test_a_schedule_file_runs_the_configured_quotas_and_burn_and_its_certificate
 def test_planned_models_run_the_burn_rate_signal_by_default_and_paper_accounting_refuses_quotas(
         tmp_path: Path) -> None:
     s = Schedule.from_dict(json.loads((SAMPLE / "schedule.json").read_text()))
-    assert default_burn(s).burn == Burn(s.rounds[0].R // 100, DEFAULT_BURN_EPS)
+    s = dataclasses.replace(s, burn=planning_default(1.0))
+    assert default_burn(s).burn == Burn(s.rounds[0].R // DEFAULT_BURN_WINDOWS, default_eps(1.0))
     p = tmp_path / "t.toml"
     p.write_text(f'[[models]]\nid = "t"\ndata = "{SAMPLE / "train.csv"}"\nquotas = {{ share = 0.2, eps = 0.1 }}\n'
                  "[models.targets]\nepsilon = 1.0\ndelta = 1e-6\nalpha = 0.1\naccounting = \"paper\"\n")

@@ -39,7 +39,9 @@ def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -
     assert d["halts"] == "split-votes" and d["accounting"] == "tight"
     assert d["design"] == {"name": "target-charged", "halting": "noisy", "restarts": "none",
                            "query_private_by_design": True, "eps_h": 0.1, "eps_r": None,
-                           "block_bound": None, "quotas": None, "burn": None}
+                           "block_bound": None, "quotas": None,
+                           # the burn-rate signal `everlast serve` runs for planned targets (plan = serve)
+                           "burn": {"window": d["schedule"][0]["R"] // 4, "eps": 0.05}}
     assert (d["halting"], d["restarts"]) == ("noisy", "none")
     assert d["query_private"] is True and d["conditional_on"] is None and d["meets_targets"] is True
     assert "engine's mechanism" in d["describes"]
@@ -49,7 +51,9 @@ def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -
     assert d["targets"]["eps_r"] is None and d["targets"]["block_bound"] is None
     assert d["targets"]["design"] == "target-charged"
     q0 = next(s for s in d["steps"] if s["name"].startswith("in-round answers"))
-    assert "Theorem Q" in q0["lemma"] and q0["valid"] and q0["epsilon"] == pytest.approx(d["schedule"][0]["halt_eps"])
+    # Theorem Q+: the halting test's eps_h plus the default burn-rate signal's eps_b
+    assert "Theorem Q" in q0["lemma"] and q0["valid"]
+    assert q0["epsilon"] == pytest.approx(d["schedule"][0]["halt_eps"] + d["design"]["burn"]["eps"])
     assert d["schedule"][0]["halt_eps"] in EPS_H_CHOICES  # the planner's choice (api.choose_eps_h)
     for s in d["steps"]:
         assert {"name", "lemma", "epsilon", "delta"} <= set(s)
