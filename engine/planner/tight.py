@@ -37,6 +37,7 @@ schedule is then recomputed exactly, and ``chain.certify`` re-derives its epsilo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -191,6 +192,7 @@ def solve(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim
         raise ValueError("need epsilon > 0, delta in (0,1), alpha in (0,1/2), beta in (0,1)")
     res = min(1e-4, epsilon / 100.0)
     try:
+        o = _with_sizes(epsilon, delta, alpha, beta, vc_dim, o, res)
         P = _Problem(epsilon, delta, alpha, beta, vc_dim, o)
         for _ in range(8):
             sol = _solve_with_reserve(P, res)
@@ -203,6 +205,31 @@ def solve(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim
     except _Infeasible as exc:
         raise ValueError(f"targets cannot be met: {exc}") from None
     raise ValueError("targets cannot be met: LabelBoost's subsample needs more than the budget")
+
+
+def _growing(o: TightOptions) -> bool:
+    return (o.design.name == "target-charged" and o.chunks == "sized" and o.relabelling == "growing"
+            and o.sizes_from is None)
+
+
+def _with_sizes(epsilon: float, delta: float, alpha: float, beta: float, vc_dim: int, o: TightOptions,
+                res: float) -> TightOptions:
+    """``o`` with ``sizes_from`` filled in for the ``growing`` relabelling: the T of each round of the
+    ``even`` schedule for the same targets (the search's estimate; round 1's is not needed), from which
+    ``round_solvers.growing_chunks`` sets the growth. Search only."""
+    if not _growing(o):
+        return o
+    cur = dataclasses.replace(o, relabelling="even")
+    even = _Problem(epsilon, delta, alpha, beta, vc_dim, cur)
+    lo2 = max(1e-4, even.eps_query - even.acct.labelboost_eps("unlabeled") - res)
+    E2 = _argmin(lambda e: _obj2(even, e, res), lo2, lo2 + 8.0)  # the even schedule's query budget
+    P = even
+    for _ in range(2):  # the even schedule's T, then the grown one's (larger chunks need fewer of them)
+        _, rD, _, D2 = P.rates(epsilon, E2, res)
+        tail = P.tail(E2, rD, D2, exact=False)
+        cur = dataclasses.replace(o, sizes_from=(tail[0].T, *(r.T for r in tail)))
+        P = _Problem(epsilon, delta, alpha, beta, vc_dim, cur)
+    return cur
 
 
 def estimate_n(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim: int = 1,
