@@ -44,6 +44,7 @@ from everlast.engine.planner.accuracy import (
     Reading,
     ensemble_error,
     labels_error,
+    log_pairs_growth,
     mean_error_bound,
     round_accuracy,
 )
@@ -113,28 +114,49 @@ def sized_chunk(left: float, vc: int, reading: Reading) -> int:
     return best
 
 
-def growing_chunks(alpha: float, theta: float, K: int, vc: int, reading: Reading,
-                   T_even: Sequence[int]) -> tuple[list[float], list[float], list[int], list[float]]:
-    """(alpha_i, a_i, lambda_i) of the ``growing`` relabelling (docs/privacy/genericbbl.md 6.3, "What
-    this asks of the schedule"): the labeled sets grow geometrically from |S_2| to about
-    ``LAST_ROUND_SIZE`` (``T_even``: the T of each round of the ``even`` schedule, which fixes the
-    growth factors g_i of |S_i| over |S_2|, 1 up to round ``GROWTH_FROM``), alpha_i = alpha_2/g_i, so
-    that LabelBoost's sample keeps about its share of S_i while the relabelling error falls; the listed
-    relabellings take ``LISTED_SHARE`` of theta alpha. Round K's own terms get ``LAST_OWN_SHARE`` of
-    (1 - theta) alpha, the rest of alpha being room for its repetitions' labels' error; the other
-    rounds' own terms get alpha - a_i (the fourth list: what each round's own terms may take). Search
-    only: any alpha_i and lambda_i are valid (the certifier recomputes Theorem A)."""
+def growing_chunks(alpha: float, theta: float, K: int, vc: int, reading: Reading, betas: Sequence[float],
+                   T_even: Sequence[int]) -> tuple[list[float], list[float], list[int], list[float], float]:
+    """(alpha_i, a_i, lambda_i, what each round's own terms may take, the share r) of the ``growing`` relabelling
+    (docs/privacy/genericbbl.md 6.3, "What this asks of the schedule"). The labeled sets grow
+    geometrically from about |S_2| (rounds up to ``GROWTH_FROM``) to ``LAST_ROUND_SIZE`` (rounds K - 1
+    and K), with ``T_even`` (the T of each round of the schedule the estimate sized) turning a size
+    into a chunk size. alpha_i is what LabelBoost's sample, one share r of the labeled set it is drawn
+    from (S_{i-1}; S_K for round K's repetition), gives by Lemma R and Lemma C.2, with r chosen so that
+    the listed relabellings take ``LISTED_SHARE`` of theta alpha: every round's S-hat then costs about
+    the same (its privacy charge, steps T3 and Q1-Q4) while the relabelling error falls as the rounds
+    grow. Round K's own terms get ``LAST_OWN_SHARE`` of (1 - theta) alpha, the rest of alpha being room
+    for its repetitions' labels' error; the other rounds' own terms get alpha - a_i. Search only: any
+    alpha_i and lambda_i are valid (the certifier recomputes Theorem A)."""
     own_K = LAST_OWN_SHARE * (1.0 - theta) * alpha
     S2 = sized_chunk(alpha - theta * alpha / (K - 1), vc, reading) * T_even[1]  # about the even |S_2|
     top = max(S2, LAST_ROUND_SIZE)
-    g = [(top / S2) ** (max(0, i - GROWTH_FROM) / (K - GROWTH_FROM)) for i in range(1, K + 1)]
-    want = [math.ceil(S2 * x / T_even[i]) if i >= GROWTH_FROM else 1 for i, x in enumerate(g)]
-    a2 = LISTED_SHARE * theta * alpha / (2.0 * math.fsum(1.0 / x for x in g[1:]))
-    a = [a2, *(a2 / x for x in g[1:])]
+    span = max(1, K - 1 - GROWTH_FROM)
+    size = [S2 * (top / S2) ** min(1.0, max(0, i - GROWTH_FROM) / span) for i in range(1, K + 1)]
+
+    def relabel_alpha(m: float, beta: float, m_D: float) -> float:  # Lemma R's and Lemma C.2's alpha at m
+        m = max(2.0, m)
+        lemma_r = 8.0 * (math.log(4.0 / beta) + log_pairs_growth(2 * math.ceil(m), vc)) / m
+        lemma_c2 = 2.0 * max(1, vc) * math.log(math.e * (m_D + m) / (beta * max(1, vc))) / m
+        return max(lemma_r, lemma_c2)
+
+    def alphas(r: float) -> list[float]:  # alpha_2..alpha_K; the relabelling into round i samples S_{i-1}
+        return [relabel_alpha(r * size[i - 2], betas[i - 1], size[i - 1]) for i in range(2, K + 1)]
+
+    budget = LISTED_SHARE * theta * alpha
+    lo_r, hi_r = 1e-9, 1.0
+    for _ in range(80):  # the sum falls as r grows: the smallest share whose relabellings fit the budget
+        mid = math.sqrt(lo_r * hi_r)
+        if 2.0 * math.fsum(alphas(mid)) <= budget:
+            hi_r = mid
+        else:
+            lo_r = mid
+    tail = alphas(hi_r)
+    a = [tail[0], *tail]
     labels = labels_error(a)
     left = [alpha - x for x in labels[:-1]] + [own_K]
+    want = [math.ceil(size[i] / T_even[i]) if i >= GROWTH_FROM else 1 for i in range(K)]
     lam = [max(sized_chunk(lf, vc, reading), w) for lf, w in zip(left, want, strict=True)]
-    return a, labels, lam, left
+    return a, labels, lam, left, hi_r
 
 
 class Infeasible(Exception):
@@ -173,10 +195,13 @@ class TargetChargedSolver:
         o = P.o
         K, theta = P.K, o.accuracy_share
         self.b = [beta / 2 ** (i + 2) for i in range(1, K + 1)]
+        self.share: float | None = None
+        """The growing relabelling's S-hat share r of S_i (the LabelBoost reserve's estimate)."""
         self.left: list[float] | None = None
         """Per round, what the round's own terms may take (alpha - a_i unless set)."""
         if o.chunks == "sized" and o.relabelling == "growing" and o.sizes_from is not None:
-            self.a, self.labels, self.lam, self.left = growing_chunks(alpha, theta, K, vc, o.reading, o.sizes_from)
+            self.a, self.labels, self.lam, self.left, self.share = growing_chunks(
+                alpha, theta, K, vc, o.reading, self.b, o.sizes_from)
         elif o.chunks == "sized":  # theta alpha spread over the K - 1 relabellings; chunks for the ensemble
             self.a = [theta * alpha / (2 * (K - 1))] * K
             self.labels = labels_error(self.a)
@@ -356,7 +381,10 @@ class TargetChargedSolver:
         if o.halts == "split-votes":
             if rate is None:
                 rate = _cached_top_rate(g, _up_to_grid(1.0 / x), lam, o.boundaries) * TOP_RATE_MARGIN
-            c_util = chernoff_budget(R, rate, b, o.k)
+            try:
+                c_util = chernoff_budget(R, rate, b, o.k)
+            except ArithmeticError:  # no budget the engine counts: this round cannot be planned
+                raise Infeasible(f"round {i}: no halt budget below 2^62 for R = {R}") from None
         else:
             c_util = halt_budget(o.halts, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
         # premature halts (accuracy): the margin for a probability rounded down to a power of two,

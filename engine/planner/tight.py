@@ -55,6 +55,9 @@ from everlast.engine.planner.round_solvers import SOLVERS, Infeasible, RoundSize
 from everlast.engine.schedule import RoundSpec
 
 RATE_SHAVE = 1.0 - 1e-9
+RESERVE_SLACK = 1.15
+"""The room reserved for LabelBoost's labeled-part charge (eps_LS, checked after the solve) over its
+estimate: a larger reserve wastes budget, a smaller one costs another solve."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +197,15 @@ def solve(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim
     try:
         o = _with_sizes(epsilon, delta, alpha, beta, vc_dim, o, res)
         P = _Problem(epsilon, delta, alpha, beta, vc_dim, o)
+        share = getattr(P.solver, "share", None)
+        if share is not None:  # the growing relabelling's S-hat share: LabelBoost's charge, known up front
+            res = max(res, amp.bbg(min(1.0, RESERVE_SLACK * share), P.acct.labelboost_eps("labeled"), 0.0)[0])
         for _ in range(8):
             sol = _solve_with_reserve(P, res)
             worst = max(r.eps_ls for r in sol.rounds)
             if worst <= res:
                 return sol
-            res = worst * 1.5
+            res = worst * RESERVE_SLACK
             if res >= epsilon:
                 break
     except _Infeasible as exc:
