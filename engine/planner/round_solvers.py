@@ -210,6 +210,9 @@ class TargetChargedSolver:
             self.a = [theta * alpha / 2**i for i in range(1, K + 1)]
             self.labels = labels_error(self.a)
             self.lam = [chunk_size(a, b, vc, o.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
+        self.band_alpha = self.a if self.share is None else [theta * alpha / (2 * (K - 1))] * K
+        """The band's half-width when it is not chosen (``band = "alpha"``): alpha_i, the even
+        relabelling's under the growing one (whose late alpha_i would leave the band no count)."""
         self.mu = [mean_error_bound(lam, vc) for lam in self.lam]
         self.T_guess: dict[int, int] = {}
         """Per round, the T the ensemble's error bound was last evaluated at (Lemma A2 tightens with T)."""
@@ -330,7 +333,7 @@ class TargetChargedSolver:
         (``t_acc``: the first alone)."""
         o = self.P.o
         L, rho = self._margins(i, R, T_guess)
-        gammas = GAMMAS if o.band == "planned" else (self.a[i - 1],)
+        gammas = GAMMAS if o.band == "planned" else (self.band_alpha[i - 1],)
         best: tuple[int, int, float, float, int, int] | None = None
         for g in gammas:
             w = 0.5 - g - rho
