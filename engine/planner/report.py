@@ -490,14 +490,14 @@ def accuracy_text(p: Plan) -> str:
 
 
 def horizon_line(p: Plan, acc: dict[str, Any]) -> str:
-    """The accuracy horizon in one line (Theorem A-infinity), with how far one engine serves."""
+    """The accuracy horizon in one line (Theorem A-infinity; capacity is the capacity table's)."""
     if acc["horizon_queries"] is None:
         return "  accuracy horizon: every answer of every round is proven (Theorem A-infinity)"
-    k = len(p.rounds)
-    reps = acc["horizon_repetitions"]
+    k, J = len(p.rounds), acc["horizon_rounds"]
+    where = (f"rounds 1-{k} and {acc['horizon_repetitions']} repetitions of round {k}" if k < J else
+             f"rounds 1-{J}" if J >= 1 else "no round")
     return (f"  accuracy horizon: every answer of the first {fmt(acc['horizon_queries'])} queries is proven "
-            f"(rounds 1-{k} and {reps} repetitions of round {k}, Theorem A-infinity; failure <= "
-            f"{fmt(acc['horizon_failure'])}); later answers are not")
+            f"({where}, Theorem A-infinity; failure <= {fmt(acc['horizon_failure'])}); later answers are not")
 
 
 def plan_text(p: Plan, achievable: Achievable | None = None,

@@ -103,3 +103,18 @@ def test_the_planned_schedules_prove_every_answer_of_a_trillion_queries(eps: flo
     assert acc is not None and acc["reading"] == reading
     assert acc["horizon_queries"] is None or acc["horizon_queries"] >= 1e12
     assert acc["horizon_failure"] <= 0.05 and acc["horizon_repetitions"] >= 1
+
+
+def test_the_plan_text_states_the_horizon_in_one_line() -> None:
+    from types import SimpleNamespace
+
+    from everlast.engine.planner.report import horizon_line
+
+    p = SimpleNamespace(rounds=(None,) * 12)
+    acc = {"horizon_queries": 6421026611014, "horizon_rounds": 2743, "horizon_repetitions": 2731,
+           "horizon_failure": 0.04999}
+    line = horizon_line(p, acc)  # type: ignore[arg-type]
+    assert "\n" not in line and "6.42e12 queries" in line and "2731 repetitions of round 12" in line
+    inside = horizon_line(p, {**acc, "horizon_queries": 1000, "horizon_rounds": 3, "horizon_repetitions": 0})  # type: ignore[arg-type]
+    assert "rounds 1-3," in inside and "repetitions" not in inside
+    assert "every round" in horizon_line(p, {**acc, "horizon_queries": None})  # type: ignore[arg-type]
