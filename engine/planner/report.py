@@ -461,8 +461,9 @@ def capacity_text(p: Plan, engine_memory: int = ENGINE_MEMORY) -> str:
     head = (f"One engine ({engine_memory / 2**30:.3g} GiB) serves rounds 1-{k}" if k >= 2 else
             f"One engine ({engine_memory / 2**30:.3g} GiB) serves round 1" if k == 1 else
             f"One engine ({engine_memory / 2**30:.3g} GiB) cannot serve round 1")
-    if k < len(cap):
+    if 1 <= k < len(cap):
         head += f" (the first {fmt(one_engine_queries(p, cap))} queries)"
+    if k < len(cap):
         nxt = cap[k]
         head += (f"; round {k + 1} needs {fmt(nxt.d_hat_points)} D-hat points and {nxt.memory_bytes / 2**30:.3g} GiB "
                  f"({nxt.reason}): from there a round needs more than one machine holds")
