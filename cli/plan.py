@@ -153,7 +153,8 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
               help="Threshold noise (another way to name the design): none = fixed thresholds, fresh "
                    "noise per query (target-charged); per-top = the paper's.")
 @click.option("--eps-h", type=click.FloatRange(min=0.0, min_open=True), default=None,
-              help="eps_h of the noisy halting test [default: 0.01].")
+              help="eps_h of the noisy halting test [default: chosen per plan from 0.01, 0.03, 0.1, 0.3, 1 "
+                   "(below epsilon/4), by the estimated n].")
 @click.option("--eps-r", type=float, default=None,
               help="Retired with private restarts (refused with the reason).")
 @click.option("--lemma-s", is_flag=True, help="Retired with private restarts (refused with the reason).")
@@ -220,10 +221,10 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     levers = ablation(targets) if with_ablation else None
     compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable,
                              guarantee=guarantee) if mechanism == "all" else None)
-    # with --n below the target's n, the schedule shown is the one those n examples run (at the best
-    # epsilon they certify); the target's own plan stays in the JSON as "plan_for_target"
+    # with --n, the schedule shown is the one those n examples run (at the best epsilon they certify);
+    # the target's own plan stays the JSON's top level, the one for n is "plan_at_n"
     at_n = (achievable.plan if n is not None and achievable is not None and achievable.plan is not None
-            and p.n_required > n else None)
+            else None)
     if auto_burn and at_n is not None:
         at_n = _served_burn(at_n)
     _emit(p, at_n, achievable, costs, levers, compared, memory, n, epsilon, as_json)
@@ -265,8 +266,10 @@ def _emit(p: Plan, at_n: Plan | None, achievable: Achievable | None, costs: Any,
         def e(v: float) -> str:
             return f"{v:.3g}".replace("e+0", "e").replace("e+", "e")
 
-        click.echo(f"n = {e(n)} examples cannot meet epsilon = {epsilon:g} (it needs n = {e(p.n_required)}); the "
-                   f"schedule they run certifies epsilon = {achievable.epsilon:.3g}:\n")
+        meets = (f"n = {e(n)} examples meet epsilon = {epsilon:g} (it needs n = {e(p.n_required)})"
+                 if p.n_required <= n else
+                 f"n = {e(n)} examples cannot meet epsilon = {epsilon:g} (it needs n = {e(p.n_required)})")
+        click.echo(f"{meets}; the schedule they run certifies epsilon = {achievable.epsilon:.3g}:\n")
         click.echo(plan_text(at_n, achievable, costs, None, memory))
     else:
         click.echo(plan_text(p, achievable, costs, levers, memory))

@@ -261,3 +261,52 @@ def schedule_accuracy(rounds: Sequence[RoundSpec], design: Design, vc: int,
     """Theorem A for every listed round of a target-charged schedule."""
     a = labels_error([r.alpha for r in rounds])
     return tuple(round_accuracy(r, design, i, a[i - 1], vc, reading) for i, r in enumerate(rounds, start=1))
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """How far Theorem A-infinity (docs/privacy/genericbbl.md 6.3) proves every answer's accuracy:
+    every query answered in rounds 1..``rounds`` (the listed ones and ``repetitions`` repetitions of
+    the last) errs w.p. <= alpha in the reading, except on events of total probability <= ``failure``
+    <= beta. ``queries`` is the number of queries those rounds hold; None when every round is covered
+    (a schedule that ends after its listed rounds)."""
+
+    queries: int | None
+    rounds: int
+    repetitions: int | None
+    failure: float
+    limit: str
+    """What ends it (empty when nothing does)."""
+
+
+def accuracy_horizon(rounds: Sequence[RoundSpec], design: Design, vc: int, alpha: float, beta: float,
+                     reading: Reading = "per-query", repeat_last: bool = True,
+                     accs: Sequence[RoundAccuracy] | None = None) -> Horizon:
+    """The accuracy horizon of a target-charged schedule (Theorem A-infinity): round i's bound is
+    A_i = a_i + (its own flips and ensemble terms), with a_{K+j} = a_K + 2 j alpha_K for the
+    repetitions of round K, and the failure adds Theorem A's events and Claim E.1's 2 beta_i per round
+    (2 beta_K and round K's events per repetition). The horizon is the last round with every A_i <=
+    alpha and the accumulated failure <= beta; exact rational arithmetic on the printed floats."""
+    accs = tuple(accs) if accs is not None else schedule_accuracy(rounds, design, vc, reading)
+    A, B = Fraction(alpha), Fraction(beta)
+    fail, queries = Fraction(0), 0
+    for i, (r, acc) in enumerate(zip(rounds, accs, strict=True), start=1):
+        fail += Fraction(acc.failure) + (2 * Fraction(r.beta) if i >= 2 else 0)
+        if acc.bound > alpha or fail > B:
+            why = (f"round {i}: Theorem A's bound {acc.bound:.4g} exceeds alpha" if acc.bound > alpha else
+                   f"round {i}: the accumulated failure exceeds beta")
+            return Horizon(queries, i - 1, 0, up(fail - Fraction(acc.failure)), why)
+        queries += r.R
+    if not repeat_last:
+        return Horizon(None, len(rounds), None, up(fail), "")
+    last, r = accs[-1], rounds[-1]
+    own = Fraction(last.flips) + Fraction(last.ensemble)  # round K's own terms (Lemmas A1, A2)
+    step = 2 * Fraction(r.alpha)  # Claim E.1 made exact: each relabelling at alpha_K adds 2 alpha_K
+    per = Fraction(last.failure) + 2 * Fraction(r.beta)
+    j_acc = math.floor((A - Fraction(last.labels) - own) / step)
+    j_fail = math.floor((B - fail) / per)
+    j = max(0, min(j_acc, j_fail))
+    why = (f"after {j} repetitions of round {len(rounds)} the labels' error a_i (+2 alpha_K = "
+           f"{float(step):.3g} per repetition) leaves no room below alpha" if j_acc <= j_fail else
+           f"after {j} repetitions of round {len(rounds)} the accumulated failure would exceed beta")
+    return Horizon(queries + j * r.R, len(rounds) + j, j, up(fail + j * per), why)

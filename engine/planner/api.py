@@ -30,7 +30,7 @@ from everlast.engine.planner.accountants import (
     LabelBoostLemma,
     accountant,
 )
-from everlast.engine.planner.accuracy import Reading, relabel_failure
+from everlast.engine.planner.accuracy import Reading, accuracy_horizon, relabel_failure
 from everlast.engine.planner.chain import Certificate, certify
 from everlast.engine.planner.design_rules import ClientTests, rules
 from everlast.engine.planner.learning import (
@@ -41,7 +41,7 @@ from everlast.engine.planner.learning import (
     split_votes_failure,
     vc_dimension,
 )
-from everlast.engine.planner.options import Band, Chunks, TightOptions
+from everlast.engine.planner.options import AnswerMargin, Band, Chunks, Relabelling, TightOptions
 from everlast.engine.planner.paper import PaperSchedule, paper_schedule
 from everlast.engine.planner.steps import Check, Step
 from everlast.engine.planner.tight import RoundPlan, estimate_n, solve
@@ -106,6 +106,13 @@ class Targets:
     chunks: Chunks = "sized"
     """lambda_i and alpha_i: sized for each round's ensemble with the relabelling spread evenly, or the
     paper's (``TightOptions.chunks``)."""
+    relabelling: Relabelling = "growing"
+    """How theta alpha is spread over the relabellings (``TightOptions.relabelling``): the rounds grow
+    and part of it pays the last round's repetitions (the accuracy horizon), or evenly over the listed
+    ones."""
+    answer_margin: AnswerMargin = "lemma-a1"
+    """The share of T the answer's noise may use: Lemma A1's, or the band's (``TightOptions``; the
+    ablation's margin lever)."""
     labelboost: LabelBoostLemma = "direct"
     """How LabelBoost is charged: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
     quotas: Quotas | None = None
@@ -317,7 +324,8 @@ def tight_options(t: Targets) -> TightOptions:
     return TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
                         boundaries=boundaries(t.concept), cap_c=t.cap_c, design=t.design,
                         eps_h=t.eps_h if t.eps_h is not None else choose_eps_h(t), reading=t.accuracy,
-                        band=t.band, chunks=t.chunks, labelboost=t.labelboost, quotas=t.quotas, burn=t.burn)
+                        band=t.band, chunks=t.chunks, relabelling=t.relabelling, answer_margin=t.answer_margin,
+                        labelboost=t.labelboost, quotas=t.quotas, burn=t.burn)
 
 
 @functools.lru_cache(maxsize=256)
@@ -373,9 +381,17 @@ def _plan_tight(t: Targets, vc: int) -> Plan:
     cert = certify(sched if sched is not None else rounds, sol.n_required, opts.accountant, t.delta, design=design,
                    tests=ClientTests.of(t.quotas, t.burn))
     acc, w = _accuracy_checks(t, rounds)
-    warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} with alpha fixed at "
-                    f"{rounds[-1].alpha:.3g}: privacy is unaffected; Claim E.1's accuracy argument "
-                    "(sum of alpha_j) is not covered beyond it")
+    if design.target_charged:
+        hz = accuracy_horizon(rounds, design, vc, t.alpha, t.beta, t.accuracy)
+        if hz.queries is not None:
+            warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} (alpha_K = "
+                            f"{rounds[-1].alpha:.3g}): privacy is unaffected; Theorem A-infinity proves every "
+                            f"answer's accuracy for the first {hz.queries:.3g} queries ({hz.repetitions} "
+                            f"repetitions; {hz.limit}), not beyond")
+    else:
+        warnings.append(f"rounds after {len(rounds)} repeat round {len(rounds)} with alpha fixed at "
+                        f"{rounds[-1].alpha:.3g}: privacy is unaffected; the paper's accuracy argument "
+                        "(Claim E.1's sum of alpha_j) is not covered beyond it")
     return Plan(targets=t, rounds=rounds, repeat_last=True, n_required=sol.n_required,
                 certificate=cert, schedule=sched, not_runnable_reason=_why(cert, why),
                 round_plans=sol.rounds, E1=sol.E1, E2=sol.E2, r1=sol.r1, rD=sol.rD,
@@ -484,6 +500,10 @@ LEVERS: tuple[tuple[str, str, str, dict[str, str]], ...] = (
      "Lemma LB: ln 4 and ln(4e) (off: Lemma C.1's 3 and 4e)", {"labelboost": "lemma-c1"}),
     ("band_width", "band width chosen per round",
      "Theorem A covers any band (off: gamma_i = alpha_i, the paper's)", {"band": "alpha"}),
+    ("answer_margin", "Lemma A1's answer margin",
+     "Lemma A1: an answer errs only where >= lo - k + 1 classifiers do, so the noise may use (1/2 - gamma - "
+     "rho_i) T of the count (off: gamma T, every noise inside the band's margin as before Lemma A1)",
+     {"answer_margin": "band"}),
     ("chunk_sizing", "chunks sized for the ensemble",
      "Lemma A2 over pairs and the relative VC bound for the relabelling (off: the paper's lambda_i by "
      "Theorem A.2 at alpha_i = theta alpha/2^i)", {"chunks": "alpha"}),

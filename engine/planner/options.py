@@ -14,6 +14,8 @@ from everlast.engine.quotas import Quotas
 
 Band = Literal["planned", "alpha"]
 Chunks = Literal["sized", "alpha"]
+Relabelling = Literal["growing", "even"]
+AnswerMargin = Literal["lemma-a1", "band"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,19 @@ class TightOptions:
     evenly over the K - 1 relabellings (alpha_i = theta alpha/(2(K - 1)), which LabelBoost's sample
     S-hat pays) and sizes each round's chunks for its ensemble share alone; ``alpha`` is the paper's
     alpha_i = theta alpha/2^i with lambda_i from Theorem A.2 at alpha_i."""
+    relabelling: Relabelling = "growing"
+    """How theta alpha is spread over the relabellings (``chunks = "sized"``; docs/privacy/genericbbl.md
+    6.3, Theorem A-infinity): ``growing`` lets the rounds' sizes grow geometrically from round 2 to the
+    largest last round the engine counts (``round_solvers.LAST_ROUND_SIZE``) with alpha_i falling as they
+    grow, and leaves part of theta alpha to the repetitions of the last round (the accuracy horizon);
+    ``even`` spreads theta alpha evenly over the K - 1 listed relabellings (no repetition covered)."""
+    sizes_from: tuple[int, ...] | None = None
+    """Internal (``tight.solve``): the T of each round of the ``even`` schedule, from which the
+    ``growing`` schedule sets its chunk sizes (None: not yet known)."""
+    answer_margin: AnswerMargin = "lemma-a1"
+    """The share of T the answer's noise may use (Theorem A): Lemma A1's (1/2 - gamma - rho_i), or
+    ``band``, min(gamma, that) -- every noise inside the band's margin, as before Lemma A1 (the
+    ablation's margin lever; Theorem A still certifies the result)."""
     labelboost: LabelBoostLemma = "direct"
     """LabelBoost's privacy: the direct Lemma LB (docs/privacy/genericbbl.md 3) or Lemma C.1."""
     quotas: Quotas | None = None

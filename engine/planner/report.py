@@ -21,6 +21,7 @@ Lemma S are retired).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -28,7 +29,7 @@ from everlast.engine.design import PAPER, Design
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner.above_threshold import up
 from everlast.engine.planner.accountants import ENGINE, PUBLISHED, TIGHT, Accountant
-from everlast.engine.planner.accuracy import relabel_failure
+from everlast.engine.planner.accuracy import accuracy_horizon, relabel_failure
 from everlast.engine.planner.api import (
     Achievable,
     DesignCost,
@@ -39,7 +40,7 @@ from everlast.engine.planner.api import (
     cheapest_sound,
     plan,
 )
-from everlast.engine.planner.capacity import ENGINE_MEMORY, one_engine_rounds, schedule_capacity
+from everlast.engine.planner.capacity import ENGINE_MEMORY, RoundCapacity, one_engine_rounds, schedule_capacity
 from everlast.engine.planner.chain import Certificate, exact_rate
 from everlast.engine.planner.design_rules import rules
 from everlast.engine.planner.options import TightOptions
@@ -181,7 +182,17 @@ def capacity_json(p: Plan, engine_memory: int = ENGINE_MEMORY) -> dict[str, Any]
     return {"capacity": [{"round": c.round, "d_hat_points": c.d_hat_points, "queries": c.queries,
                           "engine_memory_bytes": c.memory_bytes, "one_engine": c.one_engine,
                           **({"reason": c.reason} if c.reason else {})} for c in cap],
-            "one_engine_rounds": one_engine_rounds(cap), "engine_memory_bytes": engine_memory}
+            "one_engine_rounds": one_engine_rounds(cap), "one_engine_queries": one_engine_queries(p, cap),
+            "engine_memory_bytes": engine_memory}
+
+
+def one_engine_queries(p: Plan, cap: Sequence[RoundCapacity]) -> int | None:
+    """The queries of the rounds one engine serves before the first it cannot hold (None: every round,
+    repetitions included). A capacity statement, separate from the accuracy horizon."""
+    k = one_engine_rounds(cap)
+    if k >= len(cap) and (p.repeat_last or k == len(p.rounds)):
+        return None
+    return sum(r.R for r in p.rounds[:k])
 
 
 def accuracy_json(p: Plan) -> dict[str, Any] | None:
@@ -189,7 +200,13 @@ def accuracy_json(p: Plan) -> dict[str, Any] | None:
     accs = rules(Design.named(p.certificate.design)).answer_accuracy(p.rounds, p.targets.vc, p.targets.accuracy)
     if not accs:
         return None
+    t = p.targets
+    hz = accuracy_horizon(p.rounds, Design.named(p.certificate.design), t.vc, t.alpha, t.beta, t.accuracy,
+                          p.repeat_last, accs)
     return {"reading": p.targets.accuracy, "alpha": p.targets.alpha,
+            "horizon_queries": hz.queries, "horizon_rounds": hz.rounds,
+            "horizon_repetitions": hz.repetitions, "horizon_failure": hz.failure, "horizon_limit": hz.limit,
+            "horizon_note": HORIZON_NOTE,
             "bound": max(a.bound for a in accs),
             "failure": up(Fraction(math.fsum(a.failure for a in accs)) * (1 + Fraction(1, 10**12))
                           + Fraction(relabel_failure(p.rounds))),
@@ -199,13 +216,19 @@ def accuracy_json(p: Plan) -> dict[str, Any] | None:
             "note": ACCURACY_NOTE[p.targets.accuracy]}
 
 
+HORIZON_NOTE = ("Theorem A-infinity (docs/privacy/genericbbl.md 6.3): every query answered in the first "
+                "horizon_queries queries (rounds 1..horizon_rounds: the listed rounds and horizon_repetitions "
+                "repetitions of the last) errs w.p. <= alpha in the reading, except w.p. <= horizon_failure; "
+                "null: every round is covered. Accuracy only; whether one engine holds the rounds is "
+                "'capacity'")
 ACCURACY_NOTE = {
     "per-query": ("each answer's hypothesis, randomized by the answer's own noise, errs under the query "
                   "distribution w.p. <= bound (Theorem A, docs/privacy/genericbbl.md 6.3, with the labels' "
-                  "chain of Claim E.1 made exact); listed rounds only"),
+                  "chain of Claim E.1 made exact); bound and rounds: the listed rounds; their repetitions: "
+                  "horizon_queries"),
     "every-answer": ("every answer's hypothesis, its noise fixed (Definition 3.1 literally), errs w.p. <= bound "
                      "(Theorem A with a union bound over each round, the labels' chain of Claim E.1 made exact); "
-                     "listed rounds only"),
+                     "bound and rounds: the listed rounds; their repetitions: horizon_queries"),
 }
 
 
@@ -438,6 +461,8 @@ def capacity_text(p: Plan, engine_memory: int = ENGINE_MEMORY) -> str:
     head = (f"One engine ({engine_memory / 2**30:.3g} GiB) serves rounds 1-{k}" if k >= 2 else
             f"One engine ({engine_memory / 2**30:.3g} GiB) serves round 1" if k == 1 else
             f"One engine ({engine_memory / 2**30:.3g} GiB) cannot serve round 1")
+    if 1 <= k < len(cap):
+        head += f" (the first {fmt(one_engine_queries(p, cap))} queries)"
     if k < len(cap):
         nxt = cap[k]
         head += (f"; round {k + 1} needs {fmt(nxt.d_hat_points)} D-hat points and {nxt.memory_bytes / 2**30:.3g} GiB "
@@ -462,7 +487,18 @@ def accuracy_text(p: Plan) -> str:
     worst = max(acc["rounds"], key=lambda r: r["bound"])
     return (f"  accuracy:      every answer errs w.p. <= {fmt(acc['bound'])} (alpha = {fmt(acc['alpha'])}; "
             f"{acc['reading']} reading, Theorem A; worst round {worst['round']}), except w.p. <= "
-            f"{fmt(acc['failure'])} (the relabelling chain's included)")
+            f"{fmt(acc['failure'])} (the relabelling chain's included)\n" + horizon_line(p, acc))
+
+
+def horizon_line(p: Plan, acc: dict[str, Any]) -> str:
+    """The accuracy horizon in one line (Theorem A-infinity; capacity is the capacity table's)."""
+    if acc["horizon_queries"] is None:
+        return "  accuracy horizon: every answer of every round is proven (Theorem A-infinity)"
+    k, J = len(p.rounds), acc["horizon_rounds"]
+    where = (f"rounds 1-{k} and {acc['horizon_repetitions']} repetitions of round {k}" if k < J else
+             f"rounds 1-{J}" if J >= 1 else "no round")
+    return (f"  accuracy horizon: every answer of the first {fmt(acc['horizon_queries'])} queries is proven "
+            f"({where}, Theorem A-infinity; failure <= {fmt(acc['horizon_failure'])}); later answers are not")
 
 
 def plan_text(p: Plan, achievable: Achievable | None = None,

@@ -25,10 +25,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from everlast.engine import roots
+from everlast.engine.design import DEFAULT
+from everlast.engine.errors import InvalidSchedule
 from everlast.engine.noise import exact_scale
 from everlast.engine.planner import above_threshold as at
 from everlast.engine.planner import composition as comp
@@ -41,13 +44,16 @@ from everlast.engine.planner.accuracy import (
     Reading,
     ensemble_error,
     labels_error,
+    log_pairs_growth,
     mean_error_bound,
+    round_accuracy,
 )
 from everlast.engine.planner.bt import accuracy_t
 from everlast.engine.planner.design_rules import BETA_H_SHARE, ClientTests
 from everlast.engine.planner.learning import chernoff_budget, chunk_size, d2_floor, halt_budget
 from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.top_rate import top_rate, top_rate_exact
+from everlast.engine.round_spec import RoundSpec
 
 IN_ROUND_DELTA_SHARE = 1e-3
 """Share of the query chain's delta given to the in-round step (Lemma Cap's charge for the caps)."""
@@ -66,6 +72,22 @@ CHUNK_SLACK = 1.1
 """Search only: ebar over mu (Lemma A2's Hoeffding margin) assumed when sizing the chunks."""
 CAPS_MEMO_SIZE = 1 << 16
 """Entries of a solver's memo of the estimate's halt caps before it is emptied (search speed only)."""
+SHRINK_ROUNDS = 1
+"""Rounds re-tuned after the exact pass (``TargetChargedSolver._shrink``): n depends on round 1's T
+(and on round 2's only through R_1, weakly)."""
+LAST_ROUND_SIZE = 2**31
+"""The ``growing`` relabelling's target for the last round's labeled set |S_K| = lambda_K T_K (= its
+D-hat m_D, which the engine's round transition orders up to 2^32 points: a factor 2 of headroom for
+the T the grown rounds need)."""
+GROWTH_FROM = 3
+"""The ``growing`` relabelling: rounds up to this one keep the even schedule's sizes (R_1, hence n,
+depends on round 2's size, and round 2's on round 3's), later ones grow."""
+LISTED_SHARE = 0.25
+"""The ``growing`` relabelling: the share of theta alpha the listed relabellings take (the rest pays
+the repetitions of the last round, which set the accuracy horizon)."""
+LAST_OWN_SHARE = 0.5
+"""The ``growing`` relabelling: the share of (1 - theta) alpha round K's own terms (its flips and
+ensemble, Theorem A) may take; the rest of alpha is room for its repetitions' labels' error."""
 TOP_RATE_MARGIN = 1.02
 """The halt budget is sized on the estimate's top rate raised by 2% (the certifier checks the exact one)."""
 
@@ -92,6 +114,51 @@ def sized_chunk(left: float, vc: int, reading: Reading) -> int:
         else:
             worse += 1 if math.isfinite(c) else 0
     return best
+
+
+def growing_chunks(alpha: float, theta: float, K: int, vc: int, reading: Reading, betas: Sequence[float],
+                   T_even: Sequence[int]) -> tuple[list[float], list[float], list[int], list[float], float]:
+    """(alpha_i, a_i, lambda_i, what each round's own terms may take, the share r) of the ``growing`` relabelling
+    (docs/privacy/genericbbl.md 6.3, "What this asks of the schedule"). The labeled sets grow
+    geometrically from about |S_2| (rounds up to ``GROWTH_FROM``) to ``LAST_ROUND_SIZE`` (rounds K - 1
+    and K), with ``T_even`` (the T of each round of the schedule the estimate sized) turning a size
+    into a chunk size. alpha_i is what LabelBoost's sample, one share r of the labeled set it is drawn
+    from (S_{i-1}; S_K for round K's repetition), gives by Lemma R and Lemma C.2, with r chosen so that
+    the listed relabellings take ``LISTED_SHARE`` of theta alpha: every round's S-hat then costs about
+    the same (its privacy charge, steps T3 and Q1-Q4) while the relabelling error falls as the rounds
+    grow. Round K's own terms get ``LAST_OWN_SHARE`` of (1 - theta) alpha, the rest of alpha being room
+    for its repetitions' labels' error; the other rounds' own terms get alpha - a_i. Search only: any
+    alpha_i and lambda_i are valid (the certifier recomputes Theorem A)."""
+    own_K = LAST_OWN_SHARE * (1.0 - theta) * alpha
+    S2 = sized_chunk(alpha - theta * alpha / (K - 1), vc, reading) * T_even[1]  # about the even |S_2|
+    top = max(S2, LAST_ROUND_SIZE)
+    span = max(1, K - 1 - GROWTH_FROM)
+    size = [S2 * (top / S2) ** min(1.0, max(0, i - GROWTH_FROM) / span) for i in range(1, K + 1)]
+
+    def relabel_alpha(m: float, beta: float, m_D: float) -> float:  # Lemma R's and Lemma C.2's alpha at m
+        m = max(2.0, m)
+        lemma_r = 8.0 * (math.log(4.0 / beta) + log_pairs_growth(2 * math.ceil(m), vc)) / m
+        lemma_c2 = 2.0 * max(1, vc) * math.log(math.e * (m_D + m) / (beta * max(1, vc))) / m
+        return max(lemma_r, lemma_c2)
+
+    def alphas(r: float) -> list[float]:  # alpha_2..alpha_K; the relabelling into round i samples S_{i-1}
+        return [relabel_alpha(r * size[i - 2], betas[i - 1], size[i - 1]) for i in range(2, K + 1)]
+
+    budget = LISTED_SHARE * theta * alpha
+    lo_r, hi_r = 1e-9, 1.0
+    for _ in range(80):  # the sum falls as r grows: the smallest share whose relabellings fit the budget
+        mid = math.sqrt(lo_r * hi_r)
+        if 2.0 * math.fsum(alphas(mid)) <= budget:
+            hi_r = mid
+        else:
+            lo_r = mid
+    tail = alphas(hi_r)
+    a = [tail[0], *tail]
+    labels = labels_error(a)
+    left = [alpha - x for x in labels[:-1]] + [own_K]
+    want = [math.ceil(size[i] / T_even[i]) if i >= GROWTH_FROM else 1 for i in range(K)]
+    lam = [max(sized_chunk(lf, vc, reading), w) for lf, w in zip(left, want, strict=True)]
+    return a, labels, lam, left, hi_r
 
 
 class Infeasible(Exception):
@@ -130,7 +197,14 @@ class TargetChargedSolver:
         o = P.o
         K, theta = P.K, o.accuracy_share
         self.b = [beta / 2 ** (i + 2) for i in range(1, K + 1)]
-        if o.chunks == "sized":  # theta alpha spread over the K - 1 relabellings; chunks for the ensemble
+        self.share: float | None = None
+        """The growing relabelling's S-hat share r of S_i (the LabelBoost reserve's estimate)."""
+        self.left: list[float] | None = None
+        """Per round, what the round's own terms may take (alpha - a_i unless set)."""
+        if o.chunks == "sized" and o.relabelling == "growing" and o.sizes_from is not None:
+            self.a, self.labels, self.lam, self.left, self.share = growing_chunks(
+                alpha, theta, K, vc, o.reading, self.b, o.sizes_from)
+        elif o.chunks == "sized":  # theta alpha spread over the K - 1 relabellings; chunks for the ensemble
             self.a = [theta * alpha / (2 * (K - 1))] * K
             self.labels = labels_error(self.a)
             self.lam = [sized_chunk(alpha - a_i, vc, o.reading) for a_i in self.labels]
@@ -138,6 +212,9 @@ class TargetChargedSolver:
             self.a = [theta * alpha / 2**i for i in range(1, K + 1)]
             self.labels = labels_error(self.a)
             self.lam = [chunk_size(a, b, vc, o.lambda_log) for a, b in zip(self.a, self.b, strict=True)]
+        self.band_alpha = self.a if self.share is None else [theta * alpha / (2 * (K - 1))] * K
+        """The band's half-width when it is not chosen (``band = "alpha"``): alpha_i, the even
+        relabelling's under the growing one (whose late alpha_i would leave the band no count)."""
         self.mu = [mean_error_bound(lam, vc) for lam in self.lam]
         self._caps_memo: dict[tuple[int, int, float, float | None], tuple[int, int]] = {}
         """``_caps`` of the estimate, by (round, R, band, sigma on its grid): a pure function of them."""
@@ -159,7 +236,7 @@ class TargetChargedSolver:
     def _margins(self, i: int, R: int, T_guess: int) -> tuple[float, float]:
         """(L, rho) at the ensemble's error bound for a round of about ``T_guess`` classifiers:
         T (1/2 - gamma - rho) >= L/eps0 makes Theorem A's bound meet alpha."""
-        left = self.alpha - self.labels[i - 1]
+        left = self.alpha - self.labels[i - 1] if self.left is None else self.left[i - 1]
         beta_i = self.b[i - 1]
         ebar = ensemble_error(self.mu[i - 1], T_guess, ENSEMBLE_BETA_SHARE * beta_i)
         if self.P.o.reading == "every-answer":
@@ -203,15 +280,64 @@ class TargetChargedSolver:
             if size.t_acc < G:
                 with contextlib.suppress(Infeasible):
                     size, G = self._round(i, R, E, Delta, True, size.t_acc), size.t_acc
+            if i <= SHRINK_ROUNDS:
+                size = self._shrink(i, R, E, Delta, size)
         self.T_guess[i] = G
         return size
+
+    def _shrink(self, i: int, R: int, E: float, Delta: float, size: RoundSize) -> RoundSize:
+        """The exact round re-tuned at its band: the smallest T (bisection, to 0.2%) at which the
+        largest per-query level the budget allows at T's exact band (Lemmas Q, TC), with the halt budget
+        at the exact top rate (9.2), still meets Theorem A's bound exactly. The search's accuracy
+        floor is conservative (fixed flip share, Hoeffding margin); this closes most of the gap. Search
+        only: the certifier recomputes everything; the round found is checked once more here."""
+        o = self.P.o
+        g = size.gamma if size.gamma is not None else self.a[i - 1]
+        lam = self.lam[i - 1]
+        found: dict[int, RoundSize] = {}
+
+        def at(T: int) -> RoundSize | None:
+            gf = Fraction(g)
+            lo, hi = math.ceil(T * (Fraction(1, 2) - gf)), math.floor(T * (Fraction(1, 2) + gf))
+            if hi < lo:
+                return None
+            m = hi - lo + 1
+            c0, c = size.c0 or 1, size.c
+            for _ in range(4):
+                eps0 = _level_at(E, Delta, c, R, m)
+                if not eps0 > 0.0:
+                    return None
+                if o.halts != "split-votes":
+                    break
+                c0_x, c_x = self._caps(i, R, g, eps0 * T, _exact_rate(T, g, eps0, lam, o.boundaries))
+                if c0_x <= c0:
+                    break
+                c0, c = c0_x, c_x
+            else:
+                return None  # the halt budget did not settle: keep the round as sized
+            spec = RoundSpec(T=T, lam=lam, R=R, c=c, eps_bt=eps0, delta_bt=None, alpha=self.a[i - 1], m_S=1,
+                             m_D=1, gamma=g, beta=self.b[i - 1], halt_eps=o.eps_h, halt_threshold=c0)
+            try:
+                acc = round_accuracy(spec, DEFAULT, i, self.labels[i - 1], self.vc, o.reading)
+            except (InvalidSchedule, ValueError):
+                return None
+            if not acc.bound <= self.alpha:
+                return None
+            found[T] = RoundSize(T, R, c, eps0, math.nan, math.nan, 1, T, c0, g)
+            return found[T]
+
+        lo_T = max(1, math.floor(size.T * 0.75))
+        if at(lo_T) is not None:  # do not search below a quarter off: keep the search's neighbourhood
+            return found[lo_T]
+        best = roots.smallest_int(lambda T: T >= size.T or at(T) is not None, lo_T, size.T, rel_tol=0.002)
+        return found.get(best, size)
 
     def _round(self, i: int, R: int, E: float, Delta: float, exact: bool, T_guess: int) -> RoundSize:
         """The round at the ensemble's bound for ``T_guess`` classifiers: T = max(x/eps0, T_guess)
         (``t_acc``: the first alone)."""
         o = self.P.o
         L, rho = self._margins(i, R, T_guess)
-        gammas = GAMMAS if o.band == "planned" else (self.a[i - 1],)
+        gammas = GAMMAS if o.band == "planned" else (self.band_alpha[i - 1],)
         best: tuple[int, int, float, float, int, int] | None = None
         # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
         z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
@@ -219,6 +345,8 @@ class TargetChargedSolver:
         caps = self._caps
         for g in gammas:
             w = 0.5 - g - rho
+            if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
+                w = min(w, g)
             if w <= 0.0:
                 continue
             m2g = -2.0 * g
@@ -278,7 +406,10 @@ class TargetChargedSolver:
             if rate is None:
                 assert sigma is not None
                 rate = _cached_top_rate(g, sigma, lam, o.boundaries) * TOP_RATE_MARGIN
-            c_util = chernoff_budget(R, rate, b, o.k)
+            try:
+                c_util = chernoff_budget(R, rate, b, o.k)
+            except ArithmeticError:  # no budget the engine counts: this round cannot be planned
+                raise Infeasible(f"round {i}: no halt budget below 2^62 for R = {R}") from None
         else:
             c_util = halt_budget(o.halts, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
         # premature halts (accuracy): the margin for a probability rounded down to a power of two,
@@ -335,6 +466,31 @@ class PaperSolver:
 
     def binding(self, rt: RoundSize) -> str:
         return "privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)"
+
+
+def _level_at(E: float, Delta: float, c: int, R: int, m: int) -> float:
+    """The largest eps0 (to a relative 3e-4) at the fixed band count m whose round the certifier's own
+    Lemma TC (``round_epsilon``) confirms to meet (E, Delta); 0 if none. A bisection in log eps0 below
+    the planning estimate (``max_eps0``, whose q argument assumes T falls as eps0 grows), on which
+    the round's epsilon increases."""
+    def meets(e0: float) -> bool:
+        return tc.round_epsilon(e0 * (1.0 + 1e-9), m, c, R, Delta).E <= E
+
+    hi = 2.0 * tc.max_eps0(E, Delta, c, R, lambda e0: m)
+    if not hi > 0.0:
+        return 0.0
+    lo = hi / 2.0
+    while not meets(lo):
+        hi, lo = lo, lo / 2.0
+        if lo < 1e-12:
+            return 0.0
+    while hi / lo > 1.0 + 3e-4:
+        mid = math.sqrt(lo * hi)
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo * (1.0 - 1e-9)
 
 
 @functools.lru_cache(maxsize=65536)

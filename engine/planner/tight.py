@@ -37,6 +37,7 @@ schedule is then recomputed exactly, and ``chain.certify`` re-derives its epsilo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -55,6 +56,9 @@ from everlast.engine.planner.round_solvers import Infeasible, RoundSize
 from everlast.engine.schedule import RoundSpec
 
 RATE_SHAVE = 1.0 - 1e-9
+RESERVE_SLACK = 1.15
+"""The room reserved for LabelBoost's labeled-part charge (eps_LS, checked after the solve) over its
+estimate: a larger reserve wastes budget, a smaller one costs another solve."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,18 +196,47 @@ def solve(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim
         raise ValueError("need epsilon > 0, delta in (0,1), alpha in (0,1/2), beta in (0,1)")
     res = min(1e-4, epsilon / 100.0)
     try:
+        o = _with_sizes(epsilon, delta, alpha, beta, vc_dim, o, res)
         P = _Problem(epsilon, delta, alpha, beta, vc_dim, o)
+        share = getattr(P.solver, "share", None)
+        if share is not None:  # the growing relabelling's S-hat share: LabelBoost's charge, known up front
+            res = max(res, amp.bbg(min(1.0, RESERVE_SLACK * share), P.acct.labelboost_eps("labeled"), 0.0)[0])
         for _ in range(8):
             sol = _solve_with_reserve(P, res)
             worst = max(r.eps_ls for r in sol.rounds)
             if worst <= res:
                 return sol
-            res = worst * 1.5
+            res = worst * RESERVE_SLACK
             if res >= epsilon:
                 break
     except _Infeasible as exc:
         raise ValueError(f"targets cannot be met: {exc}") from None
     raise ValueError("targets cannot be met: LabelBoost's subsample needs more than the budget")
+
+
+def _growing(o: TightOptions) -> bool:
+    return (o.design.name == "target-charged" and o.chunks == "sized" and o.relabelling == "growing"
+            and o.sizes_from is None)
+
+
+def _with_sizes(epsilon: float, delta: float, alpha: float, beta: float, vc_dim: int, o: TightOptions,
+                res: float) -> TightOptions:
+    """``o`` with ``sizes_from`` filled in for the ``growing`` relabelling: the T of each round of the
+    ``even`` schedule for the same targets (the search's estimate; round 1's is not needed), from which
+    ``round_solvers.growing_chunks`` sets the growth. Search only."""
+    if not _growing(o):
+        return o
+    cur = dataclasses.replace(o, relabelling="even")
+    even = _Problem(epsilon, delta, alpha, beta, vc_dim, cur)
+    lo2 = max(1e-4, even.eps_query - even.acct.labelboost_eps("unlabeled") - res)
+    E2 = _argmin(lambda e: _obj2(even, e, res), lo2, lo2 + 8.0)  # the even schedule's query budget
+    P = even
+    for _ in range(2):  # the even schedule's T, then the grown one's (larger chunks need fewer of them)
+        _, rD, _, D2 = P.rates(epsilon, E2, res)
+        tail = P.tail(E2, rD, D2, exact=False)
+        cur = dataclasses.replace(o, sizes_from=(tail[0].T, *(r.T for r in tail)))
+        P = _Problem(epsilon, delta, alpha, beta, vc_dim, cur)
+    return cur
 
 
 def estimate_n(epsilon: float, delta: float, alpha: float, beta: float = 0.05, vc_dim: int = 1,

@@ -63,7 +63,11 @@ def test_default_flags_plan_the_target_charged_design_with_split_votes_halts() -
         assert r["T_privacy"] is None  # no gap condition: T is set by accuracy
     assert d["rounds_listed"] == len(d["schedule"]) <= 12
     assert d["accuracy"]["bound"] <= d["targets"]["alpha"] and d["accuracy"]["reading"] == "per-query"
-    assert set(d["ablation"]) == {"per_query_accuracy", "labelboost_direct", "band_width", "chunk_sizing", "all_off"}
+    assert set(d["ablation"]) == {"per_query_accuracy", "labelboost_direct", "band_width", "answer_margin",
+                                  "chunk_sizing", "all_off"}
+    # every answer of the first 10^12 queries is proven (Theorem A-infinity), both deltas within 1e-6
+    assert d["accuracy"]["horizon_queries"] is None or d["accuracy"]["horizon_queries"] >= 1e12
+    assert d["delta_training"] <= 1e-6 and d["delta_queries"] <= 1e-6 and d["n_required"] <= 1.1e8
     assert all(n is None or n >= d["n_required"] for n in d["ablation"].values())
     assert d["one_engine_rounds"] >= 1 and d["capacity"][0]["d_hat_points"] == d["schedule"][0]["m_D"]
     assert "epsilon_achievable" not in d and "designs" not in d
@@ -176,5 +180,20 @@ def test_plan_with_n_shows_the_schedule_those_examples_run() -> None:
     assert at_n["n_required"] <= 1e7 < out["n_required"]
     assert abs(at_n["epsilon"] - out["epsilon_achievable"]) < 0.05 * at_n["epsilon"]
     text = _run("--n", "1e7", "--no-designs", "--no-ablation").output
-    assert text.startswith("n = 1e7 examples cannot meet epsilon = 1 (it needs n = 7.29e7); the schedule they run "
-                           "certifies epsilon = 3.")
+    assert text.startswith("n = 1e7 examples cannot meet epsilon = 1 (it needs n = 7."), text[:200]
+    assert "; the schedule they run certifies epsilon = 3." in text.splitlines()[0]
+    assert f"training set:  epsilon = {at_n['epsilon_training']:.3g}" in text
+
+
+@pytest.mark.slow
+def test_plan_with_more_n_than_needed_shows_the_plan_those_examples_run() -> None:
+    """`plan --n 1e9` (more than epsilon = 1 needs) prints the chain of the plan 10^9 examples run at
+    their best epsilon, not the epsilon = 1 plan's."""
+    out = _one_json("--n", "1e9", "--no-designs", "--no-ablation")
+    at_n = out["plan_at_n"]
+    assert out["n_required"] <= 1e9 and at_n["n_required"] <= 1e9
+    assert at_n["epsilon_training"] < 0.5 < out["epsilon_training"]
+    text = _run("--n", "1e9", "--no-designs", "--no-ablation").output
+    assert text.startswith("n = 1e9 examples meet epsilon = 1 (it needs n = "), text[:200]
+    assert f"training set:  epsilon = {at_n['epsilon_training']:.3g}" in text
+    assert f"training set:  epsilon = {out['epsilon_training']:.3g}" not in text
