@@ -27,6 +27,7 @@ from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError
 from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
+from everlast.engine.learner.validate import MIN_HOLDOUT
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import Servable
@@ -147,11 +148,11 @@ class ModelRuntime:
         except ClaimPending:
             restored = await self._wait(ck, claim_wait_s, "claimed by a replica whose state is not in the store yet")
         if restored is not None:
-            return self._restored(restored, start_offset, partitions, journal), ck, True
+            return self.validated(self._restored(restored, start_offset, partitions, journal)), ck, True
         token = await ck.claim()
         if token is None:
             restored = await self._wait(ck, claim_wait_s, "another replica claimed it first")
-            return self._restored(restored, start_offset, partitions, journal), ck, True
+            return self.validated(self._restored(restored, start_offset, partitions, journal)), ck, True
         log.info("model %s: no checkpoint, creation claimed: %s on its %d training examples (off the event loop; "
                  "/healthz and /metrics keep answering)", self.id,
                  "fitting the private learner" if self.mechanism == "private-learner" else "building round 1",
@@ -168,7 +169,49 @@ class ModelRuntime:
                 log.warning("model %s: cannot write its first state (%s); retrying", self.id, type(exc).__name__)
                 await asyncio.sleep(0.5 * 2**attempt)
         await ck.confirm(token)  # the claim still wins (not voided meanwhile): only then is anything served
-        return Served(self.id, engine, start_offset), ck, False
+        return self.validated(Served(self.id, engine, start_offset)), ck, False
+
+    def validated(self, s: Served) -> Served:
+        """The learner's released model, once fitted or restored: its validated certificate (Theorem V,
+        docs/privacy/learner.md 10) joins the guarantee's details (public: a post-processing of the
+        release), the start-up report says it, a constant model is warned of, and under guarantee =
+        "validated" a fit whose certificate misses ``alpha`` (its margin over the measured holdout error)
+        or ``max_error`` is suspended -- never refitted (a refit is a second release)."""
+        p = s.engine
+        if not isinstance(p, PrivateLearner):
+            return s
+        lc = self.cfg.learner
+        assert lc is not None
+        dt = self.guarantee.details
+        v = p.validation
+        constant = p.constant()
+        dt["constant"] = constant
+        if constant and p.domain.size > 1:
+            log.warning("model %s: the released model labels every point alike (a constant model) although the "
+                        "class holds non-constant ones: epsilon or n is too small for this domain; a public "
+                        "per-feature range (domain = { kind = \"bins\", lo = [..], hi = [..] }) spends no "
+                        "probability on cuts outside it (docs/privacy/learner.md 1, 10)", self.id)
+        if v is None:
+            dt["validated"] = None
+            if lc.guarantee == "validated":
+                log.warning("model %s: no validated certificate (holdout = %g of n = %d holds fewer than the "
+                            "%d examples a certificate needs)", self.id, lc.holdout, self.n_train, MIN_HOLDOUT)
+            return s
+        margin = v.bound - max(v.noisy_errors, 0) / v.m
+        dt["validated"] = {**v.to_dict(), "margin": margin, "sentence": v.sentence()}
+        log.info("model %s: %s", self.id, v.sentence())
+        if lc.guarantee != "validated" or s.suspension is not None:
+            return s
+        why = None
+        if lc.alpha is not None and margin > lc.alpha:
+            why = (f"the validated certificate's margin {margin:.3g} over the measured holdout error exceeds alpha = "
+                   f"{lc.alpha:g} ({v.sentence()}); hold out more examples or raise epsilon, under a new model id")
+        elif lc.max_error is not None and v.bound > lc.max_error:
+            why = f"{v.sentence()} exceeds max_error = {lc.max_error:g}; the fit is not served (never refitted)"
+        if why is not None:
+            log.warning("model %s: refused: %s", self.id, why)
+            s.suspension = Suspension(f"accuracy: {why}"[:300], 0, s.offset, False)
+        return s
 
     async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:
         log.warning("model %s: %s: waiting up to %g s for its state; this replica never creates it (one release "
@@ -212,7 +255,8 @@ class ModelRuntime:
                 # uniform bits, and PCG64's words from such a seed serve as the sampler's fair bits (a heuristic
                 # about PCG64, not a cryptographic one). The config refuses a seed: a seeded fit has no claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
-                                          domain=self.domain, seed=None)
+                                          domain=self.domain, seed=None, holdout=lc.holdout,
+                                          beta=lc.validation_beta)
             assert self.schedule is not None
             return Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
         except EngineError as exc:

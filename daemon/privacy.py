@@ -239,6 +239,7 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     refused (``ConfigError``) unless ``learner_cost(..., guarantee).meets_at_n``: the same numbers
     ``everlast plan --mechanism private-learner --guarantee G --n N`` prints; the message gives both
     bounds and the n each needs."""
+    from everlast.engine.learner.validate import holdout_size
     from everlast.engine.planner import Targets
     from everlast.engine.planner.mechanisms import LEARNER_NOTE, learner_cost
 
@@ -246,12 +247,15 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     assert lc is not None
     alpha = lc.alpha or 0.1
     t = Targets(epsilon=lc.epsilon, alpha=alpha, beta=lc.beta, concept=cfg.concept, d=cfg.d)
-    c = learner_cost(t, n, domain_size, cfg.depth, lc.guarantee)
+    m = holdout_size(n, lc.holdout)
+    n_fit = n - m  # the a-priori bounds are about the fit, on the records not held out
+    validated = lc.guarantee == "validated"
+    c = learner_cost(t, n_fit, domain_size, cfg.depth, "agnostic" if validated else lc.guarantee)
     real, ag = c.extra["realizable"], c.extra["agnostic"]
     alpha_n = float(real["alpha_at_n"])
     excess_n = float(ag["excess_at_n"])
     n_real, n_agn = real["n_required"], int(ag["n_required"])
-    if lc.alpha is not None and not c.meets_at_n:
+    if lc.alpha is not None and not validated and not c.meets_at_n:
         raise ConfigError(
             f"model {cfg.id}: alpha = {lc.alpha} under guarantee = \"{lc.guarantee}\" at epsilon = {lc.epsilon} "
             f"needs more data (the training set has {n}). With n = {n}: realizable bound error <= "
@@ -277,7 +281,9 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
         "agnostic_theorem": f"Theorem {ag['theorem']}",
         "guarantee": lc.guarantee,
         "alpha_target": lc.alpha,
-        "n_required": c.n_required if lc.alpha is not None else None,
+        "n_required": c.n_required if lc.alpha is not None and not validated else None,
+        "holdout": m, "n_fit": n_fit, "validation_beta": lc.validation_beta,
+        "validated": None, "constant": None,
         **({"depth": cfg.depth} if trees else {}),
     }
     return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),

@@ -423,6 +423,8 @@ class Service:
                                     client_tests_line(g.details))
                         publish_guarantee(self.metrics, mr)
                         mr.adopted = None
+                    elif mr.mechanism == "private-learner":  # its validated certificate, once fitted or restored
+                        publish_guarantee(self.metrics, mr)
                     served.append(s)
                     cks[s.id] = ck
                     state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (

@@ -170,14 +170,15 @@ def test_the_split_score_is_chosen_on_the_configured_epsilon(monkeypatch: pytest
 
     monkeypatch.setattr(model, "sample_tree", spy)
     x = np.random.default_rng(0).random((398, 9))
-    for eps in (2.0, np.nextafter(2.0, 0.0)):
+    for eps in (2.0, np.nextafter(2.0, 0.0), 0.5, 8.0):
         PrivateLearner.fit("trees", x, (x[:, 0] >= 0.5).astype(np.int8), epsilon=float(eps), d=9, depth=3, seed=1)
-    assert seen == [True, False]
+    assert seen == [True, True, True, True]  # one rule at every epsilon (no switch: accuracy rises with epsilon)
 
 
 def test_only_the_split_score_limits_n(monkeypatch: pytest.MonkeyPatch) -> None:
     """Q is exact in int64 below MAX_SPLIT_RECORDS records; a larger training set is refused with the
-    limit named, before any draw. Errors (thresholds, stumps, trees below epsilon 2) have no such limit."""
+    limit named, before any draw, at every epsilon (one rule). Errors (thresholds, stumps, a depth-1 tree)
+    have no such limit."""
     from everlast.engine.errors import InvalidInput
     from everlast.engine.learner import stumps
 
@@ -186,7 +187,8 @@ def test_only_the_split_score_limits_n(monkeypatch: pytest.MonkeyPatch) -> None:
     y = (x[:, 0] >= 0.5).astype(np.int8)
     with pytest.raises(InvalidInput, match=r"exact for fewer than 1e\+02 training records; this training set has 100"):
         PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=2, seed=1)
-    PrivateLearner.fit("trees", x, y, epsilon=1.0, d=2, depth=2, seed=1)
+    with pytest.raises(InvalidInput, match=r"exact for fewer than"):
+        PrivateLearner.fit("trees", x, y, epsilon=0.5, d=2, depth=2, seed=1)
     PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=1, seed=1)  # depth 1: no level above the last
     PrivateLearner.fit("stumps", x, y, epsilon=2.0, d=2, seed=1)
     PrivateLearner.fit("thresholds", x[:, 0], y, epsilon=2.0, seed=1)
