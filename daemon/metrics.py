@@ -133,8 +133,8 @@ class Metrics:
             "hypothesis of the class; for trees, of one stump), agnostic_excess = the agnostic bound's excess over "
             "its comparator (the best hypothesis of the class; for trees, the greedy completion of the released "
             "tree), beta = their failure probability; validated = the released model's error bound measured on the "
-            "held-out share (Theorem V), validated_beta = its failure probability; all bounds assume the training set is n i.i.d. draws from "
-            "the distribution the queries come from",
+            "held-out share (Theorem V), validated_beta = its failure probability; all bounds assume the "
+            "training set is n i.i.d. draws from the distribution the queries come from",
             ["model", "quantity"],
             registry=r,
         )

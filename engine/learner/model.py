@@ -35,7 +35,6 @@ from everlast.engine.learner.exact import Bits, BitSource
 from everlast.engine.learner.hypothesis import CLASSES, Hypothesis
 from everlast.engine.learner.release import sample
 from everlast.engine.learner.sampler import MAX_EPS_ERRORS
-from everlast.engine.learner.validate import Validation, holdout_size, measure, split
 from everlast.engine.learner.tree import (
     DEFAULT_DEPTH,
     MAX_DEPTH,
@@ -44,6 +43,7 @@ from everlast.engine.learner.tree import (
     sample_tree,
     uses_split_score,
 )
+from everlast.engine.learner.validate import Validation, holdout_size, measure, split
 from everlast.engine.phases import Phase
 from everlast.engine.serving import Answers, RoundInfo
 
