@@ -228,11 +228,12 @@ class LearnerConfig(_Strict):
         None, gt=0, lt=1, description="accuracy target under `guarantee`: refuse to start if n is too small for it"
     )
     beta: float = Field(0.05, gt=0, lt=1, description="failure probability of the accuracy bound")
-    holdout: float = Field(
-        0.25, ge=0, lt=1,
+    holdout: float | None = Field(
+        None, ge=0, lt=1,
         description="share of the training set held out (a random subset drawn before the fit) for the validated "
-                    "certificate (Theorem V, docs/privacy/learner.md 10); 0: none. Costs no epsilon (parallel "
-                    "composition under substitution), only fitting data",
+                    "certificate (Theorem V, docs/privacy/learner.md 10); 0: none; default 0.25 under guarantee = "
+                    "\"validated\", 0 under the a-priori guarantees (their bounds are about the records fitted on). "
+                    "Costs no epsilon (parallel composition under substitution), only fitting data",
     )
     validation_beta: float = Field(
         0.01, gt=0, lt=1, description="failure probability of the validated certificate (Theorem V)"
@@ -276,6 +277,15 @@ class LearnerConfig(_Strict):
         except InvalidInput as exc:
             raise ValueError(str(exc)) from None
         return v
+
+    @property
+    def holdout_share(self) -> float:
+        """The share held out: ``holdout``, or its default for the guarantee."""
+        from everlast.engine.learner.validate import DEFAULT_SHARE
+
+        if self.holdout is not None:
+            return self.holdout
+        return DEFAULT_SHARE if self.guarantee == "validated" else 0.0
 
     def domain_spec(self) -> str | dict[str, Any]:
         """The domain as ``engine.learner.Domain.from_spec`` takes it."""

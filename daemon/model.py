@@ -195,7 +195,7 @@ class ModelRuntime:
             dt["validated"] = None
             if lc.guarantee == "validated":
                 log.warning("model %s: no validated certificate (holdout = %g of n = %d holds fewer than the "
-                            "%d examples a certificate needs)", self.id, lc.holdout, self.n_train, MIN_HOLDOUT)
+                            "%d examples a certificate needs)", self.id, lc.holdout_share, self.n_train, MIN_HOLDOUT)
             return s
         margin = v.bound - max(v.noisy_errors, 0) / v.m
         dt["validated"] = {**v.to_dict(), "margin": margin, "sentence": v.sentence()}
@@ -255,7 +255,7 @@ class ModelRuntime:
                 # uniform bits, and PCG64's words from such a seed serve as the sampler's fair bits (a heuristic
                 # about PCG64, not a cryptographic one). The config refuses a seed: a seeded fit has no claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
-                                          domain=self.domain, seed=None, holdout=lc.holdout,
+                                          domain=self.domain, seed=None, holdout=lc.holdout_share,
                                           beta=lc.validation_beta)
             assert self.schedule is not None
             return Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)

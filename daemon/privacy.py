@@ -247,7 +247,7 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     assert lc is not None
     alpha = lc.alpha or 0.1
     t = Targets(epsilon=lc.epsilon, alpha=alpha, beta=lc.beta, concept=cfg.concept, d=cfg.d)
-    m = holdout_size(n, lc.holdout)
+    m = holdout_size(n, lc.holdout_share)
     n_fit = n - m  # the a-priori bounds are about the fit, on the records not held out
     validated = lc.guarantee == "validated"
     c = learner_cost(t, n_fit, domain_size, cfg.depth, "agnostic" if validated else lc.guarantee)
