@@ -94,7 +94,9 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
 @click.option("--guarantee", type=click.Choice(mech.GUARANTEES), default="agnostic", show_default=True,
               help="Private learner: the accuracy bound its n_required, epsilon at --n, meets_targets_at_n and the "
                    "comparison follow, as the daemon's learner.guarantee (both bounds are printed): agnostic (an "
-                   "excess over a named comparator, any distribution) or realizable (labels from the class).")
+                   "excess over a named comparator, any distribution), realizable (labels from the class) or validated "
+                   "(the daemon's default: the released model's error measured privately on a held-out quarter; "
+                   "its n_required makes the certificate's margin <= alpha at any holdout error).")
 @click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
               show_default=True, help="Target epsilon (training set; queries conditionally).")
 @click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),

@@ -26,7 +26,9 @@ from everlast.engine.planner.api import TARGET_SLACK, Achievable, Plan, PlanInfe
 from everlast.engine.planner.report import fmt
 
 MECHANISMS = ("generic-bbl", "private-learner")
-GUARANTEES = ("agnostic", "realizable")
+GUARANTEES = ("agnostic", "realizable", "validated")
+VALIDATED_RATES = (0.05, 0.1, 0.2, 0.5)
+"""Holdout error rates at which the plan prints the validated certificate's margin."""
 __all__ = ["FLOAT64_POINTS", "GUARANTEES", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n",
            "cheapest", "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json",
            "learner_text", "realizable_if"]
@@ -91,6 +93,41 @@ def agnostic_json(shape: ag.ClassShape, t: Targets, n: int | None) -> dict[str, 
     return d
 
 
+def validated_margin(n: int, epsilon: float, beta: float, rate: float, share: float | None = None) -> float:
+    """The validated certificate's margin U(c) - c / m (Theorem V, docs/privacy/learner.md 10) at a holdout
+    error rate ``rate`` and no noise (c = round(rate m)), for n examples of which ``holdout_size(n, share)``
+    are held out; 1.0 when none are."""
+    from everlast.engine.learner.validate import DEFAULT_SHARE, holdout_size, upper_bound
+
+    m = holdout_size(n, DEFAULT_SHARE if share is None else share)
+    if m == 0:
+        return 1.0
+    c = round(rate * m)
+    return upper_bound(c, m, epsilon, beta) - c / m
+
+
+def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
+    """The validated certificate for planning: the n whose worst-case margin (at a holdout error of 1/2)
+    is at most alpha, and with n the margin at a few holdout error rates. What it certifies (error <= the
+    measured holdout error + the margin) is known only after the fit."""
+    def worst(k: int) -> float:
+        return validated_margin(k, t.epsilon, t.beta, 0.5)
+
+    lo, hi = 1, 128
+    while worst(hi) > t.alpha and hi < 1 << 40:
+        lo, hi = hi, hi * 2
+    while hi - lo > max(1, hi // 1000):  # to 0.1%: the margin is not exactly monotone in n (rounding of c)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if worst(mid) <= t.alpha else (mid, hi)
+    d: dict[str, Any] = {"theorem": "V (docs/privacy/learner.md 10)", "holdout_share": 0.25,
+                         "comparator": "the released model's measured holdout error", "n_required": hi}
+    if n is not None:
+        d["margin_at_n"] = {f"{r:g}": validated_margin(n, t.epsilon, t.beta, r) for r in VALIDATED_RATES}
+        d["excess_at_n"] = d["margin_at_n"]["0.5"]
+        d["epsilon_at_n"] = None
+    return d
+
+
 def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_POINTS,
                  depth: int = DEFAULT_DEPTH, guarantee: str = "agnostic") -> MechanismCost:
     """The generic private learner for the targets: (eps, 0) training, (0, 0) queries, and both accuracy
@@ -129,10 +166,11 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
             real["alpha_at_n"] = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
     agn = agnostic_json(shape, t, n)
     extra["realizable"], extra["agnostic"] = real, agn
+    extra["validated"] = validated_json(t, n)
     chosen = extra[guarantee]
-    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") else \
-        (chosen["epsilon_at_n"] if chosen["epsilon_at_n"] is not None else math.inf)
-    at_alpha = None if n is None else real["alpha_at_n"] if guarantee == "realizable" else agn["excess_at_n"]
+    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") or guarantee == "validated" \
+        else (chosen["epsilon_at_n"] if chosen["epsilon_at_n"] is not None else math.inf)
+    at_alpha = None if n is None else real["alpha_at_n"] if guarantee == "realizable" else chosen["excess_at_n"]
     return MechanismCost("private-learner", chosen["n_required"], t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
                          at_eps, at_alpha, extra)
 
@@ -330,6 +368,16 @@ def comparison_text(costs: tuple[MechanismCost, ...]) -> str:
     return "\n".join(rows)
 
 
+def _validated_line(t: Targets, v: dict[str, Any], n: int | None) -> str:
+    head = (f"Validated certificate (Theorem {v['theorem'].split()[0]}; the daemon's default guarantee): "
+            f"validated: error <= e (w.p. {fmt(1 - t.beta)}, on i.i.d. queries), e = the released model's error "
+            f"measured privately on a held-out quarter of the training set + a margin (no extra epsilon); ")
+    if n is None or "margin_at_n" not in v:
+        return head + f"the margin is <= {fmt(t.alpha)} at any holdout error from n = {fmt(v['n_required'])}."
+    ms = ", ".join(f"{fmt(m)} at {float(r):.0%}" for r, m in v["margin_at_n"].items())
+    return head + f"with n = {fmt(n)} the margin is {ms} holdout error (known after the fit)."
+
+
 def learner_text(t: Targets, c: MechanismCost) -> str:
     x = c.extra
     depth = x.get("depth")
@@ -350,7 +398,8 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
         f"Agnostic bound (Theorem {agn['theorem'].split()[0]}): error <= {agn['comparator']} + excess; the "
         f"excess is <= {fmt(t.alpha)} from n = {fmt(agn['n_required'])} (for every distribution)."
         + mark.get("agnostic", ""),
-        "Both bounds assume the training set is n i.i.d. draws from the distribution the queries come from.",
+        _validated_line(t, x["validated"], c.n) + mark.get("validated", ""),
+        "All bounds assume the training set is n i.i.d. draws from the distribution the queries come from.",
         f"|H| = {x['hypotheses'] if t.concept == 'trees' else fmt(float(x['hypotheses']))}, ln|H| = "
         f"{x['ln_hypotheses']:.2f}, domain: {x['domain']}.",
         f"  training set:  epsilon = {fmt(t.epsilon)}, delta = 0 (exponential mechanism, exact sampler; "

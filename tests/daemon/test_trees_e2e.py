@@ -66,6 +66,12 @@ async def test_a_tree_is_served_end_to_end_with_the_python_apis_accuracy(broker:
             if len(got) >= m:
                 break
             await asyncio.sleep(0.5)
+        # `everlast replay --concept trees`: points of R^d, a stump target (every tree can represent one)
+        rep = await asyncio.to_thread(_cli, ["replay", "--bootstrap-servers", broker.bootstrap, "--queries-topic",
+                                             topics["queries"], "--labels-topic", topics["labels"], "--model", "tr",
+                                             "--concept", "trees", "--d", "2", "--queries", "300", "--json"])
+        r = json.loads(rep)
+        assert r["concept"] == "trees" and r["answered"] == 300, r
     assert len(got) == m
     labels = np.array([_label(got[i]) for i in range(m)])
     restored = await ModelCheckpointer(DirStore(tmp_path / "ck"), "tr").load()
