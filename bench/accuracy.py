@@ -14,13 +14,15 @@ the error), ``covered`` (the share of fits whose bound is at or above their meas
 the bound's margin over the measured holdout error at most 0.1) and ``constant`` (the share of fits
 that give every test point the same label); null for the other methods) and writes a PNG plot of accuracy against
 epsilon per data set (``--plot``). The Markdown output adds the certificate's table and the issue's
-targets checked on the rows. ``--quick``: Bananas only, 3 fits, epsilon 1 (what CI runs). Needs the ``bench`` extra (river, scikit-learn, diffprivlib); without diffprivlib its rows are
+targets checked on the rows. ``--quick``: Bananas only, 3 fits, epsilon 1 (what CI runs).
+Needs the ``bench`` extra (river, scikit-learn, diffprivlib); without diffprivlib its rows are
 left out, and said so.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -132,7 +134,7 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
     for key in dict.fromkeys((r["dataset"], r["method"]) for r in rows if r["epsilon"] is not None):
         cells = sorted((r["epsilon"], r["mean"], r["std"]) for r in rows if (r["dataset"], r["method"]) == key
                        and r["epsilon"] is not None)
-        drops += [f"{key[0]}/{key[1]} {a[0]:g}->{b[0]:g}" for a, b in zip(cells, cells[1:], strict=False)
+        drops += [f"{key[0]}/{key[1]} {a[0]:g}->{b[0]:g}" for a, b in itertools.pairwise(cells)
                   if key[1].startswith("everlast-") and b[1] < a[1] - a[2]]
     lines.append(f"{'pass' if not drops else 'FAIL'}: the learner's mean accuracy never drops by more than one sd "
                  "from one epsilon to the next" + (f"; drops: {', '.join(drops)}" if drops else ""))

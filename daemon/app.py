@@ -89,8 +89,9 @@ def learner_line(m: ModelRuntime) -> str:
             f"training set ({g.epsilon_training:.4g}, 0)-DP ({dt['claim']}), queries (0, 0)-DP; no rounds, never "
             f"halts; accuracy, realizable ({dt['accuracy_theorem']}; only if {dt['realizable_if']}: the data can "
             f"contradict this): {real}; agnostic ({dt['agnostic_theorem']}, every distribution): {agn}; both "
-            f"for a training set of n i.i.d. draws from the distribution the queries come from (the a-priori bounds, "
-            f"at the {dt.get('n_fit', m.n_train)} examples fitted on: for planning); alpha is checked against the {dt['guarantee']} bound")
+            f"for a training set of n i.i.d. draws from the distribution the queries come from (the a-priori "
+            f"bounds, at the {dt.get('n_fit', m.n_train)} examples fitted on: for planning); alpha is checked "
+            f"against the {dt['guarantee']} bound")
 
 
 def warn_operator(cfg: Config) -> None:

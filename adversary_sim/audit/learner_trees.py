@@ -134,7 +134,6 @@ def grid_event(epsilon: float, per_world: int, alpha: float) -> tuple[set[tuple[
     before any fit: the trees with the largest likelihood ratio, as many as maximise the Clopper-Pearson
     bound expected at ``per_world`` fits."""
     from everlast.adversary_sim.audit.stats import clopper_pearson
-
     from everlast.engine.learner.tree import level_epsilons
 
     x, _ = grid_training_set(0)
