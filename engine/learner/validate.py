@@ -101,7 +101,10 @@ def observed_cdf(c: int, m: int, p: float, q: float) -> float:
     """P_p[E + Z <= c], E ~ Binomial(m, p) independent of Z (discrete Laplace, parameter q)."""
     from scipy.stats import binom
 
-    k = np.arange(m + 1, dtype=np.int64)
+    sd = math.sqrt(m * p * (1.0 - p))
+    lo = max(0, math.floor(m * p - 40.0 * sd - 50.0))  # outside: binomial mass below e^-800 (Chernoff),
+    hi = min(m, math.ceil(m * p + 40.0 * sd + 50.0))  # far inside the slack of ``upper_bound``
+    k = np.arange(lo, hi + 1, dtype=np.int64)
     return float(np.sum(binom.pmf(k, m, p) * noise_cdf(c - k, q)))
 
 

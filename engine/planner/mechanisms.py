@@ -13,6 +13,7 @@ Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from everlast.engine.planner.report import fmt
 MECHANISMS = ("generic-bbl", "private-learner")
 GUARANTEES = ("agnostic", "realizable", "validated")
 VALIDATED_RATES = (0.05, 0.1, 0.2, 0.5)
+EXACT_MARGIN_UP_TO = 100_000
+"""Held-out sizes up to which the plan inverts the exact law (Lemma V1); above, the Hoeffding form."""
 """Holdout error rates at which the plan prints the validated certificate's margin."""
 __all__ = ["FLOAT64_POINTS", "GUARANTEES", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n",
            "cheapest", "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json",
@@ -102,25 +105,45 @@ def validated_margin(n: int, epsilon: float, beta: float, rate: float, share: fl
     m = holdout_size(n, DEFAULT_SHARE if share is None else share)
     if m == 0:
         return 1.0
+    if m > EXACT_MARGIN_UP_TO:  # the Hoeffding form, a valid (looser) bound
+        return _hoeffding_margin(m, epsilon, beta)
     c = round(rate * m)
     return upper_bound(c, m, epsilon, beta) - c / m
 
 
-def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
-    """The validated certificate for planning: the n whose worst-case margin (at a holdout error of 1/2)
-    is at most alpha, and with n the margin at a few holdout error rates. What it certifies (error <= the
-    measured holdout error + the margin) is known only after the fit."""
-    def worst(k: int) -> float:
-        return validated_margin(k, t.epsilon, t.beta, 0.5)
+def _hoeffding_margin(m: int, epsilon: float, beta: float) -> float:
+    """t / m + sqrt(ln(2 / beta) / (2m)): the margin of the Hoeffding form of the validated bound (the
+    noise's tail and Hoeffding's, each at beta / 2), a valid bound at any holdout error."""
+    q = math.exp(-epsilon)
+    t = max(0.0, math.log(2.0 / (beta * (1.0 + q))) / epsilon)
+    return min(1.0, t / m + math.sqrt(math.log(2.0 / beta) / (2.0 * m)))
+
+
+@functools.lru_cache(maxsize=256)
+def _validated_n(epsilon: float, beta: float, alpha: float) -> int:
+    """The least n whose held-out quarter makes the Hoeffding form's margin <= alpha (it decreases in m)."""
+    from everlast.engine.learner.validate import DEFAULT_SHARE, holdout_size
+
+    def ok(k: int) -> bool:
+        m = holdout_size(k, DEFAULT_SHARE)
+        return m > 0 and _hoeffding_margin(m, epsilon, beta) <= alpha
 
     lo, hi = 1, 128
-    while worst(hi) > t.alpha and hi < 1 << 40:
+    while not ok(hi):
         lo, hi = hi, hi * 2
-    while hi - lo > max(1, hi // 1000):  # to 0.1%: the margin is not exactly monotone in n (rounding of c)
+    while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if worst(mid) <= t.alpha else (mid, hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
+    """The validated certificate for planning: the n from which the margin of its Hoeffding form (valid
+    at any holdout error) is at most alpha, and with n the margin at a few holdout error rates. What it certifies (error <= the
+    measured holdout error + the margin) is known only after the fit."""
     d: dict[str, Any] = {"theorem": "V (docs/privacy/learner.md 10)", "holdout_share": 0.25,
-                         "comparator": "the released model's measured holdout error", "n_required": hi}
+                         "comparator": "the released model's measured holdout error",
+                         "n_required": _validated_n(t.epsilon, t.beta, t.alpha)}
     if n is not None:
         d["margin_at_n"] = {f"{r:g}": validated_margin(n, t.epsilon, t.beta, r) for r in VALIDATED_RATES}
         d["excess_at_n"] = d["margin_at_n"]["0.5"]
