@@ -78,6 +78,9 @@ async def test_a_tree_is_served_end_to_end_with_the_python_apis_accuracy(broker:
     assert restored is not None and isinstance(restored.predictor, PrivateLearner)
     model = restored.predictor
     assert isinstance(model.hypothesis, Tree) and model.hypothesis.depth == 3
+    # the default guarantee: a quarter held out, the validated certificate kept with the release
+    v = model.validation
+    assert v is not None and v.m == len(s.y_train) // 4 and v.beta == 0.01 and 0.0 < v.bound < 0.5
     api = model.answer(s.x_test).labels
     assert np.array_equal(labels, api)  # the served answers are the Python API's, label for label
     acc = float((labels == s.y_test).mean())
