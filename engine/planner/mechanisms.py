@@ -4,8 +4,8 @@
 ``n``, what that many examples certify) and names the cheapest one that certifies the targets with
 proven numbers. The private learner's numbers come from ``engine.planner.learner`` and
 ``engine.planner.agnostic`` (docs/privacy/learner.md); its n_required, epsilon at n and whether it meets
-the targets follow one accuracy bound, ``guarantee`` (default agnostic, the daemon's default
-``learner.guarantee``: the plan and the daemon's start-up check use the same numbers), and both bounds
+the targets follow one accuracy bound, ``guarantee`` (default agnostic; the daemon's start-up check under an a-priori
+``learner.guarantee`` uses the same numbers; its default, validated, is checked after the fit), and both bounds
 are reported. GenericBBL's come from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
 
 Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``.
