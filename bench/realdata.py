@@ -13,8 +13,9 @@ at validation_beta = 0.01; on the domain of ``BINS`` bins of the same public per
 diffprivlib is given, below); diffprivlib's ``diffprivlib-logreg``, ``diffprivlib-nb`` (GaussianNB) and
 ``diffprivlib-tree`` (DecisionTreeClassifier, its default depth 5) given *public bounds* per
 feature: the minimum and maximum over the whole data set (train and test), as a user who knows the
-features' ranges would state them (derived from the data here, which favours diffprivlib: its
-guarantee assumes bounds chosen independently of the data); LogisticRegression sees the features
+features' ranges would state them (derived from the data here, which favours every method given
+them -- diffprivlib's models and the learner's bins: their guarantees assume bounds chosen independently
+of the data); LogisticRegression sees the features
 scaled to [0, 1] by those bounds and data_norm = sqrt(d). Non-private baselines (scikit-learn):
 ``majority``, ``best-stump`` (a depth-1 tree), ``tree-3`` (depth 3, Gini), ``logreg``.
 """
