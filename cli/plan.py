@@ -12,7 +12,8 @@ same targets and their query chain and data cost are reported (``designs`` in th
 ``--mechanism`` compares mechanisms (``engine.planner.mechanisms``): ``private-learner`` plans only
 the generic private learner (docs/privacy/learner.md; its JSON has the same contract keys),
 ``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
-to GenericBBL's plan. The learner's n follows ``--guarantee`` (default agnostic; the daemon's default, validated, is checked after its fit).
+to GenericBBL's plan. The learner's n follows ``--guarantee``
+(default agnostic; the daemon's default, validated, is checked after its fit).
 """
 
 from __future__ import annotations

@@ -139,8 +139,8 @@ def _validated_n(epsilon: float, beta: float, alpha: float) -> int:
 
 def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
     """The validated certificate for planning: the n from which the margin of its Hoeffding form (valid
-    at any holdout error) is at most alpha, and with n the margin at a few holdout error rates. What it certifies (error <= the
-    measured holdout error + the margin) is known only after the fit."""
+    at any holdout error) is at most alpha, and with n the margin at a few holdout error rates. What it
+    certifies (error <= the measured holdout error + the margin) is known only after the fit."""
     d: dict[str, Any] = {"theorem": "V (docs/privacy/learner.md 10)", "holdout_share": 0.25,
                          "comparator": "the released model's measured holdout error",
                          "n_required": _validated_n(t.epsilon, t.beta, t.alpha)}
