@@ -557,3 +557,20 @@ def test_a_constant_release_is_warned_of(tmp_path: Path, caplog: Any) -> None:
                 break
     assert rt.guarantee.details["constant"] is True
     assert any("constant model" in r.getMessage() for r in caplog.records)
+
+
+def test_the_validated_bound_is_a_metric(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from everlast.daemon.metrics import Metrics
+    from everlast.daemon.service import publish_guarantee
+    from tests.daemon.test_lifecycle import metric
+
+    rt = runtime(tmp_path, learner="epsilon = 1.0")
+    _fitted(rt)
+    m = Metrics()
+    publish_guarantee(m, rt)
+    text = generate_latest(m.registry).decode()
+    v = rt.guarantee.details["validated"]
+    assert metric(text, "everlast_guarantee_accuracy", model="pl", quantity="validated") == pytest.approx(v["bound"])
+    assert metric(text, "everlast_guarantee_accuracy", model="pl", quantity="validated_beta") == 0.01
