@@ -87,25 +87,28 @@ def discrete_laplace(bits: BitSource, epsilon: float) -> int:
         return -g if b == 1 else g
 
 
-def noise_cdf(j: NDArray[np.int64], q: float) -> NDArray[np.float64]:
-    """P[Z <= j] for the discrete Laplace law of parameter q: q^-j / (1 + q) for j < 0, and
-    1 - q^(j+1) / (1 + q) for j >= 0 (sum of the geometric tails)."""
+def noise_cdf(j: NDArray[np.int64], epsilon: float) -> NDArray[np.float64]:
+    """P[Z <= j] for the discrete Laplace law of parameter q = exp(-epsilon): q^-j / (1 + q) for j < 0,
+    and 1 - q^(j+1) / (1 + q) for j >= 0 (sum of the geometric tails). Every power is exp(k lq) with
+    lq = -epsilon exactly (never log(exp(-epsilon)), which is off by an ulp and fails where exp(-epsilon)
+    underflows to 0, epsilon >= 745.2)."""
     jf = j.astype(np.float64)
-    lq = math.log(q)
+    lq = -float(epsilon)
+    q = math.exp(lq)  # 0.0 for epsilon >= 745.2: then 1 + q = 1, exactly the law's limit to double precision
     neg = np.exp(-np.minimum(jf, 0.0) * lq) / (1.0 + q)  # q^{-j} = q^{|j|} for j < 0
     pos = 1.0 - np.exp((np.maximum(jf, -1.0) + 1.0) * lq) / (1.0 + q)
     return np.where(j < 0, neg, pos)
 
 
-def observed_cdf(c: int, m: int, p: float, q: float) -> float:
-    """P_p[E + Z <= c], E ~ Binomial(m, p) independent of Z (discrete Laplace, parameter q)."""
+def observed_cdf(c: int, m: int, p: float, epsilon: float) -> float:
+    """P_p[E + Z <= c], E ~ Binomial(m, p) independent of Z (discrete Laplace at epsilon)."""
     from scipy.stats import binom
 
     sd = math.sqrt(m * p * (1.0 - p))
     lo = max(0, math.floor(m * p - 40.0 * sd - 50.0))  # outside: binomial mass below e^-800 (Chernoff),
     hi = min(m, math.ceil(m * p + 40.0 * sd + 50.0))  # far inside the slack of ``upper_bound``
     k = np.arange(lo, hi + 1, dtype=np.int64)
-    return float(np.sum(binom.pmf(k, m, p) * noise_cdf(c - k, q)))
+    return float(np.sum(binom.pmf(k, m, p) * noise_cdf(c - k, epsilon)))
 
 
 def upper_bound(c: int, m: int, epsilon: float, beta: float) -> float:
@@ -114,11 +117,10 @@ def upper_bound(c: int, m: int, epsilon: float, beta: float) -> float:
     decreases in p). 1.0 when no p < 1 is rejected. Bisection to 2^-40, returning the upper end."""
     if m < 1:
         return 1.0
-    q = math.exp(-epsilon)
     target = beta * (1.0 - SLACK)
 
     def rejected(p: float) -> bool:
-        return observed_cdf(c, m, p, q) <= target
+        return observed_cdf(c, m, p, epsilon) <= target
 
     if not rejected(1.0 - 1e-12):
         return 1.0

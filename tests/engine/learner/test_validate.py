@@ -39,16 +39,28 @@ def test_noise_cdf_sums_the_law() -> None:
     q = math.exp(-0.7)
     pmf = {z: (1 - q) / (1 + q) * q ** abs(z) for z in range(-80, 81)}
     for j in (-5, -1, 0, 1, 4):
-        assert noise_cdf(np.array([j]), q)[0] == pytest.approx(sum(p for z, p in pmf.items() if z <= j), rel=1e-12)
+        assert noise_cdf(np.array([j]), 0.7)[0] == pytest.approx(sum(p for z, p in pmf.items() if z <= j), rel=1e-12)
 
 
 def test_upper_bound_inverts_the_cdf() -> None:
     """U is where P_p[E + Z <= c] crosses beta, and it grows with c."""
     u = upper_bound(30, 200, 1.0, 0.05)
-    q = math.exp(-1.0)
-    assert observed_cdf(30, 200, u, q) <= 0.05 < observed_cdf(30, 200, u - 1e-6, q)
+    assert observed_cdf(30, 200, u, 1.0) <= 0.05 < observed_cdf(30, 200, u - 1e-6, 1.0)
     assert upper_bound(-3, 200, 1.0, 0.05) < upper_bound(0, 200, 1.0, 0.05) < u < upper_bound(31, 200, 1.0, 0.05)
     assert upper_bound(250, 200, 1.0, 0.05) == 1.0
+
+
+def test_a_huge_epsilon_is_exact_noise_free_counting() -> None:
+    """epsilon >= 745.2 makes exp(-epsilon) 0.0: the noise is 0 (its law's mass off 0 is below 2^-1074),
+    the CDF is the step at 0 (no log of 0: lq = -epsilon exactly), and the bound is the binomial one.
+    (A mutant computing lq = log(exp(-epsilon)) raises ValueError here.)"""
+    assert all(discrete_laplace(_bits(s), 800.0) == 0 for s in range(3))
+    assert noise_cdf(np.array([-2, -1, 0, 3]), 800.0).tolist() == [0.0, 0.0, 1.0, 1.0]
+    u = upper_bound(30, 200, 800.0, 0.05)
+    from scipy.stats import binom
+
+    assert binom.cdf(30, 200, u) <= 0.05 < binom.cdf(30, 200, u - 1e-6)
+    assert u == pytest.approx(upper_bound(30, 200, 700.0, 0.05), abs=1e-9)
 
 
 def test_the_bound_covers_the_true_error() -> None:
@@ -146,3 +158,35 @@ def test_constant_models() -> None:
     assert not Tree(2, (0, 0, 0), (5, 0, 10), (1, 1, 1)).constant(0, 9, 1)
     # an unreachable leaf does not count: the root sends everything right
     assert Tree(2, (0, 1, 0), (0, 3, 10), (1, 1, -1)).constant(0, 9, 2)
+
+
+def test_a_fit_at_epsilon_800_is_certified() -> None:
+    """The crash the review found: a fit with a holdout at epsilon 800 (exp(-800) = 0.0) used to raise in
+    the bound, after the fit."""
+    x, y = _data(400)
+    m = PrivateLearner.fit("stumps", x, y, epsilon=800.0, d=2, seed=2, holdout=0.25, beta=0.01)
+    v = m.validation
+    assert v is not None and v.m == 100 and 0.0 < v.bound < 1.0
+
+
+def test_the_float_cdf_matches_a_40_digit_computation() -> None:
+    """The slack of ``upper_bound`` (relative 10^-9) assumes the float CDF is that close: checked against
+    mpmath at 40 digits (the binomial pmf by its recurrence over a 60-sd window) for m from 200 to 10^5,
+    epsilon 0.01 to 2, CDF values from 10^-20 to 0.93 (measured error below 2 10^-14)."""
+    import mpmath as mp
+
+    def exact(c: int, m: int, p: float, eps: float) -> float:
+        with mp.workdps(40):
+            q, pp = mp.e ** (-mp.mpf(eps)), mp.mpf(p)
+            sd = math.sqrt(m * p * (1 - p))
+            lo, hi = max(0, math.floor(m * p - 60 * sd - 80)), min(m, math.ceil(m * p + 60 * sd + 80))
+            tot, pmf = mp.mpf(0), mp.binomial(m, lo) * pp**lo * (1 - pp) ** (m - lo)
+            for k in range(lo, hi + 1):
+                j = c - k
+                tot += pmf * (q ** (-j) / (1 + q) if j < 0 else 1 - q ** (j + 1) / (1 + q))
+                pmf = pmf * (m - k) / (k + 1) * pp / (1 - pp)
+            return float(tot)
+
+    for c, m, p, eps in ((30, 200, 0.2, 1.0), (30, 200, 0.05, 0.1), (2600, 20000, 0.15, 0.5),
+                         (13000, 100000, 0.14, 2.0), (10, 100000, 0.0003, 0.01)):
+        assert observed_cdf(c, m, p, eps) == pytest.approx(exact(c, m, p, eps), rel=1e-12), (c, m, p, eps)
