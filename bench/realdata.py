@@ -9,13 +9,15 @@ Data sets (binary labels, fixed stratified 70/30 split, ``random_state = 0``):
 
 Methods: ``everlast-stumps`` and ``everlast-trees-3`` (the served learner, ``PrivateLearner.fit`` as
 the daemon runs it by default: a quarter of the training set held out for the validated certificate
-at validation_beta = 0.01; on the domain of ``BINS`` bins of the same public per-feature bounds
-diffprivlib is given, below); diffprivlib's ``diffprivlib-logreg``, ``diffprivlib-nb`` (GaussianNB) and
-``diffprivlib-tree`` (DecisionTreeClassifier, its default depth 5) given *public bounds* per
-feature: the minimum and maximum over the whole data set (train and test), as a user who knows the
-features' ranges would state them (derived from the data here, which favours every method given
-them -- diffprivlib's models and the learner's bins: their guarantees assume bounds chosen independently
-of the data); LogisticRegression sees the features
+at validation_beta = 0.01; on the domain of ``BINS`` bins of the same per-feature ranges diffprivlib
+is given, below); diffprivlib's ``diffprivlib-logreg``, ``diffprivlib-nb`` (GaussianNB) and
+``diffprivlib-tree`` (DecisionTreeClassifier, its default depth 5) given per-feature bounds: the
+minimum and maximum over the whole data set (train and test). These ranges are **a benchmark's
+non-private choice**, read from the data (test split included), not public bounds: they stand in for
+the ranges a user who knows the features would state, favour every method given them (diffprivlib's
+models and the learner's bins, whose guarantees assume bounds chosen independently of the data), and
+make the benchmark's fits carry no privacy claim. A deployment must take its ranges from public
+knowledge, never from the data (docs/privacy/learner.md 1, "Bins"). LogisticRegression sees the features
 scaled to [0, 1] by those bounds and data_norm = sqrt(d). Non-private baselines (scikit-learn):
 ``majority``, ``best-stump`` (a depth-1 tree), ``tree-3`` (depth 3, Gini), ``logreg``.
 """
@@ -50,7 +52,8 @@ class Split:
     x_test: F64
     y_test: I8
     lo: F64
-    """Public bounds (per feature) given to diffprivlib."""
+    """Per-feature ranges given to diffprivlib and the learner's bins: the whole data set's minimum (and
+    ``hi`` maximum), a benchmark's non-private choice, not public bounds."""
     hi: F64
 
 
@@ -107,7 +110,7 @@ def private_fit(method: str, s: Split, epsilon: float, seed: int) -> Predict:
 
 def everlast_fit(method: str, s: Split, epsilon: float, seed: int) -> Any:
     """The served learner as the daemon fits it by default (holdout and validated certificate), on the
-    public bounds cut into ``BINS`` bins."""
+    benchmark's ranges (read from the data: no privacy claim) cut into ``BINS`` bins."""
     from everlast.engine.learner import Domain, PrivateLearner
 
     d = s.x_train.shape[1]

@@ -9,8 +9,9 @@ Three kinds (``Domain.from_spec``):
   * ``grid``: K distinct finite doubles g_0 < ... < g_{K-1} the model declares. Positions: indices
     0..K-1; a point is in X iff it equals some g_j.
   * ``bins``: a public range [lo_k, hi_k] per feature k and a number of bins B: every finite double is
-    in X, and its position on coordinate k is its bin, floor(B (x - lo_k) / (hi_k - lo_k)) clipped to
-    [0, B - 1] (0 where hi_k = lo_k). |X| = B positions per coordinate; a cut is a bin edge. The
+    in X, and its position on coordinate k is its bin, the binary64 computation
+    floor(fl(fl(x - lo_k) * fl(B / fl(hi_k - lo_k)))) clipped to [0, B - 1] (0 where hi_k = lo_k; an
+    overflow to +inf is the last bin). |X| = B positions per coordinate; a cut is a bin edge. The
     ranges are part of the public configuration (chosen before the data, like every domain); a point
     outside its range falls in the end bin, not refused (docs/privacy/learner.md 1, "Bins").
 Positions are increasing in value, so any hypothesis that compares values (x >= t, a <= x < b) is a

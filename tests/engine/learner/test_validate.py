@@ -190,3 +190,17 @@ def test_the_float_cdf_matches_a_40_digit_computation() -> None:
     for c, m, p, eps in ((30, 200, 0.2, 1.0), (30, 200, 0.05, 0.1), (2600, 20000, 0.15, 0.5),
                          (13000, 100000, 0.14, 2.0), (10, 100000, 0.0003, 0.01)):
         assert observed_cdf(c, m, p, eps) == pytest.approx(exact(c, m, p, eps), rel=1e-12), (c, m, p, eps)
+
+
+def test_bins_are_the_documented_float_computation() -> None:
+    """learner.md 1's formula, floor(fl(fl(x - lo) * fl(B / fl(hi - lo)))) clipped, is the code's, bit for
+    bit (including on the bin edges, where it differs from the real-number formula), and an overflow
+    goes to the end bins."""
+    lo, hi, b = np.array([0.0, -1.0]), np.array([0.3, 7.0]), 10
+    d = Domain.bins(lo.tolist(), hi.tolist(), b)
+    x = np.random.default_rng(8).uniform(-1.0, 8.0, (5000, 2))
+    x[:200] = (np.arange(200)[:, None] % 11) * ((hi - lo) / b) + lo  # the edges
+    w = b / (hi - lo)
+    want = np.clip(np.floor((x - lo) * w), 0, b - 1).astype(np.int64)
+    assert (d.positions(x) == want).all()
+    assert d.positions(np.array([[1.7e308, -1.7e308]])).tolist() == [[b - 1, 0]]
