@@ -80,6 +80,13 @@ def validator_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return {"name": "stumps", "d": spec["d"]} if spec["name"] == "trees" else spec
 
 
+MIN_EPSILON = 2.0**-1000
+"""The least epsilon a fit accepts: a tree's level budgets are at least epsilon / 2^8 and the split
+score's mechanism runs at epsilon_l / 256, an exact division only while the quotient is a normal double
+(epsilon_l >= 2^-1014; docs/privacy/learner.md 8). Below, a subnormal quotient rounds, possibly up:
+an overspend."""
+
+
 def check_epsilon(epsilon: Any, n: int) -> float:
     try:
         eps = float(epsilon)
@@ -87,6 +94,8 @@ def check_epsilon(epsilon: Any, n: int) -> float:
         raise InvalidInput("epsilon must be a number") from None
     if not (math.isfinite(eps) and eps > 0.0):
         raise InvalidInput("epsilon must be positive and finite")
+    if eps < MIN_EPSILON:
+        raise InvalidInput("epsilon must be at least 2^-1000 (a smaller one makes a tree's split budget subnormal)")
     if eps * max(n, 1) > MAX_EPS_ERRORS:
         raise InvalidInput(f"epsilon * n must be at most {MAX_EPS_ERRORS:g} (the exact sampler's range)")
     return eps

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from everlast.engine.errors import CorruptState
+from everlast.engine.errors import CorruptState, InvalidInput
 from everlast.engine.learner.exact import BitSource
 from everlast.engine.learner.hypothesis import hypothesis_count
 from everlast.engine.learner.stumps import SPLIT, SPLIT_SCALE, check_split_records, sample_stump_rows
@@ -157,6 +157,8 @@ def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilon
     n = int(pos.shape[0])
     if split_score and len(epsilons) > 1:
         check_split_records(n)
+        if any((e / SPLIT_SCALE) * SPLIT_SCALE != e or e / SPLIT_SCALE < 2.0**-1022 for e in epsilons[:-1]):
+            raise InvalidInput("a level's epsilon / 256 is not exact (subnormal): epsilon is too small")
     coords: list[int] = []
     cuts: list[int] = []
     signs: list[int] = []

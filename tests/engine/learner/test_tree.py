@@ -237,3 +237,24 @@ def test_without_a_seed_each_generator_gets_256_bits_of_os_entropy() -> None:
     assert len({e >> 128 for e in ents}) == 4 and len({e % 2**128 for e in ents}) == 4  # w.p. 1 - 2^-124
     log2_intervals = math.log2((FLOAT64_POINTS + 1) * (FLOAT64_POINTS + 2) // 2)
     assert 126.998 < log2_intervals < 126.999 and 255 - log2_intervals > 128
+
+
+def test_a_subnormal_split_budget_is_refused() -> None:
+    """epsilon_l / 256 must be exact: below 2^-1000 a fit is refused (naming epsilon); at 2^-1000 the
+    smallest budget of a depth-8 tree divides exactly; a level budget whose quotient is subnormal is
+    refused by the sampler itself (the mutant that divides anyway would round 3 2^-1074 / 256 up to
+    2^-1074, more than its share)."""
+    from everlast.engine.errors import InvalidInput
+    from everlast.engine.learner.model import MIN_EPSILON
+
+    x, y = _xy(200, 3)
+    with pytest.raises(InvalidInput, match="epsilon must be at least"):
+        PrivateLearner.fit("trees", x, y, epsilon=2.0**-1001, d=2, depth=3, seed=1)
+    for depth in (2, 8):
+        levels = level_epsilons(MIN_EPSILON, depth, 200, 2, FLOAT64_POINTS)
+        assert all((e / SPLIT_SCALE) * SPLIT_SCALE == e and e / SPLIT_SCALE >= 2.0**-1022 for e in levels[:-1])
+    assert PrivateLearner.fit("trees", x, y, epsilon=MIN_EPSILON, d=2, depth=3, seed=1).hypothesis.depth == 3
+    pos = np.zeros((4, 1), dtype=np.int64)
+    with pytest.raises(InvalidInput, match="subnormal"):
+        sample_tree(pos, np.zeros(4, dtype=np.int8), 0, 3, (3 * 2.0**-1074, 1.0), lambda i: Bits(np.random.default_rng(1)),
+                    split_score=True)
