@@ -27,7 +27,7 @@ from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError
 from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
-from everlast.engine.learner.validate import MIN_HOLDOUT
+from everlast.engine.learner.validate import MIN_HOLDOUT, holdout_size
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import Servable
@@ -38,6 +38,11 @@ log = logging.getLogger("everlast.daemon")
 def learner_spec(cfg: ModelConfig) -> dict[str, Any]:
     """The learner's class as configured (trees carry their depth); raises ``InvalidInput``."""
     return concept_spec({"name": cfg.concept, "d": cfg.d, **({"depth": cfg.depth} if cfg.concept == "trees" else {})})
+
+
+REFIT = ("not served, never refitted: a fit of the same data under a new model id is a second release, and the two "
+         "releases' epsilons add up")
+"""The learner's accuracy refusals end with this (docs/OPERATIONS.md, 'Serving the private learner')."""
 
 
 @dataclass
@@ -112,7 +117,10 @@ class ModelRuntime:
 
     def meta(self, partitions: int | None) -> dict[str, Any]:
         """Fields saved with every checkpoint of this model."""
-        return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
+        out: dict[str, Any] = {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism}
+        if self.cfg.learner is not None and self.mechanism == "private-learner":
+            out["guarantee"] = self.cfg.learner.guarantee  # checked on restore (``check_restored``)
+        return out
 
     async def activate(
         self, store: BlobStore, start_offset: int, partitions: int | None = None, journal: str | None = None,
@@ -204,10 +212,10 @@ class ModelRuntime:
             return s
         why = None
         if lc.alpha is not None and margin > lc.alpha:
-            why = (f"the validated certificate's margin {margin:.3g} over the measured holdout error exceeds alpha = "
-                   f"{lc.alpha:g} ({v.sentence()}); hold out more examples or raise epsilon, under a new model id")
+            why = (f"margin {margin:.3g} over the measured holdout error exceeds alpha = {lc.alpha:g} "
+                   f"({v.sentence()}); {REFIT}")
         elif lc.max_error is not None and v.bound > lc.max_error:
-            why = f"{v.sentence()} exceeds max_error = {lc.max_error:g}; the fit is not served (never refitted)"
+            why = f"{v.sentence()} exceeds max_error = {lc.max_error:g}; {REFIT}"
         if why is not None:
             log.warning("model %s: refused: %s", self.id, why)
             s.suspension = Suspension(f"accuracy: {why}"[:300], 0, s.offset, False)
@@ -228,7 +236,7 @@ class ModelRuntime:
                 "partition count (docs/OPERATIONS.md, 'Partitions')."
             )
         p = restored.predictor
-        self.check_restored(p)
+        self.check_restored(p, meta.get("guarantee"))
         return Served(
             self.id,
             p,
@@ -262,9 +270,11 @@ class ModelRuntime:
         except EngineError as exc:
             raise ConfigError(f"model {self.id}: {exc}") from None
 
-    def check_restored(self, p: Servable) -> None:
-        """Refuse a checkpoint written under another mechanism or, for the learner, other settings:
-        the model would serve a release whose certificate is not the one this configuration reports."""
+    def check_restored(self, p: Servable, guarantee: str | None = None) -> None:
+        """Refuse a checkpoint written under another mechanism or, for the learner, other settings
+        (epsilon, class, domain, n, the held-out size, validation_beta and -- when the checkpoint's
+        metadata records it, ``guarantee`` -- the guarantee): the model would serve a release whose
+        certificate is not the one this configuration reports."""
         if p.mechanism != self.mechanism:
             raise CheckpointError(
                 f"model {self.id}: its checkpoint holds a {p.mechanism} model but the configuration says "
@@ -277,17 +287,24 @@ class ModelRuntime:
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
-        want = {"epsilon": lc.epsilon, "concept": learner_spec(self.cfg),
-                "domain": self.domain.describe(), "n": self.n_train}
-        have = {"epsilon": p.epsilon, "concept": p.spec, "domain": p.domain.describe(), "n": p.n_train}
+        v = p.validation
+        want: dict[str, Any] = {"epsilon": lc.epsilon, "concept": learner_spec(self.cfg),
+                                "domain": self.domain.describe(), "n": self.n_train,
+                                "holdout": holdout_size(self.n_train, lc.holdout_share)}
+        have: dict[str, Any] = {"epsilon": p.epsilon, "concept": p.spec, "domain": p.domain.describe(),
+                                "n": p.n_train, "holdout": 0 if v is None else v.m}
+        if v is not None:  # no holdout: no beta was used
+            want["validation_beta"], have["validation_beta"] = lc.validation_beta, v.beta
+        if guarantee is not None:  # checkpoints written before the guarantee was recorded carry none
+            want["guarantee"], have["guarantee"] = lc.guarantee, guarantee
         diff = [k for k in want if want[k] != have[k]] or ([] if p.domain == self.domain else ["domain"])
         if diff:
             said = ", ".join(f"{k}: checkpoint {have[k]!r}, configuration {want[k]!r}" for k in diff)
             raise CheckpointError(
                 f"model {self.id}: its checkpoint was fitted with other settings ({said}). The fitted hypothesis "
                 "is never refitted (a new fit is a second release: another epsilon on the same data). Restore "
-                "the configuration, or fit anew under a new model id (docs/OPERATIONS.md, 'Serving the private "
-                "learner')."
+                "the configuration; a fit under a new model id is a second release of the same data, and the "
+                "two releases' epsilons add up (docs/OPERATIONS.md, 'Serving the private learner')."
             )
 
     def _adopt(self, running: Any) -> None:

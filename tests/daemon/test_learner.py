@@ -212,11 +212,15 @@ def test_fit_once_then_restore_never_refit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("change", "msg"), [
     ("epsilon = 2.0", "epsilon: checkpoint 1.0, configuration 2.0"),
     ('epsilon = 1.0\ndomain = { kind = "range", lo = 0.0, hi = 1.0 }', "domain: checkpoint 'all finite doubles'"),
+    ("epsilon = 1.0\nholdout = 0.3", f"holdout: checkpoint {N // 4}, configuration {int(0.3 * N)}"),
+    ("epsilon = 1.0\nvalidation_beta = 0.05", "validation_beta: checkpoint 0.01, configuration 0.05"),
+    ('epsilon = 1.0\nguarantee = "agnostic"\nholdout = 0.25',
+     "guarantee: checkpoint 'validated', configuration 'agnostic'"),
 ])
 def test_a_learner_checkpoint_with_other_settings_is_refused(tmp_path: Path, change: str, msg: str) -> None:
     store = DirStore(tmp_path / "ck")
     asyncio.run(_activate(runtime(tmp_path), store))
-    with pytest.raises(CheckpointError, match=f"{msg}.*never refitted"):
+    with pytest.raises(CheckpointError, match=f"{msg}.*never refitted.*epsilons add up"):
         asyncio.run(_activate(runtime(tmp_path / "2", learner=change), store))
 
 
@@ -531,9 +535,11 @@ def test_alpha_refuses_a_fit_by_its_validated_margin(tmp_path: Path) -> None:
     refuses by the bound itself."""
     small = write_data(tmp_path, "small", n=240)
     s = _fitted(runtime(tmp_path / "a", learner="epsilon = 1.0\nalpha = 0.01", data=small))
-    assert s.suspension is not None and "validated certificate's margin" in s.suspension.reason
+    assert s.suspension is not None and "exceeds alpha = 0.01" in s.suspension.reason
+    assert s.suspension.reason.endswith("the two releases' epsilons add up")  # not cut by the 300-character cap
     s = _fitted(runtime(tmp_path / "b", learner="epsilon = 1.0\nmax_error = 0.001", data=small))
     assert s.suspension is not None and "exceeds max_error" in s.suspension.reason
+    assert s.suspension.reason.endswith("the two releases' epsilons add up")
     s = _fitted(runtime(tmp_path / "c", learner="epsilon = 1.0\nalpha = 0.5", data=small))
     assert s.suspension is None
     # an a-priori guarantee holds nothing out by default, and alpha is checked at start as before

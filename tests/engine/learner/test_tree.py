@@ -256,5 +256,5 @@ def test_a_subnormal_split_budget_is_refused() -> None:
     assert PrivateLearner.fit("trees", x, y, epsilon=MIN_EPSILON, d=2, depth=3, seed=1).hypothesis.depth == 3
     pos = np.zeros((4, 1), dtype=np.int64)
     with pytest.raises(InvalidInput, match="subnormal"):
-        sample_tree(pos, np.zeros(4, dtype=np.int8), 0, 3, (3 * 2.0**-1074, 1.0), lambda i: Bits(np.random.default_rng(1)),
-                    split_score=True)
+        sample_tree(pos, np.zeros(4, dtype=np.int8), 0, 3, (3 * 2.0**-1074, 1.0),
+                    lambda i: Bits(np.random.default_rng(1)), split_score=True)
