@@ -13,7 +13,8 @@ same targets and their query chain and data cost are reported (``designs`` in th
 the generic private learner (docs/privacy/learner.md; its JSON has the same contract keys),
 ``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
 to GenericBBL's plan. The learner's n follows ``--guarantee``
-(default agnostic; the daemon's default, validated, is checked after its fit).
+(default validated, as the daemon's ``learner.guarantee``: plan = serve; the certificate itself is
+known only after the fit).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
                    "--vc-dim (finite); trees (depth --depth on R^--d): --mechanism private-learner only.")
 @click.option("--depth", type=click.IntRange(1, 8), default=3, show_default=True,
               help="Depth of the trees (--concept trees).")
-@click.option("--guarantee", type=click.Choice(mech.GUARANTEES), default="agnostic", show_default=True,
+@click.option("--guarantee", type=click.Choice(mech.GUARANTEES), default="validated", show_default=True,
               help="Private learner: the accuracy bound its n_required, epsilon at --n, meets_targets_at_n and the "
                    "comparison follow, as the daemon's learner.guarantee (both bounds are printed): agnostic (an "
                    "excess over a named comparator, any distribution), realizable (labels from the class) or validated "

@@ -3,10 +3,11 @@
 ``compare(targets, mechanisms, n)`` plans every requested mechanism for the same targets (and, with
 ``n``, what that many examples certify) and names the cheapest one that certifies the targets with
 proven numbers. The private learner's numbers come from ``engine.planner.learner`` and
-``engine.planner.agnostic`` (docs/privacy/learner.md); its n_required, epsilon at n and whether it meets
-the targets follow one accuracy bound, ``guarantee`` (default agnostic; the daemon's start-up check under an a-priori
-``learner.guarantee`` uses the same numbers; its default, validated, is checked after the fit), and both bounds
-are reported. GenericBBL's come from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
+``engine.planner.agnostic`` (docs/privacy/learner.md); its n_required, epsilon at n and whether it
+meets the targets follow one accuracy bound, ``guarantee`` (this function's default agnostic;
+``everlast plan``'s default is validated, the daemon's: its start-up check under an a-priori
+``learner.guarantee`` uses the same numbers, and under validated alpha is checked after the fit), and
+both bounds are reported. GenericBBL's come from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
 
 Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``.
 """
@@ -137,6 +138,27 @@ def _validated_n(epsilon: float, beta: float, alpha: float) -> int:
     return hi
 
 
+def _validated_epsilon(n: int, beta: float, alpha: float) -> float:
+    """The least epsilon (to a relative 10^-6) whose Hoeffding-form margin at n's held-out quarter is
+    <= alpha (the margin decreases in epsilon); +inf when none is (no holdout, or the sampling term
+    alone exceeds alpha)."""
+    from everlast.engine.learner.validate import DEFAULT_SHARE, holdout_size
+
+    m = holdout_size(n, DEFAULT_SHARE)
+    if m == 0 or math.sqrt(math.log(2.0 / beta) / (2.0 * m)) >= alpha:
+        return math.inf
+    hi = 1.0
+    while _hoeffding_margin(m, hi, beta) > alpha:
+        hi *= 2.0
+    lo = hi / 2.0
+    while _hoeffding_margin(m, lo, beta) <= alpha and lo > 2.0**-900:
+        lo, hi = lo / 2.0, lo
+    while hi - lo > 1e-6 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if _hoeffding_margin(m, mid, beta) <= alpha else (mid, hi)
+    return hi
+
+
 def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
     """The validated certificate for planning: the n from which the margin of its Hoeffding form (valid
     at any holdout error) is at most alpha, and with n the margin at a few holdout error rates. What it
@@ -147,7 +169,7 @@ def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
     if n is not None:
         d["margin_at_n"] = {f"{r:g}": validated_margin(n, t.epsilon, t.beta, r) for r in VALIDATED_RATES}
         d["excess_at_n"] = d["margin_at_n"]["0.5"]
-        d["epsilon_at_n"] = None
+        d["epsilon_at_n"] = _num(_validated_epsilon(n, t.beta, t.alpha))
     return d
 
 
@@ -191,7 +213,7 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
     extra["realizable"], extra["agnostic"] = real, agn
     extra["validated"] = validated_json(t, n)
     chosen = extra[guarantee]
-    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") or guarantee == "validated" \
+    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") \
         else (chosen["epsilon_at_n"] if chosen["epsilon_at_n"] is not None else math.inf)
     at_alpha = None if n is None else real["alpha_at_n"] if guarantee == "realizable" else chosen["excess_at_n"]
     return MechanismCost("private-learner", chosen["n_required"], t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
@@ -334,6 +356,9 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
 
 
 def _no_epsilon_reason(t: Targets, c: MechanismCost) -> str:
+    if c.extra.get("guarantee") == "validated":
+        return (f"Theorem V's margin (Hoeffding form) is <= {t.alpha:g} at beta = {t.beta:g} for no epsilon with "
+                f"n = {c.n}: no holdout, or its sampling term alone exceeds it")
     if c.extra.get("guarantee") == "agnostic":
         return (f"Theorem {c.extra['agnostic']['theorem'].split()[0]} proves an excess <= {t.alpha:g} at beta = "
                 f"{t.beta:g} for no epsilon with n = {c.n}: its uniform-convergence terms alone exceed it")
@@ -437,11 +462,17 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
                      f"t = {real['t_errors']:.1f} training errors")
     if c.n is not None:
         e = c.epsilon_at_n if c.epsilon_at_n is not None else math.inf
-        first = (f"the {g} bound proves alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
-                 "" if c.epsilon_at_n is None else
-                 f"no epsilon makes the {g} bound prove alpha = {fmt(t.alpha)} (too little data: "
-                 + ("its uniform-convergence terms alone exceed it); " if g == "agnostic" else
-                    "its union bound over H fails even for an error-free release); "))
+        if g == "validated":
+            first = (f"the validated certificate's margin (its Hoeffding form, at any holdout error) is <= "
+                     f"alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
+                     f"no epsilon makes the validated certificate's margin <= alpha = {fmt(t.alpha)} (too little "
+                     "data: no holdout, or the sampling term alone exceeds it); ")
+        else:
+            first = (f"the {g} bound proves alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
+                     "" if c.epsilon_at_n is None else
+                     f"no epsilon makes the {g} bound prove alpha = {fmt(t.alpha)} (too little data: "
+                     + ("its uniform-convergence terms alone exceed it); " if g == "agnostic" else
+                        "its union bound over H fails even for an error-free release); "))
         exc = agn["excess_at_n"]
         vacuous = " (vacuous: >= 1)" if exc >= 1 else ""
         lines.append(f"With n = {fmt(c.n)}: {first}at epsilon = {fmt(t.epsilon)}, realizable alpha = "
