@@ -208,20 +208,21 @@ def what_works(cfg: ModelConfig, t: Any, n: int) -> str:
     comparison, ``engine.planner.mechanisms``), or what would."""
     from everlast.engine.planner.mechanisms import learner_cost
 
-    c = learner_cost(t, n)  # the agnostic bound, the learner's default guarantee
+    c = learner_cost(t, n)  # the agnostic bound: an a-priori statement (the default, validated, comes after the fit)
     if c.n_required is None:
         return ("Give more data, relax the targets, or give an explicit schedule (its guarantee is certified and "
                 "reported at start: `everlast round --n N` writes one).")
     real = learner_cost(t, n, guarantee="realizable").n_required
     learner = (f"mechanism = \"private-learner\" with [models.learner] epsilon = {t.epsilon:g}, alpha = {t.alpha:g} "
-               f"(training set ({t.epsilon:g}, 0)-DP, queries (0, 0)-DP, error within {t.alpha:g} of the class's "
-               f"best (the agnostic bound, the default); {real:,} examples when the labels come from the class "
+               f"and guarantee = \"agnostic\" (training set ({t.epsilon:g}, 0)-DP, queries (0, 0)-DP, error within "
+               f"{t.alpha:g} of the class's best, proven before the fit; the default guarantee, validated, measures "
+               f"the released model after the fit instead); {real:,} examples when the labels come from the class "
                f"(guarantee = \"realizable\"); docs/privacy/learner.md; it needs float inputs, i.e. a finite "
                "domain)")
     if n >= c.n_required:
         return (f"The private learner certifies these targets with the data given ({c.n_required:,} examples "
                 f"needed, {n:,} given): {learner}. `everlast plan --mechanism all --epsilon {t.epsilon:g} --alpha "
-                f"{t.alpha:g}` compares the two.")
+                f"{t.alpha:g} --guarantee agnostic` compares the two.")
     return (f"The private learner would certify them with {c.n_required:,} examples ({learner}); "
             "or relax the targets, or give an explicit schedule (`everlast round --n N` writes one).")
 
