@@ -7,15 +7,22 @@ Every private method is fitted ``--fits`` times (default 20, seeds 0..N-1) at ea
 2 and 8 on the fixed 70/30 split, and scored on the test part: mean and standard deviation. The
 non-private baselines are deterministic and fitted once. Prints a Markdown table (or, with
 ``--json``, one JSON object per line and (data set, method, epsilon): {"dataset", "method",
-"epsilon", "mean", "std", "fits"}, epsilon null for a baseline) and writes a PNG plot of accuracy
-against epsilon per data set (``--plot``). ``--quick``: Bananas only, 3 fits, epsilon 1 (what CI
-runs). Needs the ``bench`` extra (river, scikit-learn, diffprivlib); without diffprivlib its rows are
+"epsilon", "mean", "std", "fits"}, epsilon null for a baseline; the served learner's rows add the
+validated certificate (Theorem V, docs/privacy/learner.md 10): ``bound`` (the mean validated bound on
+the error), ``covered`` (the share of fits whose bound is at or above their measured test error),
+``served`` (the share a daemon with ``alpha = 0.1`` under the default guarantee, validated, serves:
+the bound's margin over the measured holdout error at most 0.1) and ``constant`` (the share of fits
+that give every test point the same label); null for the other methods) and writes a PNG plot of accuracy against
+epsilon per data set (``--plot``). The Markdown output adds the certificate's table and the issue's
+targets checked on the rows. ``--quick``: Bananas only, 3 fits, epsilon 1 (what CI runs).
+Needs the ``bench`` extra (river, scikit-learn, diffprivlib); without diffprivlib its rows are
 left out, and said so.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -23,9 +30,24 @@ from typing import Any
 
 import numpy as np
 
-from bench.realdata import BASELINES, DATASETS, PRIVATE, accuracy, baseline_fit, have, load, private_fit
+from bench.realdata import BASELINES, DATASETS, PRIVATE, accuracy, baseline_fit, everlast_fit, have, load, private_fit
 
 EPSILONS = (0.5, 1.0, 2.0, 8.0)
+ALPHA = 0.1
+"""The alpha a row's ``served`` share is measured at (the validated certificate's margin)."""
+PEER = {"everlast-trees-3": "tree-3", "everlast-stumps": "best-stump"}
+"""The non-private model of the same class (the constant-fit target compares against it)."""
+
+
+def _everlast(method: str, s: Any, eps: float, seed: int) -> tuple[float, dict[str, Any]]:
+    """One fit: its test accuracy and its certificate's facts."""
+    m = everlast_fit(method, s, eps, seed)
+    acc = accuracy(lambda x: m.answer(x).labels, s)
+    v = m.validation
+    margin = v.bound - max(v.noisy_errors, 0) / v.m
+    labels = m.answer(s.x_test).labels  # constant: one label on every test point (what a user sees)
+    return acc, {"bound": v.bound, "covered": v.bound >= 1.0 - acc, "served": margin <= ALPHA,
+                 "constant": bool(labels.min() == labels.max())}
 
 
 def run(datasets: tuple[str, ...], epsilons: tuple[float, ...], fits: int) -> list[dict[str, Any]]:
@@ -39,13 +61,20 @@ def run(datasets: tuple[str, ...], epsilons: tuple[float, ...], fits: int) -> li
             s = load(name)
             for m in methods:
                 for eps in epsilons:
-                    acc = [accuracy(private_fit(m, s, eps, seed), s) for seed in range(fits)]
+                    cert: dict[str, Any] = {"bound": None, "covered": None, "served": None, "constant": None}
+                    if m.startswith("everlast-"):
+                        got = [_everlast(m, s, eps, seed) for seed in range(fits)]
+                        acc = [a for a, _ in got]
+                        cert = {k: float(np.mean([f[k] for _, f in got])) for k in cert}
+                    else:
+                        acc = [accuracy(private_fit(m, s, eps, seed), s) for seed in range(fits)]
                     bar.update(fits)
                     rows.append({"dataset": name, "method": m, "epsilon": eps, "mean": float(np.mean(acc)),
-                                 "std": float(np.std(acc)), "fits": fits})
+                                 "std": float(np.std(acc)), "fits": fits, **cert})
             for b in BASELINES:
                 rows.append({"dataset": name, "method": b, "epsilon": None, "mean": accuracy(baseline_fit(b, s), s),
-                             "std": 0.0, "fits": 1})
+                             "std": 0.0, "fits": 1, "bound": None, "covered": None, "served": None,
+                             "constant": None})
                 bar.update(1)
     return rows
 
@@ -62,6 +91,54 @@ def table(rows: list[dict[str, Any]], epsilons: tuple[float, ...]) -> str:
             base = f"{100 * cells[None]['mean']:.1f}" if None in cells else ""
             out.append(f"| {name} | {m} | " + " | ".join(vals) + f" | {base} |")
     return "\n".join(out)
+
+
+def certificate_table(rows: list[dict[str, Any]]) -> str:
+    """The served learner's validated certificate per cell: mean test error, mean bound, and the shares."""
+    out = ["| data set | method | eps | test error | validated bound | covered | served (alpha 0.1) | constant |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["bound"] is None:
+            continue
+        out.append(f"| {r['dataset']} | {r['method']} | {r['epsilon']:g} | {100 * (1 - r['mean']):.1f} | "
+                   f"{100 * r['bound']:.1f} | {100 * r['covered']:.0f}% | {100 * r['served']:.0f}% | "
+                   f"{100 * r['constant']:.0f}% |")
+    return "\n".join(out)
+
+
+def targets(rows: list[dict[str, Any]]) -> list[str]:
+    """The learner's targets, checked on the rows (each line says pass or FAIL and why)."""
+    lines: list[str] = []
+    mine = [r for r in rows if r["bound"] is not None]
+    base = {(r["dataset"], r["method"]): r["mean"] for r in rows if r["epsilon"] is None}
+    t3 = [r for r in mine if r["method"] == "everlast-trees-3" and r["epsilon"] == 1.0]
+    good = [r["dataset"] for r in t3 if r["served"] >= 0.9]
+    lines.append(f"{'pass' if len(good) >= 3 else 'FAIL'}: trees-3 at epsilon 1 served under alpha = {ALPHA:g} in "
+                 f">= 90% of fits on {len(good)} data set(s) ({', '.join(good) or 'none'})")
+    bad = [f"{r['dataset']}/{r['method']}/{r['epsilon']:g} ({100 * r['covered']:.0f}%)" for r in mine
+           if r["covered"] < 0.95]
+    lines.append(f"{'pass' if not bad else 'FAIL'}: bound >= test error in >= 95% of fits in every cell"
+                 + (f"; below: {', '.join(bad)}" if bad else ""))
+    far = [f"{r['dataset']}/{r['method']}/{r['epsilon']:g} (+{100 * (r['bound'] - 1 + r['mean']):.1f})" for r in mine
+           if r["epsilon"] >= 1.0 and r["bound"] - (1.0 - r["mean"]) > 0.06]
+    lines.append(f"{'pass' if not far else 'FAIL'}: mean bound within 6 points of mean test error at epsilon >= 1"
+                 + (f"; over: {', '.join(far)}" if far else ""))
+    coll = [f"{r['dataset']}/{r['method']}/{r['epsilon']:g} ({r['constant'] * r['fits']:.0f} of {r['fits']})"
+            for r in mine if r["epsilon"] >= 1.0 and r["constant"] * r["fits"] > 1.0 + 1e-9
+            and base.get((r["dataset"], PEER[r["method"]]), 0.0) - base.get((r["dataset"], "majority"), 1.0) >= 0.02]
+    lines.append(f"{'pass' if not coll else 'FAIL'}: no cell at epsilon >= 1 with more than 1 constant fit where "
+                 "scikit-learn's model of the same class (depth-3 tree; depth-1 for stumps) beats the majority rate "
+                 "by >= 2 points"
+                 + (f"; over: {', '.join(coll)}" if coll else ""))
+    drops = []
+    for key in dict.fromkeys((r["dataset"], r["method"]) for r in rows if r["epsilon"] is not None):
+        cells = sorted((r["epsilon"], r["mean"], r["std"]) for r in rows if (r["dataset"], r["method"]) == key
+                       and r["epsilon"] is not None)
+        drops += [f"{key[0]}/{key[1]} {a[0]:g}->{b[0]:g}" for a, b in itertools.pairwise(cells)
+                  if key[1].startswith("everlast-") and b[1] < a[1] - a[2]]
+    lines.append(f"{'pass' if not drops else 'FAIL'}: the learner's mean accuracy never drops by more than one sd "
+                 "from one epsilon to the next" + (f"; drops: {', '.join(drops)}" if drops else ""))
+    return lines
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -112,6 +189,10 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(r))
     else:
         print(table(rows, epsilons))
+        print("\nThe validated certificate (Theorem V; served learner, holdout 0.25, validation_beta 0.01):\n")
+        print(certificate_table(rows))
+        print("\nTargets:\n")
+        print("\n".join(f"- {line}" for line in targets(rows)))
         if not have("diffprivlib"):
             print("\n(diffprivlib is not installed: its rows are left out; pip install -e '.[bench]')")
     path = args.plot or (None if args.quick else Path("docs/img/accuracy.png"))

@@ -37,7 +37,8 @@ _VARIANT_NAMES = [*VARIANTS, *(v for v in LEARNER_VARIANTS if v not in VARIANTS)
                                       "attack against the generic private learner (docs/privacy/learner.md 6).")
 @click.option("--variant", type=click.Choice(_VARIANT_NAMES), default="real", show_default=True,
               help="The engine as shipped, with one safeguard removed, or (charged-c) with a broken claim: "
-                   "to show the audit can see it; plain-erm: the private learner without its noise.")
+                   "to show the audit can see it; plain-erm: the private learner without its noise; "
+                   "overspend-levels: trees whose every level spends the whole epsilon.")
 @click.option("--attack", "attack", type=click.Choice(["default", "all", *_ATTACK_NAMES]), default="default",
               show_default=True,
               help="Adversary: training game flip|relabel (default both), query game chain (default)|halting|restart.")
@@ -118,7 +119,11 @@ def _audit_learner(game: str, trials: int, variant: str, attack: str, confidence
         raise click.UsageError(f"--mechanism private-learner runs the variants {', '.join(LEARNER_VARIANTS)}")
     if attack not in ("default", "all", LEARNER_ATTACK):
         raise click.UsageError(f"--mechanism private-learner runs the {LEARNER_ATTACK} attack")
-    with progress(2 * (trials // 2), f"audit learner/{concept}/{variant}", unit="game") as bar:
+    from everlast.adversary_sim.audit.learner_trees import GRID_PER_WORLD
+
+    grid = concept == "trees" and variant != "plain-erm"  # the trees' grid game plays at least its default
+    total = 2 * (max(trials // 2, GRID_PER_WORLD) if grid else trials // 2)
+    with progress(total, f"audit learner/{concept}/{variant}", unit="game") as bar:
         out = run_learner_audit(variant, trials, seed, epsilon=epsilon, confidence=confidence, progress=bar.update,
                                 concept=concept, depth=depth)
     if as_json:

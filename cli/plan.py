@@ -12,7 +12,9 @@ same targets and their query chain and data cost are reported (``designs`` in th
 ``--mechanism`` compares mechanisms (``engine.planner.mechanisms``): ``private-learner`` plans only
 the generic private learner (docs/privacy/learner.md; its JSON has the same contract keys),
 ``all`` adds every mechanism's certificate and data cost (``mechanisms``, ``cheapest_mechanism``)
-to GenericBBL's plan. The learner's n follows ``--guarantee`` (default agnostic, as the daemon).
+to GenericBBL's plan. The learner's n follows ``--guarantee``
+(default validated, as the daemon's ``learner.guarantee``: plan = serve; the certificate itself is
+known only after the fit).
 """
 
 from __future__ import annotations
@@ -94,10 +96,12 @@ def _pair(value: str | None, flag: str, make: Any) -> Any:
                    "--vc-dim (finite); trees (depth --depth on R^--d): --mechanism private-learner only.")
 @click.option("--depth", type=click.IntRange(1, 8), default=3, show_default=True,
               help="Depth of the trees (--concept trees).")
-@click.option("--guarantee", type=click.Choice(mech.GUARANTEES), default="agnostic", show_default=True,
+@click.option("--guarantee", type=click.Choice(mech.GUARANTEES), default="validated", show_default=True,
               help="Private learner: the accuracy bound its n_required, epsilon at --n, meets_targets_at_n and the "
                    "comparison follow, as the daemon's learner.guarantee (both bounds are printed): agnostic (an "
-                   "excess over a named comparator, any distribution) or realizable (labels from the class).")
+                   "excess over a named comparator, any distribution), realizable (labels from the class) or validated "
+                   "(the daemon's default: the released model's error measured privately on a held-out quarter; "
+                   "its n_required makes the certificate's margin <= alpha at any holdout error).")
 @click.option("--epsilon", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
               show_default=True, help="Target epsilon (training set; queries conditionally).")
 @click.option("--delta", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),

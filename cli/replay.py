@@ -21,9 +21,12 @@ from everlast.engine.concepts import from_spec
 @click.option("--queries-topic", default="everlast.queries", show_default=True)
 @click.option("--labels-topic", default="everlast.labels", show_default=True)
 @click.option("--model", required=True, help="Model id (the record key).")
-@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps"]), default="thresholds",
-              show_default=True, help="Concept class of the hidden target that labels the stream.")
-@click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True, help="Dimension (stumps).")
+@click.option("--concept", type=click.Choice(["thresholds", "intervals", "stumps", "trees"]), default="thresholds",
+              show_default=True, help="Concept class of the model (its queries' shape) and of the hidden target that "
+                                      "labels the stream; trees (the private learner's depth-k trees on R^d) are "
+                                      "replayed with a stump target on R^d, which every tree can represent.")
+@click.option("--d", "dim", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Dimension (stumps, trees).")
 @click.option("--distribution", type=click.Choice(sorted(DISTRIBUTIONS)), default="uniform", show_default=True)
 @click.option("--stream", "stream_name", type=click.Choice(["iid", "prober", "drift", "poisoning", "recorded"]),
               default="iid", show_default=True,
@@ -63,7 +66,7 @@ def replay_cmd(bootstrap_servers: str, queries_topic: str, labels_topic: str, mo
     Adaptive streams run closed-loop: each batch waits for its answers. The prober (--stream prober)
     hunts the decision boundary until the model halts: point it only at a throwaway model (a halted
     model refuses every query, for good)."""
-    cc = from_spec({"name": concept, "d": dim})
+    cc = from_spec({"name": "stumps" if concept == "trees" else concept, "d": dim})  # trees: points of R^d
     task = make_task(cc, distribution, seed=seed)
     against = synthetic_note(task)
     stream: Any

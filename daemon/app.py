@@ -83,11 +83,16 @@ def learner_line(m: ModelRuntime) -> str:
     real = (f"error <= {dt['alpha_proven']:.3g} {p}" if dt["alpha_proven"] < 1.0 else "no accuracy proven at this n")
     exc = dt["agnostic_excess"]
     agn = f"error <= {dt['agnostic_comparator']} + {exc:.3g} {p}" + (" (vacuous at this n)" if exc >= 1.0 else "")
-    return (f"private-learner (exponential mechanism) over {cls} on {dt['domain']}, n={m.n_train}: "
+    hold = (f"; {dt['holdout']} of them held out for the validated certificate (Theorem V: measured on them after "
+            f"the fit, reported when the model is created or restored, at confidence "
+            f"{1 - dt['validation_beta']:.3g}; no extra epsilon)" if dt.get("holdout") else
+            "; no holdout: no validated certificate")
+    return (f"private-learner (exponential mechanism) over {cls} on {dt['domain']}, n={m.n_train}{hold}: "
             f"training set ({g.epsilon_training:.4g}, 0)-DP ({dt['claim']}), queries (0, 0)-DP; no rounds, never "
             f"halts; accuracy, realizable ({dt['accuracy_theorem']}; only if {dt['realizable_if']}: the data can "
             f"contradict this): {real}; agnostic ({dt['agnostic_theorem']}, every distribution): {agn}; both "
-            f"for a training set of n i.i.d. draws from the distribution the queries come from; alpha is checked "
+            f"for a training set of n i.i.d. draws from the distribution the queries come from (the a-priori "
+            f"bounds, at the {dt.get('n_fit', m.n_train)} examples fitted on: for planning); alpha is checked "
             f"against the {dt['guarantee']} bound")
 
 
@@ -96,9 +101,14 @@ def warn_operator(cfg: Config) -> None:
     ck = cfg.checkpoint
     if key_from_env(ck.key_env) is None:
         where = f"the topic {cfg.topics.checkpoints}" if ck.store == "kafka" else f"{ck.dir}"
-        log.warning("checkpoints are NOT encrypted (%s is unset): they hold the training data and random-stream "
-                    "state, in %s; set a 64-hex-character AES-256 key (docs/OPERATIONS.md, 'Checkpoints and keys')",
-                    ck.key_env, where)
+        mechs = {m.mechanism for m in cfg.models}
+        held = [what for mech, what in (
+            ("generic-bbl", "the training data and random-stream state (GenericBBL)"),
+            ("private-learner", "the released model, a secret of a few hundred bytes (the private learner keeps "
+                                "no training data)")) if mech in mechs]
+        log.warning("checkpoints are NOT encrypted (%s is unset): they hold %s, in %s; set a 64-hex-character "
+                    "AES-256 key (docs/OPERATIONS.md, 'Checkpoints and keys')",
+                    ck.key_env, " and ".join(held) or "the models' state", where)
     if cfg.metrics.expose_halts_used:
         log.warning("metrics.expose_halts_used is on: everlast_round_halts_used moves with single queries' outcomes "
                     "and is NOT query-private; restrict who reads /metrics (docs/PRIVACY.md)")

@@ -207,11 +207,18 @@ class GridDomain(_Strict):
     points: list[float] = Field(min_length=1, max_length=10_000_000)
 
 
+class BinsDomain(_Strict):
+    kind: Literal["bins"]
+    lo: list[float] = Field(min_length=1)
+    hi: list[float] = Field(min_length=1)
+    bins: int = Field(256, ge=2, le=1 << 20)
+
+
 class Float64Domain(_Strict):
     kind: Literal["float64"]
 
 
-DomainConfig = Annotated[Float64Domain | RangeDomain | GridDomain, Field(discriminator="kind")]
+DomainConfig = Annotated[Float64Domain | RangeDomain | GridDomain | BinsDomain, Field(discriminator="kind")]
 
 
 class LearnerConfig(_Strict):
@@ -222,19 +229,39 @@ class LearnerConfig(_Strict):
         "float64",
         description=(
             "the finite domain X: all finite doubles (default), a range {kind='range', lo, hi} or a grid "
-            "{kind='grid', points=[...]}. Part of the public configuration: it must be chosen before, and "
-            "independently of, the training data (a grid of the training values publishes them)"
+            "{kind='grid', points=[...]} or public per-feature ranges cut into bins {kind='bins', lo=[...], "
+            "hi=[...], bins=256} (the learner's cuts are then bin edges: no probability is spent on cuts "
+            "outside the ranges; docs/privacy/learner.md 1). Part of the public configuration: it must be chosen "
+            "before, and independently of, the training data (a grid of the training values publishes them)"
         ),
     )
     alpha: float | None = Field(
         None, gt=0, lt=1, description="accuracy target under `guarantee`: refuse to start if n is too small for it"
     )
     beta: float = Field(0.05, gt=0, lt=1, description="failure probability of the accuracy bound")
-    guarantee: Literal["agnostic", "realizable"] = Field(
-        "agnostic",
+    holdout: float | None = Field(
+        None, ge=0, lt=1,
+        description="share of the training set held out (a random subset drawn before the fit) for the validated "
+                    "certificate (Theorem V, docs/privacy/learner.md 10); 0: none; default 0.25 under guarantee = "
+                    "\"validated\", 0 under the a-priori guarantees (their bounds are about the records fitted on). "
+                    "Costs no epsilon (parallel composition under substitution), only fitting data",
+    )
+    validation_beta: float = Field(
+        0.01, gt=0, lt=1, description="failure probability of the validated certificate (Theorem V)"
+    )
+    max_error: float | None = Field(
+        None, gt=0, lt=1,
+        description="guarantee = \"validated\" only: refuse to serve (suspend) a fit whose validated error bound "
+                    "exceeds this",
+    )
+    guarantee: Literal["validated", "agnostic", "realizable"] = Field(
+        "validated",
         description=(
-            "the accuracy bound `alpha` is checked against (as `everlast plan --guarantee`): agnostic (the "
-            "default: error <= the comparator's error + alpha, for every distribution of the labels) or "
+            "the accuracy bound `alpha` is checked against (as `everlast plan --guarantee`): validated (the "
+            "default: the released model's error measured privately on the held-out share, error <= e w.p. "
+            "1 - validation_beta; alpha then caps the certificate's margin e - the measured holdout error, "
+            "checked after the fit: a fit over it is suspended, never refitted), agnostic "
+            "(error <= the comparator's error + alpha, for every distribution of the labels) or "
             "realizable (error <= alpha, only if the labels are those of a hypothesis of the class -- for trees, "
             "of one stump: real data can contradict it). Both need the training set to be n i.i.d. draws from "
             "the distribution the queries come from; drift or a training set that is not such a sample breaks "
@@ -246,8 +273,8 @@ class LearnerConfig(_Strict):
     @classmethod
     def _domain_kind(cls, v: Any) -> Any:
         if isinstance(v, str) and v != "float64":
-            raise ValueError("domain must be \"float64\", { kind = \"range\", lo = .., hi = .. } or "
-                             "{ kind = \"grid\", points = [..] }")
+            raise ValueError("domain must be \"float64\", { kind = \"range\", lo = .., hi = .. }, "
+                             "{ kind = \"grid\", points = [..] } or { kind = \"bins\", lo = [..], hi = [..] }")
         return v
 
     @field_validator("domain")
@@ -261,6 +288,15 @@ class LearnerConfig(_Strict):
         except InvalidInput as exc:
             raise ValueError(str(exc)) from None
         return v
+
+    @property
+    def holdout_share(self) -> float:
+        """The share held out: ``holdout``, or its default for the guarantee."""
+        from everlast.engine.learner.validate import DEFAULT_SHARE
+
+        if self.holdout is not None:
+            return self.holdout
+        return DEFAULT_SHARE if self.guarantee == "validated" else 0.0
 
     def domain_spec(self) -> str | dict[str, Any]:
         """The domain as ``engine.learner.Domain.from_spec`` takes it."""

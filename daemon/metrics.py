@@ -174,8 +174,9 @@ class Metrics:
             "Private learner: alpha = the error the realizable bound proves at n (only if the labels are those of a "
             "hypothesis of the class; for trees, of one stump), agnostic_excess = the agnostic bound's excess over "
             "its comparator (the best hypothesis of the class; for trees, the greedy completion of the released "
-            "tree), beta = their failure probability; both bounds assume the training set is n i.i.d. draws from "
-            "the distribution the queries come from",
+            "tree), beta = their failure probability; validated = the released model's error bound measured on the "
+            "held-out share (Theorem V), validated_beta = its failure probability; all bounds assume the "
+            "training set is n i.i.d. draws from the distribution the queries come from",
             ["model", "quantity"],
             registry=r,
         )
@@ -260,6 +261,10 @@ class Metrics:
             self.accuracy.labels(model=model, quantity="alpha").set(float(details["alpha_proven"]))
             self.accuracy.labels(model=model, quantity="beta").set(float(details["beta"]))
             self.accuracy.labels(model=model, quantity="agnostic_excess").set(float(details["agnostic_excess"]))
+            v = details.get("validated")
+            if isinstance(v, dict):  # Theorem V: the released model's error bound, w.p. 1 - validated_beta
+                self.accuracy.labels(model=model, quantity="validated").set(float(v["bound"]))
+                self.accuracy.labels(model=model, quantity="validated_beta").set(float(v["beta"]))
 
 
 class HealthServer:

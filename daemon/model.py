@@ -32,6 +32,7 @@ from everlast.engine.errors import EngineError, InvalidState
 from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
 from everlast.engine.phases import Phase
+from everlast.engine.learner.validate import MIN_HOLDOUT, holdout_size
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import RoundInfo, Servable
@@ -42,6 +43,11 @@ log = logging.getLogger("everlast.daemon")
 def learner_spec(cfg: ModelConfig) -> dict[str, Any]:
     """The learner's class as configured (trees carry their depth); raises ``InvalidInput``."""
     return concept_spec({"name": cfg.concept, "d": cfg.d, **({"depth": cfg.depth} if cfg.concept == "trees" else {})})
+
+
+REFIT = ("not served, never refitted: a fit of the same data under a new model id is a second release, and the two "
+         "releases' epsilons add up")
+"""The learner's accuracy refusals end with this (docs/OPERATIONS.md, 'Serving the private learner')."""
 
 
 @dataclass
@@ -125,8 +131,11 @@ class ModelRuntime:
 
     def meta(self, partitions: int | None) -> dict[str, Any]:
         """Fields saved with every checkpoint of this model."""
-        return {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism,
-                "data_fp": self.data_fp, "identity": self.identity}
+        out: dict[str, Any] = {"n_train": self.n_train, "partitions": partitions, "mechanism": self.mechanism,
+                               "data_fp": self.data_fp, "identity": self.identity}
+        if self.cfg.learner is not None and self.mechanism == "private-learner":
+            out["guarantee"] = self.cfg.learner.guarantee  # checked on restore (``check_restored``)
+        return out
 
     def unrestored(self, offset: int, reason: str) -> Served:
         """The model when its state cannot be served (``Served.frozen``): suspended with ``reason``,
@@ -173,13 +182,13 @@ class ModelRuntime:
                 raise CheckpointError(checkpoint_lost(self.id, published)) from None
             restored = await self._wait(ck, claim_wait_s, "claimed by a replica whose state is not in the store yet")
         if restored is not None:
-            return self._restored(restored, start_offset, partitions, journal), ck, True
+            return self.validated(self._restored(restored, start_offset, partitions, journal)), ck, True
         if published:  # creating it again would be a second release of its training data
             raise CheckpointError(checkpoint_lost(self.id, published))
         token = await ck.claim()
         if token is None:
             restored = await self._wait(ck, claim_wait_s, "another replica claimed it first")
-            return self._restored(restored, start_offset, partitions, journal), ck, True
+            return self.validated(self._restored(restored, start_offset, partitions, journal)), ck, True
         log.info("model %s: no checkpoint, creation claimed: %s on its %d training examples (off the event loop; "
                  "/healthz and /metrics keep answering)", self.id,
                  "fitting the private learner" if self.mechanism == "private-learner" else "building round 1",
@@ -196,7 +205,49 @@ class ModelRuntime:
                 log.warning("model %s: cannot write its first state (%s); retrying", self.id, type(exc).__name__)
                 await asyncio.sleep(0.5 * 2**attempt)
         await ck.confirm(token)  # the claim still wins (not voided meanwhile): only then is anything served
-        return Served(self.id, engine, start_offset), ck, False
+        return self.validated(Served(self.id, engine, start_offset)), ck, False
+
+    def validated(self, s: Served) -> Served:
+        """The learner's released model, once fitted or restored: its validated certificate (Theorem V,
+        docs/privacy/learner.md 10) joins the guarantee's details (public: a post-processing of the
+        release), the start-up report says it, a constant model is warned of, and under guarantee =
+        "validated" a fit whose certificate misses ``alpha`` (its margin over the measured holdout error)
+        or ``max_error`` is suspended -- never refitted (a refit is a second release)."""
+        p = s.engine
+        if not isinstance(p, PrivateLearner):
+            return s
+        lc = self.cfg.learner
+        assert lc is not None
+        dt = self.guarantee.details
+        v = p.validation
+        constant = p.constant()
+        dt["constant"] = constant
+        if constant and p.domain.size > 1:
+            log.warning("model %s: the released model labels every point alike (a constant model) although the "
+                        "class holds non-constant ones: epsilon or n is too small for this domain; a public "
+                        "per-feature range (domain = { kind = \"bins\", lo = [..], hi = [..] }) spends no "
+                        "probability on cuts outside it (docs/privacy/learner.md 1, 10)", self.id)
+        if v is None:
+            dt["validated"] = None
+            if lc.guarantee == "validated":
+                log.warning("model %s: no validated certificate (holdout = %g of n = %d holds fewer than the "
+                            "%d examples a certificate needs)", self.id, lc.holdout_share, self.n_train, MIN_HOLDOUT)
+            return s
+        margin = v.bound - max(v.noisy_errors, 0) / v.m
+        dt["validated"] = {**v.to_dict(), "margin": margin, "sentence": v.sentence()}
+        log.info("model %s: %s", self.id, v.sentence())
+        if lc.guarantee != "validated" or s.suspension is not None:
+            return s
+        why = None
+        if lc.alpha is not None and margin > lc.alpha:
+            why = (f"margin {margin:.3g} over the measured holdout error exceeds alpha = {lc.alpha:g} "
+                   f"({v.sentence()}); {REFIT}")
+        elif lc.max_error is not None and v.bound > lc.max_error:
+            why = f"{v.sentence()} exceeds max_error = {lc.max_error:g}; {REFIT}"
+        if why is not None:
+            log.warning("model %s: refused: %s", self.id, why)
+            s.suspension = Suspension(f"accuracy: {why}"[:300], 0, s.offset, False)
+        return s
 
     async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:
         log.warning("model %s: %s: waiting up to %g s for its state; this replica never creates it (one release "
@@ -213,7 +264,7 @@ class ModelRuntime:
                 "partition count (docs/OPERATIONS.md, 'Partitions')."
             )
         p = restored.predictor
-        self.check_restored(p)  # the mechanism and the learner's settings, in their own words
+        self.check_restored(p, meta.get("guarantee"))  # the mechanism and the learner's settings, in their own words
         self.check_bound(meta)  # then the data and the rest of the configuration
         if not isinstance(p, PrivateLearner):
             self._adopt(getattr(p, "schedule", None))  # only for a checkpoint that is served
@@ -244,7 +295,8 @@ class ModelRuntime:
                 # uniform bits, and PCG64's words from such a seed serve as the sampler's fair bits (a heuristic
                 # about PCG64, not a cryptographic one). The config refuses a seed: a seeded fit has no claim.
                 return PrivateLearner.fit(learner_spec(self.cfg), x, y, epsilon=lc.epsilon,
-                                          domain=self.domain, seed=None)
+                                          domain=self.domain, seed=None, holdout=lc.holdout_share,
+                                          beta=lc.validation_beta)
             assert self.schedule is not None
             return Predictor.create(self.concept, self.schedule, x, y, seed=self.cfg.seed)
         except EngineError as exc:
@@ -273,9 +325,11 @@ class ModelRuntime:
                 "id (a new run on the data, whose privacy cost composes with the old one's); to keep the old model, "
                 "restore its data file and configuration (docs/OPERATIONS.md, 'A model refused at start')")
 
-    def check_restored(self, p: Servable) -> None:
-        """Refuse a checkpoint written under another mechanism or, for the learner, other settings:
-        the model would serve a release whose certificate is not the one this configuration reports."""
+    def check_restored(self, p: Servable, guarantee: str | None = None) -> None:
+        """Refuse a checkpoint written under another mechanism or, for the learner, other settings
+        (epsilon, class, domain, n, the held-out size, validation_beta and -- when the checkpoint's
+        metadata records it, ``guarantee`` -- the guarantee): the model would serve a release whose
+        certificate is not the one this configuration reports."""
         if p.mechanism != self.mechanism:
             raise CheckpointError(
                 f"model {self.id}: its checkpoint holds a {p.mechanism} model but the configuration says "
@@ -287,17 +341,24 @@ class ModelRuntime:
             return
         lc = self.cfg.learner
         assert lc is not None and self.domain is not None
-        want = {"epsilon": lc.epsilon, "concept": learner_spec(self.cfg),
-                "domain": self.domain.describe(), "n": self.n_train}
-        have = {"epsilon": p.epsilon, "concept": p.spec, "domain": p.domain.describe(), "n": p.n_train}
+        v = p.validation
+        want: dict[str, Any] = {"epsilon": lc.epsilon, "concept": learner_spec(self.cfg),
+                                "domain": self.domain.describe(), "n": self.n_train,
+                                "holdout": holdout_size(self.n_train, lc.holdout_share)}
+        have: dict[str, Any] = {"epsilon": p.epsilon, "concept": p.spec, "domain": p.domain.describe(),
+                                "n": p.n_train, "holdout": 0 if v is None else v.m}
+        if v is not None:  # no holdout: no beta was used
+            want["validation_beta"], have["validation_beta"] = lc.validation_beta, v.beta
+        if guarantee is not None:  # checkpoints written before the guarantee was recorded carry none
+            want["guarantee"], have["guarantee"] = lc.guarantee, guarantee
         diff = [k for k in want if want[k] != have[k]] or ([] if p.domain == self.domain else ["domain"])
         if diff:
             said = ", ".join(f"{k}: checkpoint {have[k]!r}, configuration {want[k]!r}" for k in diff)
             raise CheckpointError(
                 f"model {self.id}: its checkpoint was fitted with other settings ({said}). The fitted hypothesis "
                 "is never refitted (a new fit is a second release: another epsilon on the same data). Restore "
-                "the configuration, or fit anew under a new model id (docs/OPERATIONS.md, 'Serving the private "
-                "learner')."
+                "the configuration; a fit under a new model id is a second release of the same data, and the "
+                "two releases' epsilons add up (docs/OPERATIONS.md, 'Serving the private learner')."
             )
 
     def _adopt(self, running: Any) -> None:

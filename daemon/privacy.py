@@ -270,20 +270,21 @@ def what_works(cfg: ModelConfig, t: Any, n: int) -> str:
     comparison, ``engine.planner.mechanisms``), or what would."""
     from everlast.engine.planner.mechanisms import learner_cost
 
-    c = learner_cost(t, n)  # the agnostic bound, the learner's default guarantee
+    c = learner_cost(t, n)  # the agnostic bound: an a-priori statement (the default, validated, comes after the fit)
     if c.n_required is None:
         return ("Give more data, relax the targets, or give an explicit schedule (its guarantee is certified and "
                 "reported at start: `everlast round --n N` writes one).")
     real = learner_cost(t, n, guarantee="realizable").n_required
     learner = (f"mechanism = \"private-learner\" with [models.learner] epsilon = {t.epsilon:g}, alpha = {t.alpha:g} "
-               f"(training set ({t.epsilon:g}, 0)-DP, queries (0, 0)-DP, error within {t.alpha:g} of the class's "
-               f"best (the agnostic bound, the default); {real:,} examples when the labels come from the class "
+               f"and guarantee = \"agnostic\" (training set ({t.epsilon:g}, 0)-DP, queries (0, 0)-DP, error within "
+               f"{t.alpha:g} of the class's best, proven before the fit; the default guarantee, validated, measures "
+               f"the released model after the fit instead); {real:,} examples when the labels come from the class "
                f"(guarantee = \"realizable\"); docs/privacy/learner.md; it needs float inputs, i.e. a finite "
                "domain)")
     if n >= c.n_required:
         return (f"The private learner certifies these targets with the data given ({c.n_required:,} examples "
                 f"needed, {n:,} given): {learner}. `everlast plan --mechanism all --epsilon {t.epsilon:g} --alpha "
-                f"{t.alpha:g}` compares the two.")
+                f"{t.alpha:g} --guarantee agnostic` compares the two.")
     return (f"The private learner would certify them with {c.n_required:,} examples ({learner}); "
             "or relax the targets, or give an explicit schedule (`everlast round --n N` writes one).")
 
@@ -301,6 +302,7 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     refused (``ConfigError``) unless ``learner_cost(..., guarantee).meets_at_n``: the same numbers
     ``everlast plan --mechanism private-learner --guarantee G --n N`` prints; the message gives both
     bounds and the n each needs."""
+    from everlast.engine.learner.validate import holdout_size
     from everlast.engine.planner import Targets
     from everlast.engine.planner.mechanisms import LEARNER_NOTE, learner_cost
 
@@ -308,12 +310,15 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     assert lc is not None
     alpha = lc.alpha or 0.1
     t = Targets(epsilon=lc.epsilon, alpha=alpha, beta=lc.beta, concept=cfg.concept, d=cfg.d)
-    c = learner_cost(t, n, domain_size, cfg.depth, lc.guarantee)
+    m = holdout_size(n, lc.holdout_share)
+    n_fit = n - m  # the a-priori bounds are about the fit, on the records not held out
+    validated = lc.guarantee == "validated"
+    c = learner_cost(t, n_fit, domain_size, cfg.depth, "agnostic" if validated else lc.guarantee)
     real, ag = c.extra["realizable"], c.extra["agnostic"]
     alpha_n = float(real["alpha_at_n"])
     excess_n = float(ag["excess_at_n"])
     n_real, n_agn = real["n_required"], int(ag["n_required"])
-    if lc.alpha is not None and not c.meets_at_n:
+    if lc.alpha is not None and not validated and not c.meets_at_n:
         raise ConfigError(
             f"model {cfg.id}: alpha = {lc.alpha} under guarantee = \"{lc.guarantee}\" at epsilon = {lc.epsilon} "
             f"needs more data (the training set has {n}). With n = {n}: realizable bound error <= "
@@ -339,7 +344,9 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
         "agnostic_theorem": f"Theorem {ag['theorem']}",
         "guarantee": lc.guarantee,
         "alpha_target": lc.alpha,
-        "n_required": c.n_required if lc.alpha is not None else None,
+        "n_required": c.n_required if lc.alpha is not None and not validated else None,
+        "holdout": m, "n_fit": n_fit, "validation_beta": lc.validation_beta,
+        "validated": None, "constant": None,
         **({"depth": cfg.depth} if trees else {}),
     }
     return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),

@@ -54,6 +54,8 @@ async def activate(svc: Service, part: int, start: int) -> tuple[list[Served], d
             svc.log_events(part, [Event(EventKind.SUSPENDED, s.id, 0, f"not restored: {exc}")])
         if mr.adopted is not None:
             _adopted(svc, mr)
+        elif mr.mechanism == "private-learner":  # its validated certificate, once fitted or restored
+            publish_guarantee(svc.metrics, mr)
         served.append(s)
         cks[s.id] = ck
         state = (f" ({s.phase.value})" if s.phase is not Phase.ANSWERING else "") + (

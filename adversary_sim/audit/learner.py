@@ -45,7 +45,7 @@ from everlast.engine.learner.ordinals import ordinal, value
 def pins(epsilon: float) -> int:
     return max(int(PIN_WEIGHT), math.ceil(PIN_WEIGHT / epsilon))
 
-LEARNER_VARIANTS = ("real", "plain-erm")
+LEARNER_VARIANTS = ("real", "plain-erm", "overspend-levels")
 ATTACK = "canary"
 PIN_WEIGHT = 30.0
 """Copies of each pin: ceil(PIN_WEIGHT / eps) (at least PIN_WEIGHT), so a hypothesis that errs on a
@@ -57,6 +57,7 @@ world 1 here, against ~0.08 and ~0.14 at r = 0.1). No closed form gives the best
 _DESCRIPTIONS = {
     "real": "the private learner as shipped (exponential mechanism, exact sampler)",
     "plain-erm": "the exponential mechanism replaced by plain ERM (no noise)",
+    "overspend-levels": "trees whose every level spends the whole epsilon (a composition error: 2x at depth 2)",
 }
 Progress = Callable[[int], None]
 
@@ -150,6 +151,47 @@ def play(variant: str, world: int, trials: int, seed: int, epsilon: float, x_c: 
     return out
 
 
+def _grid_audit(variant: str, trials: int, seed: int, epsilon: float, confidence: float,
+                progress: Progress | None, t0: float) -> dict[str, Any]:
+    """Trees: the grid game of ``learner_trees`` (depth 2 on a 3-point grid, an event from the exact law)."""
+    from everlast.adversary_sim.audit.learner_trees import GRID, GRID_BASE, GRID_DEPTH, GRID_PER_WORLD, run_grid_audit
+
+    per_world = max(trials // 2, GRID_PER_WORLD)
+    g = run_grid_audit(variant, per_world, seed, epsilon, confidence, progress)
+    b = float(g["epsilon_lower_bound"])
+    caught = b > epsilon
+    claim = {"claimed_epsilon": epsilon, "claimed_delta": 0.0, "claimed_kind": "proven (Theorem T1)",
+             "claimed_epsilon_proven": epsilon,
+             "claim_note": "one exponential mechanism per node, sequential across levels: (eps, 0)-DP; "
+                           "docs/privacy/learner.md 8"}
+    res: dict[str, Any] = {
+        "attack": "grid-event", "game": "training",
+        "summary": (f"depth-{GRID_DEPTH} trees on a {len(GRID)}-point grid; neighbouring training sets differ in one "
+                    f"example's label; event: {g['event_size']} trees fixed from the claimed mechanism's exact law "
+                    "before any fit; bound: ln(CP lower / CP upper) of the event's rates"),
+        "designed_to_catch": ["overspend-levels"], **claim, "epsilon_lower_bound": b, "caught": caught,
+        "fpr": g["counts"][1 - g["event_favours_world"]] / per_world,
+        "fnr": 1.0 - g["counts"][g["event_favours_world"]] / per_world,
+        "observed": {"event_counts_world0_world1": g["counts"], "fits_per_world": per_world,
+                     "event_favours_world": g["event_favours_world"]},
+        "config": {"mechanism": "private-learner", "concept": "trees", "domain": f"grid of {len(GRID)} points",
+                   "n": len(GRID_BASE) + 1, "epsilon": epsilon, "depth": GRID_DEPTH, "d": 1},
+    }
+    warnings = []
+    if variant != "real" and not caught:
+        warnings.append(f"the broken variant {variant!r} was not caught by the grid game")
+    if variant == "real" and caught:
+        warnings.append("the real trees' bound exceeds their claim: a privacy bug or a confidence miss")
+    return {
+        "game": "training", "variant": variant, "mechanism": "private-learner", "concept": "trees",
+        "attack": "grid-event", "claimed_epsilon": epsilon, "claimed_delta": 0.0,
+        "claimed_kind": claim["claimed_kind"], "claimed_epsilon_proven": epsilon, "epsilon_lower_bound": b,
+        "confidence": confidence, "trials": 2 * per_world, "trials_per_world": per_world, "caught": caught,
+        "seed": seed, "variant_description": _DESCRIPTIONS[variant], "seconds": time.perf_counter() - t0,
+        "attacks": [res], "warnings": warnings,
+    }
+
+
 def run_learner_audit(variant: str = "real", trials: int = 2000, seed: int = 0, *, epsilon: float = 1.0,
                       confidence: float = 0.95, progress: Progress | None = None, concept: str = "thresholds",
                       depth: int = 3) -> dict[str, Any]:
@@ -162,6 +204,10 @@ def run_learner_audit(variant: str = "real", trials: int = 2000, seed: int = 0, 
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must lie in (0, 1)")
     t0 = time.perf_counter()
+    if variant == "overspend-levels" and concept != "trees":
+        raise ValueError("the overspend-levels variant is a tree's (--concept trees)")
+    if concept == "trees" and variant != "plain-erm":
+        return _grid_audit(variant, trials, seed, epsilon, confidence, progress, t0)
     per_world = trials // 2
     alpha = 1.0 - confidence
     n_eval = per_world - round(per_world / 3.0)

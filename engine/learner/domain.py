@@ -8,6 +8,12 @@ Three kinds (``Domain.from_spec``):
     [ordinal(lo), ordinal(hi)], |X| = ordinal(hi) - ordinal(lo) + 1.
   * ``grid``: K distinct finite doubles g_0 < ... < g_{K-1} the model declares. Positions: indices
     0..K-1; a point is in X iff it equals some g_j.
+  * ``bins``: a public range [lo_k, hi_k] per feature k and a number of bins B: every finite double is
+    in X, and its position on coordinate k is its bin, the binary64 computation
+    floor(fl(fl(x - lo_k) * fl(B / fl(hi_k - lo_k)))) clipped to [0, B - 1] (0 where hi_k = lo_k; an
+    overflow to +inf is the last bin). |X| = B positions per coordinate; a cut is a bin edge. The
+    ranges are part of the public configuration (chosen before the data, like every domain); a point
+    outside its range falls in the end bin, not refused (docs/privacy/learner.md 1, "Bins").
 Positions are increasing in value, so any hypothesis that compares values (x >= t, a <= x < b) is a
 comparison of positions. A *cut* c in [lo_pos, hi_pos + 1] splits X into the positions < c and >= c;
 the learner's hypotheses are made of cuts. Positions and cuts fit int64 (|ordinal| <= 2^63 - 2^52);
@@ -25,7 +31,8 @@ from numpy.typing import NDArray
 from everlast.engine.errors import InvalidInput
 from everlast.engine.learner.ordinals import MAX_ORDINAL, from_ordinal, ordinal, to_ordinal
 
-KINDS = ("float64", "range", "grid")
+KINDS = ("float64", "range", "grid", "bins")
+MAX_BINS = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,9 @@ class Domain:
     """Largest position."""
     points: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     """The grid (kind ``grid`` only), strictly increasing."""
+    lo: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    """Per-feature lower ends (kind ``bins`` only; one value applies to every feature)."""
+    hi: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     # -- constructors -------------------------------------------------------------------------------
 
@@ -71,6 +81,25 @@ class Domain:
         return cls("grid", 0, int(g.size) - 1, g)
 
     @classmethod
+    def bins(cls, lo: Any, hi: Any, bins: int = 256) -> Domain:
+        try:
+            a = np.array(lo, dtype=np.float64).ravel()
+            b = np.array(hi, dtype=np.float64).ravel()
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInput("domain bins' lo and hi are not numeric") from None
+        if a.size == 0 or a.size != b.size:
+            raise InvalidInput("domain bins need lo and hi of the same length (one value per feature, or one for all)")
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise InvalidInput("domain bins' lo and hi must be finite")
+        if not (a <= b).all():
+            raise InvalidInput(f"domain bins need lo <= hi (feature {int(np.argmax(~(a <= b)))})")
+        if not np.isfinite(b - a).all():
+            raise InvalidInput("domain bins' ranges hi - lo must be finite")
+        if isinstance(bins, bool) or not isinstance(bins, int | np.integer) or not 2 <= int(bins) <= MAX_BINS:
+            raise InvalidInput(f"domain bins need an integer number of bins between 2 and {MAX_BINS}")
+        return cls("bins", 0, int(bins) - 1, np.zeros(0), a + 0.0, b + 0.0)
+
+    @classmethod
     def from_spec(cls, spec: Any) -> Domain:
         """Inverse of ``to_spec``; ``None`` or ``"float64"`` means all finite doubles."""
         if spec is None or spec == "float64":
@@ -85,6 +114,8 @@ class Domain:
                 return cls.range(spec["lo"], spec["hi"])
             if kind == "grid":
                 return cls.grid(spec["points"])
+            if kind == "bins":
+                return cls.bins(spec["lo"], spec["hi"], spec.get("bins", 256))
         except KeyError as exc:
             raise InvalidInput(f"domain of kind {kind!r} needs the field {exc.args[0]!r}") from None
         raise InvalidInput(f"unknown domain kind {kind!r}; known: {', '.join(KINDS)}")
@@ -95,6 +126,8 @@ class Domain:
                     "hi": float(from_ordinal(np.array([self.hi_pos]))[0])}
         if self.kind == "grid":
             return {"kind": "grid", "points": self.points.copy()}
+        if self.kind == "bins":
+            return {"kind": "bins", "lo": self.lo.tolist(), "hi": self.hi.tolist(), "bins": self.size}
         return {"kind": "float64"}
 
     # -- the map ------------------------------------------------------------------------------------
@@ -111,8 +144,24 @@ class Domain:
             inside = idx < self.points.size
             inside[inside] = self.points[idx[inside]] == x[inside]
             return idx, ~inside
+        if self.kind == "bins":
+            return self._bin(x), np.zeros(x.shape, dtype=np.bool_)
         pos = to_ordinal(x)
         return pos, (pos < self.lo_pos) | (pos > self.hi_pos)
+
+    def _bin(self, x: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Bin of every coordinate: a float computation of the point and the public ranges alone."""
+        k = self.lo.size
+        if k > 1 and (x.ndim != 2 or x.shape[1] != k):
+            raise InvalidInput(f"domain bins declare {k} features' ranges; the points have "
+                               f"{x.shape[1] if x.ndim == 2 else 1}")
+        span = self.hi - self.lo
+        wide = span > 0
+        scale = np.where(wide, self.size / np.where(wide, span, 1.0), 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = np.floor((x - self.lo) * scale)
+        t = np.nan_to_num(t, nan=0.0, posinf=float(self.hi_pos), neginf=0.0)
+        return np.clip(t, 0, self.hi_pos).astype(np.int64)
 
     def outside(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
         """Per point (a row of a (n, d) batch: any coordinate), whether it lies outside the domain.
@@ -136,6 +185,8 @@ class Domain:
             return float("inf")
         if self.kind == "grid":
             return float(self.points[pos])
+        if self.kind == "bins":
+            return float(pos)  # a bin index: its value depends on the coordinate's range
         return float(from_ordinal(np.array([pos], dtype=np.int64))[0])
 
     def describe(self) -> str:
@@ -143,13 +194,16 @@ class Domain:
             return f"a grid of {self.points.size} points"
         if self.kind == "range":
             return f"the doubles in a declared range ({self.size} points)"
+        if self.kind == "bins":
+            return f"{self.size} bins of declared per-feature ranges"
         return "all finite doubles"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Domain):
             return NotImplemented
         return (self.kind, self.lo_pos, self.hi_pos) == (other.kind, other.lo_pos, other.hi_pos) and bool(
-            np.array_equal(self.points, other.points))
+            np.array_equal(self.points, other.points) and np.array_equal(self.lo, other.lo)
+            and np.array_equal(self.hi, other.hi))
 
     def __hash__(self) -> int:
         return hash((self.kind, self.lo_pos, self.hi_pos, self.points.size))

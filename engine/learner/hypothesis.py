@@ -59,6 +59,13 @@ class Hypothesis:
         up = col >= self.lo
         return (up if self.sign > 0 else ~up).astype(np.int8)
 
+    def constant(self, lo_pos: int, hi_pos: int) -> bool:
+        """Whether it gives every point of the domain [lo_pos, hi_pos] the same label (a function of the
+        release: public to whoever holds it)."""
+        if self.concept == "intervals":
+            return self.lo >= self.hi or (self.lo <= lo_pos and self.hi > hi_pos)
+        return self.lo <= lo_pos or self.lo > hi_pos
+
     def to_dict(self) -> dict[str, Any]:
         return {"concept": self.concept, "lo": self.lo, "hi": self.hi, "sign": self.sign, "coord": self.coord}
 

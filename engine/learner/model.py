@@ -43,6 +43,7 @@ from everlast.engine.learner.tree import (
     sample_tree,
     uses_split_score,
 )
+from everlast.engine.learner.validate import Validation, holdout_size, measure, split
 from everlast.engine.phases import Phase
 from everlast.engine.serving import Answers, RoundInfo
 
@@ -79,6 +80,13 @@ def validator_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return {"name": "stumps", "d": spec["d"]} if spec["name"] == "trees" else spec
 
 
+MIN_EPSILON = 2.0**-1000
+"""The least epsilon a fit accepts: a tree's level budgets are at least epsilon / 2^8 and the split
+score's mechanism runs at epsilon_l / 256, an exact division only while the quotient is a normal double
+(epsilon_l >= 2^-1014; docs/privacy/learner.md 8). Below, a subnormal quotient rounds, possibly up:
+an overspend."""
+
+
 def check_epsilon(epsilon: Any, n: int) -> float:
     try:
         eps = float(epsilon)
@@ -86,6 +94,8 @@ def check_epsilon(epsilon: Any, n: int) -> float:
         raise InvalidInput("epsilon must be a number") from None
     if not (math.isfinite(eps) and eps > 0.0):
         raise InvalidInput("epsilon must be positive and finite")
+    if eps < MIN_EPSILON:
+        raise InvalidInput("epsilon must be at least 2^-1000 (a smaller one makes a tree's split budget subnormal)")
     if eps * max(n, 1) > MAX_EPS_ERRORS:
         raise InvalidInput(f"epsilon * n must be at most {MAX_EPS_ERRORS:g} (the exact sampler's range)")
     return eps
@@ -130,7 +140,7 @@ def node_bits(seed: int | None) -> Callable[[int], BitSource]:
 class PrivateLearner:
     """One hypothesis released by the exponential mechanism; answers every query with it."""
 
-    __slots__ = ("_answered", "_concept", "domain", "epsilon", "hypothesis", "n_train", "spec")
+    __slots__ = ("_answered", "_concept", "domain", "epsilon", "hypothesis", "n_train", "spec", "validation")
 
     mechanism = MECHANISM
     has_rounds = False
@@ -139,7 +149,7 @@ class PrivateLearner:
     bookkeeping, not read by any answer)."""
 
     def __init__(self, spec: dict[str, Any], domain: Domain, epsilon: float, n_train: int,
-                 hypothesis: Hypothesis | Tree, answered: int = 0) -> None:
+                 hypothesis: Hypothesis | Tree, answered: int = 0, validation: Validation | None = None) -> None:
         self.spec = spec
         self._concept: ConceptClass = concept_from_spec(validator_spec(spec))
         self.domain = domain
@@ -147,11 +157,13 @@ class PrivateLearner:
         self.n_train = n_train
         self.hypothesis = hypothesis
         self._answered = answered
+        self.validation = validation
 
     @classmethod
     def fit(cls, concept: str | dict[str, Any], x: Any, y: Any, *, epsilon: float,
             domain: Domain | dict[str, Any] | str | None = None, seed: int | None = None,
-            d: int | None = None, depth: int | None = None) -> PrivateLearner:
+            d: int | None = None, depth: int | None = None, holdout: float = 0.0,
+            beta: float = 0.05) -> PrivateLearner:
         """Run the exponential mechanism on the training set (x, y) and return the served learner.
 
         ``seed``: the root of the PCG64 generator; None (the default, and the only choice outside
@@ -162,7 +174,15 @@ class PrivateLearner:
         further fit on the same data spends another epsilon.
         Raises ``InvalidInput`` (naming fields or positions, never values) for a malformed call;
         nothing is kept of the training set. Trees: epsilon is split over the levels by
-        ``tree.level_epsilons``, the score chosen by ``tree.uses_split_score`` of epsilon (Theorem T1)."""
+        ``tree.level_epsilons``, the score chosen by ``tree.uses_split_score`` of epsilon (Theorem T1).
+
+        ``holdout``: the share of the training set held out for the validated certificate (Theorem V,
+        docs/privacy/learner.md 10; 0: none). A uniform random subset of ``validate.holdout_size(n,
+        holdout)`` records, drawn from the fit's own randomness before any record is read, is kept out
+        of the fit; the released model's error count on it is released with discrete Laplace noise at
+        the same epsilon and turned into an upper confidence bound at confidence 1 - ``beta``
+        (``self.validation``). The two parts are disjoint: the whole release is (epsilon, 0)-DP under
+        substitution (parallel composition)."""
         spec = concept_spec(concept, d, depth)
         cc = concept_from_spec(validator_spec(spec))
         dom = domain if isinstance(domain, Domain) else Domain.from_spec(domain)
@@ -172,15 +192,39 @@ class PrivateLearner:
             raise InvalidInput("training set is empty")
         ys = check_labels(y, n)
         eps = check_epsilon(epsilon, n)
+        if not 0.0 < float(beta) < 1.0:
+            raise InvalidInput("beta must lie in (0, 1)")
         pos = dom.positions(xs, "training")
+        m = holdout_size(n, float(holdout))
+        vbits = _bits(None) if seed is None else Bits(np.random.Generator(np.random.PCG64([int(seed), 0x7A11D])))
+        held = split(n, m, vbits) if m else np.zeros(n, dtype=np.bool_)
+        fit_pos, fit_y = (pos[~held], ys[~held]) if m else (pos, ys)
+        n_fit = n - m
         h: Hypothesis | Tree
         if spec["name"] == "trees":
-            levels = level_epsilons(eps, spec["depth"], n, spec["d"], dom.size)
-            h = sample_tree(pos, ys, dom.lo_pos, dom.hi_pos, levels, node_bits(seed),
+            levels = level_epsilons(eps, spec["depth"], n_fit, spec["d"], dom.size)
+            h = sample_tree(fit_pos, fit_y, dom.lo_pos, dom.hi_pos, levels, node_bits(seed),
                             split_score=uses_split_score(eps))
         else:
-            h = sample(spec["name"], pos, ys, dom.lo_pos, dom.hi_pos, eps, _bits(seed))
-        return cls(spec, dom, eps, n, h)
+            h = sample(spec["name"], fit_pos, fit_y, dom.lo_pos, dom.hi_pos, eps, _bits(seed))
+        v = None
+        if m:
+            errors = int(np.count_nonzero(h.labels(pos[held]) != ys[held]))
+            v = measure(errors, m, eps, float(beta), vbits)
+        return cls(spec, dom, eps, n, h, validation=v)
+
+    @property
+    def n_fit(self) -> int:
+        """The records the hypothesis was fitted on (n minus the holdout): public."""
+        return self.n_train - (self.validation.m if self.validation is not None else 0)
+
+    def constant(self) -> bool:
+        """Whether the released model labels every point of the domain alike (public: a function of
+        the release)."""
+        h = self.hypothesis
+        if isinstance(h, Tree):
+            return h.constant(self.domain.lo_pos, self.domain.hi_pos, self.spec["d"])
+        return h.constant(self.domain.lo_pos, self.domain.hi_pos)
 
     # -- Servable ------------------------------------------------------------------------------
 
@@ -244,7 +288,9 @@ class PrivateLearner:
                 "n": self.n_train, "concept": self.spec, "domain": self.domain.describe(),
                 "lemma": ("Theorem T1, docs/privacy/learner.md 8 (one exponential mechanism per node, exact sampler)"
                           if self.spec["name"] == "trees" else
-                          "Theorem L1, docs/privacy/learner.md (exponential mechanism, exact sampler)")}
+                          "Theorem L1, docs/privacy/learner.md (exponential mechanism, exact sampler)"),
+                **({"validated": {**self.validation.to_dict(), "theorem": "Theorem V, docs/privacy/learner.md 10",
+                                  "sentence": self.validation.sentence()}} if self.validation is not None else {})}
 
     # -- checkpoint ------------------------------------------------------------------------------
 
@@ -252,7 +298,8 @@ class PrivateLearner:
         """Fixed for the model's life. Holds the hypothesis: a secret, store it like a key."""
         return {"format": FORMAT, "mechanism": MECHANISM, "concept": dict(self.spec),
                 "domain": self.domain.to_spec(), "epsilon": self.epsilon, "n": self.n_train,
-                "hypothesis": self.hypothesis.to_dict()}
+                "hypothesis": self.hypothesis.to_dict(),
+                **({"validation": self.validation.to_dict()} if self.validation is not None else {})}
 
     def live_part(self) -> dict[str, Any]:
         return {"round": 0, "answered": self._answered}
@@ -273,6 +320,8 @@ class PrivateLearner:
             h: Hypothesis | Tree = (Tree.from_dict(raw, dom.lo_pos, dom.hi_pos, dim) if spec["name"] == "trees"
                                     else Hypothesis.from_dict(raw, dom.lo_pos, dom.hi_pos, dim))
             answered = int(live_part["answered"])
+            val = round_part.get("validation")
+            v = None if val is None else Validation.from_dict(dict(val))
         except CorruptState:
             raise
         except InvalidInput as exc:
@@ -280,8 +329,8 @@ class PrivateLearner:
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptState(f"state is malformed ({type(exc).__name__})") from None
         depth_ok = not isinstance(h, Tree) or h.depth == spec["depth"]
-        if h.concept != spec["name"] or not depth_ok or n < 1 or answered < 0:
+        if h.concept != spec["name"] or not depth_ok or n < 1 or answered < 0 or (v is not None and v.m >= n):
             raise CorruptState("checkpoint's hypothesis, class or counters do not fit together")
         if reservoir is not None and np.asarray(reservoir).size:
             raise CorruptState("the private learner keeps no reservoir")
-        return cls(spec, dom, eps, n, h, answered)
+        return cls(spec, dom, eps, n, h, answered, v)

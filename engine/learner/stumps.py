@@ -95,9 +95,9 @@ class ColumnCells:
 def check_split_records(n: int) -> None:
     """Refuse a node too large for Q's int64 arithmetic (``MAX_SPLIT_RECORDS``): n is public."""
     if n >= MAX_SPLIT_RECORDS:
-        raise InvalidInput(f"the split score of depth-k trees (used from a total epsilon of 2) is exact for "
+        raise InvalidInput(f"the split score of depth-k trees is exact for "
                            f"fewer than {MAX_SPLIT_RECORDS:.0e} training records; this training set has {n} "
-                           "(use epsilon < 2, or fewer records)")
+                           "(use fewer records, or stumps)")
 
 
 def _half(o: I64, z: I64, m: I64) -> I64:

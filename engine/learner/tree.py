@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from everlast.engine.errors import CorruptState
+from everlast.engine.errors import CorruptState, InvalidInput
 from everlast.engine.learner.exact import BitSource
 from everlast.engine.learner.hypothesis import hypothesis_count
 from everlast.engine.learner.stumps import SPLIT, SPLIT_SCALE, check_split_records, sample_stump_rows
@@ -35,9 +35,10 @@ from everlast.engine.learner.stumps import SPLIT, SPLIT_SCALE, check_split_recor
 I64 = NDArray[np.int64]
 MAX_DEPTH = 8
 DEFAULT_DEPTH = 3
-SPLIT_SCORE_FROM = 2.0
+SPLIT_SCORE_FROM = 0.0
 """From this configured epsilon the levels above the last score splits by Q (a Gini-like count), below
-it by the stump's errors: docs/privacy/learner.md 8 gives the measurements behind the choice."""
+it by the stump's errors. 0: one rule, Q at every epsilon (an earlier threshold of 2 made accuracy
+drop where the rule switched; docs/privacy/learner.md 8 gives the measurements behind the choice)."""
 ROOT_SIGNAL = 4.0
 """The root's floor: epsilon_0 >= min(epsilon / 2, ROOT_SIGNAL ln|H_node| / n) (docs/privacy/learner.md 8)."""
 
@@ -94,6 +95,35 @@ class Tree:
         signs = np.asarray(self.signs, dtype=np.int64)[node]
         return np.where(signs > 0, up, ~up).astype(np.int8)
 
+    def constant(self, lo_pos: int, hi_pos: int, d: int) -> bool:
+        """Whether every point of the domain ([lo_pos, hi_pos] on each of the d coordinates) gets the
+        same label: the reachable leaves' labels, by propagating each node's box of positions."""
+        seen: set[int] = set()
+        stack = [(0, 0, [lo_pos] * d, [hi_pos] * d)]  # (node, level, box lower, box upper), inclusive
+        while stack:
+            i, level, lo, hi = stack.pop()
+            k, c = self.coords[i], self.cuts[i]
+            left = lo[k] < c  # some position of the box goes left (pos < c)
+            right = hi[k] >= c
+            if level + 1 == self.depth:
+                s = self.signs[i]
+                if left:
+                    seen.add(0 if s > 0 else 1)
+                if right:
+                    seen.add(1 if s > 0 else 0)
+                if len(seen) > 1:
+                    return False
+                continue
+            if left:
+                h2 = list(hi)
+                h2[k] = min(hi[k], c - 1)
+                stack.append((2 * i + 1, level + 1, lo, h2))
+            if right:
+                l2 = list(lo)
+                l2[k] = max(lo[k], c)
+                stack.append((2 * i + 2, level + 1, l2, hi))
+        return len(seen) <= 1
+
     def to_dict(self) -> dict[str, Any]:
         return {"concept": "trees", "depth": self.depth, "coords": list(self.coords), "cuts": list(self.cuts),
                 "signs": list(self.signs)}
@@ -127,6 +157,8 @@ def sample_tree(pos: I64, y: NDArray[np.int8], lo_pos: int, hi_pos: int, epsilon
     n = int(pos.shape[0])
     if split_score and len(epsilons) > 1:
         check_split_records(n)
+        if any((e / SPLIT_SCALE) * SPLIT_SCALE != e or e / SPLIT_SCALE < 2.0**-1022 for e in epsilons[:-1]):
+            raise InvalidInput("a level's epsilon / 256 is not exact (subnormal): epsilon is too small")
     coords: list[int] = []
     cuts: list[int] = []
     signs: list[int] = []

@@ -3,16 +3,18 @@
 ``compare(targets, mechanisms, n)`` plans every requested mechanism for the same targets (and, with
 ``n``, what that many examples certify) and names the cheapest one that certifies the targets with
 proven numbers. The private learner's numbers come from ``engine.planner.learner`` and
-``engine.planner.agnostic`` (docs/privacy/learner.md); its n_required, epsilon at n and whether it meets
-the targets follow one accuracy bound, ``guarantee`` (default agnostic, the daemon's default
-``learner.guarantee``: the plan and the daemon's start-up check use the same numbers), and both bounds
-are reported. GenericBBL's come from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
+``engine.planner.agnostic`` (docs/privacy/learner.md); its n_required, epsilon at n and whether it
+meets the targets follow one accuracy bound, ``guarantee`` (this function's default agnostic;
+``everlast plan``'s default is validated, the daemon's: its start-up check under an a-priori
+``learner.guarantee`` uses the same numbers, and under validated alpha is checked after the fit), and
+both bounds are reported. GenericBBL's come from ``engine.planner.plan`` / ``best_epsilon`` unchanged.
 
 Pure: no I/O; the JSON/text helpers build values and strings for ``cli/plan.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +29,11 @@ from everlast.engine.planner.report import fmt
 from everlast.engine.planner.search import best_epsilon
 
 MECHANISMS = ("generic-bbl", "private-learner")
-GUARANTEES = ("agnostic", "realizable")
+GUARANTEES = ("agnostic", "realizable", "validated")
+VALIDATED_RATES = (0.05, 0.1, 0.2, 0.5)
+EXACT_MARGIN_UP_TO = 100_000
+"""Held-out sizes up to which the plan inverts the exact law (Lemma V1); above, the Hoeffding form."""
+"""Holdout error rates at which the plan prints the validated certificate's margin."""
 __all__ = ["FLOAT64_POINTS", "GUARANTEES", "MECHANISMS", "MechanismCost", "bbl_cost", "bbl_infeasible", "best_at_n",
            "cheapest", "compare", "comparison_json", "comparison_text", "learner_cost", "learner_json",
            "learner_text", "realizable_if"]
@@ -92,6 +98,82 @@ def agnostic_json(shape: ag.ClassShape, t: Targets, n: int | None) -> dict[str, 
     return d
 
 
+def validated_margin(n: int, epsilon: float, beta: float, rate: float, share: float | None = None) -> float:
+    """The validated certificate's margin U(c) - c / m (Theorem V, docs/privacy/learner.md 10) at a holdout
+    error rate ``rate`` and no noise (c = round(rate m)), for n examples of which ``holdout_size(n, share)``
+    are held out; 1.0 when none are."""
+    from everlast.engine.learner.validate import DEFAULT_SHARE, holdout_size, upper_bound
+
+    m = holdout_size(n, DEFAULT_SHARE if share is None else share)
+    if m == 0:
+        return 1.0
+    if m > EXACT_MARGIN_UP_TO:  # the Hoeffding form, a valid (looser) bound
+        return _hoeffding_margin(m, epsilon, beta)
+    c = round(rate * m)
+    return upper_bound(c, m, epsilon, beta) - c / m
+
+
+def _hoeffding_margin(m: int, epsilon: float, beta: float) -> float:
+    """t / m + sqrt(ln(2 / beta) / (2m)): the margin of the Hoeffding form of the validated bound (the
+    noise's tail and Hoeffding's, each at beta / 2), a valid bound at any holdout error."""
+    q = math.exp(-epsilon)
+    t = max(0.0, math.log(2.0 / (beta * (1.0 + q))) / epsilon)
+    return min(1.0, t / m + math.sqrt(math.log(2.0 / beta) / (2.0 * m)))
+
+
+@functools.lru_cache(maxsize=256)
+def _validated_n(epsilon: float, beta: float, alpha: float) -> int:
+    """The least n whose held-out quarter makes the Hoeffding form's margin <= alpha (it decreases in m)."""
+    from everlast.engine.learner.validate import DEFAULT_SHARE, holdout_size
+
+    def ok(k: int) -> bool:
+        m = holdout_size(k, DEFAULT_SHARE)
+        return m > 0 and _hoeffding_margin(m, epsilon, beta) <= alpha
+
+    lo, hi = 1, 128
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def _validated_epsilon(n: int, beta: float, alpha: float) -> float:
+    """The least epsilon (to a relative 10^-6) whose Hoeffding-form margin at n's held-out quarter is
+    <= alpha (the margin decreases in epsilon); +inf when none is (no holdout, or the sampling term
+    alone exceeds alpha)."""
+    from everlast.engine.learner.validate import DEFAULT_SHARE, holdout_size
+
+    m = holdout_size(n, DEFAULT_SHARE)
+    if m == 0 or math.sqrt(math.log(2.0 / beta) / (2.0 * m)) >= alpha:
+        return math.inf
+    hi = 1.0
+    while _hoeffding_margin(m, hi, beta) > alpha:
+        hi *= 2.0
+    lo = hi / 2.0
+    while _hoeffding_margin(m, lo, beta) <= alpha and lo > 2.0**-900:
+        lo, hi = lo / 2.0, lo
+    while hi - lo > 1e-6 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if _hoeffding_margin(m, mid, beta) <= alpha else (mid, hi)
+    return hi
+
+
+def validated_json(t: Targets, n: int | None) -> dict[str, Any]:
+    """The validated certificate for planning: the n from which the margin of its Hoeffding form (valid
+    at any holdout error) is at most alpha, and with n the margin at a few holdout error rates. What it
+    certifies (error <= the measured holdout error + the margin) is known only after the fit."""
+    d: dict[str, Any] = {"theorem": "V (docs/privacy/learner.md 10)", "holdout_share": 0.25,
+                         "comparator": "the released model's measured holdout error",
+                         "n_required": _validated_n(t.epsilon, t.beta, t.alpha)}
+    if n is not None:
+        d["margin_at_n"] = {f"{r:g}": validated_margin(n, t.epsilon, t.beta, r) for r in VALIDATED_RATES}
+        d["excess_at_n"] = d["margin_at_n"]["0.5"]
+        d["epsilon_at_n"] = _num(_validated_epsilon(n, t.beta, t.alpha))
+    return d
+
+
 def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_POINTS,
                  depth: int = DEFAULT_DEPTH, guarantee: str = "agnostic") -> MechanismCost:
     """The generic private learner for the targets: (eps, 0) training, (0, 0) queries, and both accuracy
@@ -130,10 +212,11 @@ def learner_cost(t: Targets, n: int | None = None, domain_size: int = FLOAT64_PO
             real["alpha_at_n"] = pl.best_alpha(n, t.epsilon, t.beta, ln_h)
     agn = agnostic_json(shape, t, n)
     extra["realizable"], extra["agnostic"] = real, agn
+    extra["validated"] = validated_json(t, n)
     chosen = extra[guarantee]
-    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") else \
-        (chosen["epsilon_at_n"] if chosen["epsilon_at_n"] is not None else math.inf)
-    at_alpha = None if n is None else real["alpha_at_n"] if guarantee == "realizable" else agn["excess_at_n"]
+    at_eps = None if n is None or (guarantee == "realizable" and t.concept == "trees") \
+        else (chosen["epsilon_at_n"] if chosen["epsilon_at_n"] is not None else math.inf)
+    at_alpha = None if n is None else real["alpha_at_n"] if guarantee == "realizable" else chosen["excess_at_n"]
     return MechanismCost("private-learner", chosen["n_required"], t.epsilon, 0.0, 0.0, 0.0, True, True, "", n,
                          at_eps, at_alpha, extra)
 
@@ -274,6 +357,9 @@ def learner_json(t: Targets, c: MechanismCost) -> dict[str, Any]:
 
 
 def _no_epsilon_reason(t: Targets, c: MechanismCost) -> str:
+    if c.extra.get("guarantee") == "validated":
+        return (f"Theorem V's margin (Hoeffding form) is <= {t.alpha:g} at beta = {t.beta:g} for no epsilon with "
+                f"n = {c.n}: no holdout, or its sampling term alone exceeds it")
     if c.extra.get("guarantee") == "agnostic":
         return (f"Theorem {c.extra['agnostic']['theorem'].split()[0]} proves an excess <= {t.alpha:g} at beta = "
                 f"{t.beta:g} for no epsilon with n = {c.n}: its uniform-convergence terms alone exceed it")
@@ -331,6 +417,16 @@ def comparison_text(costs: tuple[MechanismCost, ...]) -> str:
     return "\n".join(rows)
 
 
+def _validated_line(t: Targets, v: dict[str, Any], n: int | None) -> str:
+    head = (f"Validated certificate (Theorem {v['theorem'].split()[0]}; the daemon's default guarantee): "
+            f"validated: error <= e (w.p. {fmt(1 - t.beta)}, on i.i.d. queries), e = the released model's error "
+            f"measured privately on a held-out quarter of the training set + a margin (no extra epsilon); ")
+    if n is None or "margin_at_n" not in v:
+        return head + f"the margin is <= {fmt(t.alpha)} at any holdout error from n = {fmt(v['n_required'])}."
+    ms = ", ".join(f"{fmt(m)} at {float(r):.0%}" for r, m in v["margin_at_n"].items())
+    return head + f"with n = {fmt(n)} the margin is {ms} holdout error (known after the fit)."
+
+
 def learner_text(t: Targets, c: MechanismCost) -> str:
     x = c.extra
     depth = x.get("depth")
@@ -351,7 +447,8 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
         f"Agnostic bound (Theorem {agn['theorem'].split()[0]}): error <= {agn['comparator']} + excess; the "
         f"excess is <= {fmt(t.alpha)} from n = {fmt(agn['n_required'])} (for every distribution)."
         + mark.get("agnostic", ""),
-        "Both bounds assume the training set is n i.i.d. draws from the distribution the queries come from.",
+        _validated_line(t, x["validated"], c.n) + mark.get("validated", ""),
+        "All bounds assume the training set is n i.i.d. draws from the distribution the queries come from.",
         f"|H| = {x['hypotheses'] if t.concept == 'trees' else fmt(float(x['hypotheses']))}, ln|H| = "
         f"{x['ln_hypotheses']:.2f}, domain: {x['domain']}.",
         f"  training set:  epsilon = {fmt(t.epsilon)}, delta = 0 (exponential mechanism, exact sampler; "
@@ -366,11 +463,17 @@ def learner_text(t: Targets, c: MechanismCost) -> str:
                      f"t = {real['t_errors']:.1f} training errors")
     if c.n is not None:
         e = c.epsilon_at_n if c.epsilon_at_n is not None else math.inf
-        first = (f"the {g} bound proves alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
-                 "" if c.epsilon_at_n is None else
-                 f"no epsilon makes the {g} bound prove alpha = {fmt(t.alpha)} (too little data: "
-                 + ("its uniform-convergence terms alone exceed it); " if g == "agnostic" else
-                    "its union bound over H fails even for an error-free release); "))
+        if g == "validated":
+            first = (f"the validated certificate's margin (its Hoeffding form, at any holdout error) is <= "
+                     f"alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
+                     f"no epsilon makes the validated certificate's margin <= alpha = {fmt(t.alpha)} (too little "
+                     "data: no holdout, or the sampling term alone exceeds it); ")
+        else:
+            first = (f"the {g} bound proves alpha = {fmt(t.alpha)} from epsilon = {fmt(e)}; " if math.isfinite(e) else
+                     "" if c.epsilon_at_n is None else
+                     f"no epsilon makes the {g} bound prove alpha = {fmt(t.alpha)} (too little data: "
+                     + ("its uniform-convergence terms alone exceed it); " if g == "agnostic" else
+                        "its union bound over H fails even for an error-free release); "))
         exc = agn["excess_at_n"]
         vacuous = " (vacuous: >= 1)" if exc >= 1 else ""
         lines.append(f"With n = {fmt(c.n)}: {first}at epsilon = {fmt(t.epsilon)}, realizable alpha = "

@@ -97,3 +97,31 @@ def test_cli_audits_trees() -> None:
     assert rec["concept"] == "trees" and rec["caught"]
     bad = CliRunner().invoke(main, ["audit", "--game", "training", "--concept", "trees"])
     assert bad.exit_code != 0 and "private-learner only" in bad.output
+
+
+@pytest.mark.statistical
+def test_the_trees_grid_game_catches_a_2x_overspend_and_passes_the_real_trees() -> None:
+    """The grid game (docs/privacy/learner.md 6): depth-2 trees on a 3-point grid, an event fixed from the
+    claimed mechanism's exact law. The broken control spends the whole epsilon at both levels (true epsilon
+    up to 2; the event's exact log ratio is 1.43): caught with fixed seeds (expected bound 1.18 at 8,000 fits
+    per world); the real trees (the event's exact log ratio 0.64) stay under their claim of 1."""
+    bad = run_learner_audit("overspend-levels", trials=16_000, seed=0, concept="trees")
+    assert bad["caught"] and bad["epsilon_lower_bound"] > 1.0, bad["attacks"][0]["observed"]
+    real = run_learner_audit("real", trials=16_000, seed=0, concept="trees")
+    assert not real["caught"] and 0.2 < real["epsilon_lower_bound"] <= 1.0, real["attacks"][0]["observed"]
+
+
+def test_the_grid_games_exact_law_is_the_samplers() -> None:
+    """The audit's enumerated law (written from the doc) against the engine's fits: 3,000 fits per world,
+    the event's frequency within 4.5 binomial sd of its exact probability."""
+    from everlast.adversary_sim.audit.learner_trees import exact_tree_law, grid_event, play_grid
+    from everlast.engine.learner.tree import level_epsilons
+
+    lv = level_epsilons(1.0, 2, 34, 1, 3)
+    event, _ = grid_event(1.0, 8000, 0.05)
+    for world in (0, 1):
+        law = exact_tree_law(world, (lv[0], lv[1]))
+        assert sum(law.values()) == pytest.approx(1.0)
+        p = sum(v for t, v in law.items() if t in event)
+        got = sum(t in event for t in play_grid("real", world, 3000, seed=5, epsilon=1.0))
+        assert abs(got / 3000 - p) <= 4.5 * math.sqrt(p * (1 - p) / 3000)

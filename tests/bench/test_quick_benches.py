@@ -58,7 +58,12 @@ def test_bench_accuracy_quick() -> None:
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-4000:]
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert all(set(r) == {"dataset", "method", "epsilon", "mean", "std", "fits"} for r in rows)
+    assert all(set(r) == {"dataset", "method", "epsilon", "mean", "std", "fits", "bound", "covered", "served",
+                          "constant"} for r in rows)
+    mine = [r for r in rows if r["method"].startswith("everlast-")]
+    assert mine and all(0.0 <= r[k] <= 1.0 for r in mine for k in ("bound", "covered", "served", "constant"))
+    assert all(r[k] is None for r in rows if not r["method"].startswith("everlast-")
+               for k in ("bound", "covered", "served", "constant"))
     methods = {r["method"] for r in rows}
     assert {"everlast-stumps", "everlast-trees-3", "majority", "best-stump", "tree-3", "logreg"} <= methods
     assert all(r["dataset"] == "bananas" and 0.0 <= r["mean"] <= 1.0 for r in rows)

@@ -120,10 +120,11 @@ def test_an_alpha_the_data_cannot_prove_is_refused_saying_what_would_work(tmp_pa
                                           r"agnostic bound error <= the best threshold's error \+ 0\.178 "
                                           r"\(needs n = 5780 for an excess of 0\.1\)"):
         runtime(tmp_path, learner=realizable, data=write_data(tmp_path, n=N - 1))
-    # the default guarantee is agnostic: the same data and alpha are refused, the message names both bounds
+    # under the agnostic guarantee the same data and alpha are refused, the message names both bounds
+    agn = 'epsilon = 1.0\nguarantee = "agnostic"\nalpha = '
     with pytest.raises(ConfigError, match=r'under guarantee = "agnostic".*has 2229.*realizable bound.*needs n = 5780'):
-        runtime(tmp_path / "a", learner="epsilon = 1.0\nalpha = 0.1", data=write_data(tmp_path, "full", n=N))
-    ok = runtime(tmp_path / "b", learner="epsilon = 1.0\nalpha = 0.2", data=write_data(tmp_path, "full2", n=N))
+        runtime(tmp_path / "a", learner=agn + "0.1", data=write_data(tmp_path, "full", n=N))
+    ok = runtime(tmp_path / "b", learner=agn + "0.2", data=write_data(tmp_path, "full2", n=N))
     assert ok.guarantee.details["guarantee"] == "agnostic" and ok.guarantee.details["agnostic_excess"] <= 0.2
     weak = runtime(tmp_path / "w", learner="epsilon = 1.0", data=write_data(tmp_path, "small", n=50))
     assert any("neither bound proves useful accuracy" in w for w in weak.guarantee.warnings)  # privacy holds
@@ -212,11 +213,15 @@ def test_fit_once_then_restore_never_refit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("change", "msg"), [
     ("epsilon = 2.0", "epsilon: checkpoint 1.0, configuration 2.0"),
     ('epsilon = 1.0\ndomain = { kind = "range", lo = 0.0, hi = 1.0 }', "domain: checkpoint 'all finite doubles'"),
+    ("epsilon = 1.0\nholdout = 0.3", f"holdout: checkpoint {N // 4}, configuration {int(0.3 * N)}"),
+    ("epsilon = 1.0\nvalidation_beta = 0.05", "validation_beta: checkpoint 0.01, configuration 0.05"),
+    ('epsilon = 1.0\nguarantee = "agnostic"\nholdout = 0.25',
+     "guarantee: checkpoint 'validated', configuration 'agnostic'"),
 ])
 def test_a_learner_checkpoint_with_other_settings_is_refused(tmp_path: Path, change: str, msg: str) -> None:
     store = DirStore(tmp_path / "ck")
     asyncio.run(_activate(runtime(tmp_path), store))
-    with pytest.raises(CheckpointError, match=f"{msg}.*never refitted"):
+    with pytest.raises(CheckpointError, match=f"{msg}.*never refitted.*epsilons add up"):
         asyncio.run(_activate(runtime(tmp_path / "2", learner=change), store))
 
 
@@ -499,3 +504,80 @@ def test_genericbbls_first_round_is_built_by_the_claimant_only(tmp_path: Path, m
     assert not ra and rb and len(built) == 1
     assert codec.pack(sb.engine.round_part()) == codec.pack(sa.engine.round_part())
     assert codec.pack(sb.engine.live_part()) == codec.pack(sa.engine.live_part())
+
+
+# -- the validated certificate (docs/privacy/learner.md 10) ---------------------------------------------
+
+
+def _fitted(rt: ModelRuntime) -> Any:
+    from everlast.daemon.partition import Served
+
+    return rt.validated(Served(rt.id, rt.create_engine(), 0))
+
+
+def test_the_validated_certificate_is_the_default_and_reported(tmp_path: Path, caplog: Any) -> None:
+    import logging
+
+    rt = runtime(tmp_path, learner="epsilon = 1.0")
+    dt = rt.guarantee.details
+    assert dt["guarantee"] == "validated" and dt["holdout"] == N // 4 and dt["n_fit"] == N - N // 4
+    with caplog.at_level(logging.INFO, logger="everlast.daemon"):
+        s = _fitted(rt)
+    v = dt["validated"]
+    assert s.suspension is None and v["m"] == N // 4 and 0.0 <= v["bound"] < 0.1  # labels from a threshold
+    assert any("validated: error <= " in r.getMessage() and "on i.i.d. queries" in r.getMessage()
+               for r in caplog.records)
+    assert dt["constant"] is False
+
+
+def test_alpha_refuses_a_fit_by_its_validated_margin(tmp_path: Path) -> None:
+    """alpha caps the certificate's margin over the measured holdout error: at m = 60 the margin at
+    validation_beta 0.01 is several points, so alpha = 0.01 suspends the fit (never refits it); max_error
+    refuses by the bound itself."""
+    small = write_data(tmp_path, "small", n=240)
+    s = _fitted(runtime(tmp_path / "a", learner="epsilon = 1.0\nalpha = 0.01", data=small))
+    assert s.suspension is not None and "exceeds alpha = 0.01" in s.suspension.reason
+    assert s.suspension.reason.endswith("the two releases' epsilons add up")  # not cut by the 300-character cap
+    s = _fitted(runtime(tmp_path / "b", learner="epsilon = 1.0\nmax_error = 0.001", data=small))
+    assert s.suspension is not None and "exceeds max_error" in s.suspension.reason
+    assert s.suspension.reason.endswith("the two releases' epsilons add up")
+    s = _fitted(runtime(tmp_path / "c", learner="epsilon = 1.0\nalpha = 0.5", data=small))
+    assert s.suspension is None
+    # an a-priori guarantee holds nothing out by default, and alpha is checked at start as before
+    rt = runtime(tmp_path / "d", learner='epsilon = 1.0\nguarantee = "agnostic"', data=small)
+    assert rt.guarantee.details["holdout"] == 0 and _fitted(rt).suspension is None
+    assert rt.guarantee.details["validated"] is None
+
+
+def test_a_constant_release_is_warned_of(tmp_path: Path, caplog: Any) -> None:
+    import logging
+
+    """Constant over the domain (a function of the release alone): on 2 bins of [0, 1] the 3 cuts are
+    nearly uniform at epsilon 0.001, and 2 of them are constant: 20 tries all miss with probability ~3^-20."""
+    dom = 'domain = { kind = "bins", lo = [0.0], hi = [1.0], bins = 2 }'
+    rt = runtime(tmp_path, learner=f"epsilon = 0.001\nholdout = 0\n{dom}", data=write_data(tmp_path, "c", n=100))
+    with caplog.at_level(logging.WARNING, logger="everlast.daemon"):
+        for _ in range(20):
+            rt.guarantee.details["constant"] = None
+            _fitted(rt)
+            if rt.guarantee.details["constant"]:
+                break
+    assert rt.guarantee.details["constant"] is True
+    assert any("constant model" in r.getMessage() for r in caplog.records)
+
+
+def test_the_validated_bound_is_a_metric(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from everlast.daemon.metrics import Metrics
+    from everlast.daemon.service import publish_guarantee
+    from tests.daemon.test_lifecycle import metric
+
+    rt = runtime(tmp_path, learner="epsilon = 1.0")
+    _fitted(rt)
+    m = Metrics()
+    publish_guarantee(m, rt)
+    text = generate_latest(m.registry).decode()
+    v = rt.guarantee.details["validated"]
+    assert metric(text, "everlast_guarantee_accuracy", model="pl", quantity="validated") == pytest.approx(v["bound"])
+    assert metric(text, "everlast_guarantee_accuracy", model="pl", quantity="validated_beta") == 0.01

@@ -66,12 +66,21 @@ async def test_a_tree_is_served_end_to_end_with_the_python_apis_accuracy(broker:
             if len(got) >= m:
                 break
             await asyncio.sleep(0.5)
+        # `everlast replay --concept trees`: points of R^d, a stump target (every tree can represent one)
+        rep = await asyncio.to_thread(_cli, ["replay", "--bootstrap-servers", broker.bootstrap, "--queries-topic",
+                                             topics["queries"], "--labels-topic", topics["labels"], "--model", "tr",
+                                             "--concept", "trees", "--d", "2", "--queries", "300", "--json"])
+        r = json.loads(rep)
+        assert r["concept"] == "trees" and r["answered"] == 300, r
     assert len(got) == m
     labels = np.array([_label(got[i]) for i in range(m)])
     restored = await ModelCheckpointer(DirStore(tmp_path / "ck"), "tr").load()
     assert restored is not None and isinstance(restored.predictor, PrivateLearner)
     model = restored.predictor
     assert isinstance(model.hypothesis, Tree) and model.hypothesis.depth == 3
+    # the default guarantee: a quarter held out, the validated certificate kept with the release
+    v = model.validation
+    assert v is not None and v.m == len(s.y_train) // 4 and v.beta == 0.01 and 0.0 < v.bound < 0.5
     api = model.answer(s.x_test).labels
     assert np.array_equal(labels, api)  # the served answers are the Python API's, label for label
     acc = float((labels == s.y_test).mean())

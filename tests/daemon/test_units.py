@@ -68,7 +68,8 @@ def test_targets_that_need_more_data_refuse_to_start_and_say_what_would_work(tmp
     assert re.search(r"GenericBBL cannot meet epsilon = 1.0 at alpha = 0.1 with n = 1,000: any of its schedules "
                      r"needs at least [\d,]+ examples", msg), msg
     # it names what works: the private learner at the planner's n (more than 1,000 here), and how to serve it
-    assert "The private learner would certify them with 5,780 examples" in msg  # agnostic, the default
+    assert "The private learner would certify them with 5,780 examples" in msg  # agnostic, a priori
+    assert 'guarantee = "agnostic"' in msg
     assert "2,229 examples when the labels come from the class" in msg  # realizable
     assert 'mechanism = "private-learner"' in msg
     data2, _ = write_model_files(tmp_path, "m2", n=6_000)

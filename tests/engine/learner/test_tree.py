@@ -170,14 +170,15 @@ def test_the_split_score_is_chosen_on_the_configured_epsilon(monkeypatch: pytest
 
     monkeypatch.setattr(model, "sample_tree", spy)
     x = np.random.default_rng(0).random((398, 9))
-    for eps in (2.0, np.nextafter(2.0, 0.0)):
+    for eps in (2.0, np.nextafter(2.0, 0.0), 0.5, 8.0):
         PrivateLearner.fit("trees", x, (x[:, 0] >= 0.5).astype(np.int8), epsilon=float(eps), d=9, depth=3, seed=1)
-    assert seen == [True, False]
+    assert seen == [True, True, True, True]  # one rule at every epsilon (no switch: accuracy rises with epsilon)
 
 
 def test_only_the_split_score_limits_n(monkeypatch: pytest.MonkeyPatch) -> None:
     """Q is exact in int64 below MAX_SPLIT_RECORDS records; a larger training set is refused with the
-    limit named, before any draw. Errors (thresholds, stumps, trees below epsilon 2) have no such limit."""
+    limit named, before any draw, at every epsilon (one rule). Errors (thresholds, stumps, a depth-1 tree)
+    have no such limit."""
     from everlast.engine.errors import InvalidInput
     from everlast.engine.learner import stumps
 
@@ -186,7 +187,8 @@ def test_only_the_split_score_limits_n(monkeypatch: pytest.MonkeyPatch) -> None:
     y = (x[:, 0] >= 0.5).astype(np.int8)
     with pytest.raises(InvalidInput, match=r"exact for fewer than 1e\+02 training records; this training set has 100"):
         PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=2, seed=1)
-    PrivateLearner.fit("trees", x, y, epsilon=1.0, d=2, depth=2, seed=1)
+    with pytest.raises(InvalidInput, match=r"exact for fewer than"):
+        PrivateLearner.fit("trees", x, y, epsilon=0.5, d=2, depth=2, seed=1)
     PrivateLearner.fit("trees", x, y, epsilon=2.0, d=2, depth=1, seed=1)  # depth 1: no level above the last
     PrivateLearner.fit("stumps", x, y, epsilon=2.0, d=2, seed=1)
     PrivateLearner.fit("thresholds", x[:, 0], y, epsilon=2.0, seed=1)
@@ -235,3 +237,24 @@ def test_without_a_seed_each_generator_gets_256_bits_of_os_entropy() -> None:
     assert len({e >> 128 for e in ents}) == 4 and len({e % 2**128 for e in ents}) == 4  # w.p. 1 - 2^-124
     log2_intervals = math.log2((FLOAT64_POINTS + 1) * (FLOAT64_POINTS + 2) // 2)
     assert 126.998 < log2_intervals < 126.999 and 255 - log2_intervals > 128
+
+
+def test_a_subnormal_split_budget_is_refused() -> None:
+    """epsilon_l / 256 must be exact: below 2^-1000 a fit is refused (naming epsilon); at 2^-1000 the
+    smallest budget of a depth-8 tree divides exactly; a level budget whose quotient is subnormal is
+    refused by the sampler itself (the mutant that divides anyway would round 3 2^-1074 / 256 up to
+    2^-1074, more than its share)."""
+    from everlast.engine.errors import InvalidInput
+    from everlast.engine.learner.model import MIN_EPSILON
+
+    x, y = _xy(200, 3)
+    with pytest.raises(InvalidInput, match="epsilon must be at least"):
+        PrivateLearner.fit("trees", x, y, epsilon=2.0**-1001, d=2, depth=3, seed=1)
+    for depth in (2, 8):
+        levels = level_epsilons(MIN_EPSILON, depth, 200, 2, FLOAT64_POINTS)
+        assert all((e / SPLIT_SCALE) * SPLIT_SCALE == e and e / SPLIT_SCALE >= 2.0**-1022 for e in levels[:-1])
+    assert PrivateLearner.fit("trees", x, y, epsilon=MIN_EPSILON, d=2, depth=3, seed=1).hypothesis.depth == 3
+    pos = np.zeros((4, 1), dtype=np.int64)
+    with pytest.raises(InvalidInput, match="subnormal"):
+        sample_tree(pos, np.zeros(4, dtype=np.int8), 0, 3, (3 * 2.0**-1074, 1.0),
+                    lambda i: Bits(np.random.default_rng(1)), split_score=True)
