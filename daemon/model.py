@@ -31,8 +31,8 @@ from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError, InvalidState
 from everlast.engine.learner.domain import Domain
 from everlast.engine.learner.model import PrivateLearner, check_epsilon, concept_spec, validator_spec
-from everlast.engine.phases import Phase
 from everlast.engine.learner.validate import MIN_HOLDOUT, holdout_size
+from everlast.engine.phases import Phase
 from everlast.engine.predictor import Predictor
 from everlast.engine.schedule import Schedule
 from everlast.engine.serving import RoundInfo, Servable
