@@ -353,7 +353,13 @@ async def test_a_suspended_model_pages(tmp_path: Path) -> None:
         b.stop()
 
 
+LEGACY_ONLY = {"EverlastModelHalted": "a round now pauses instead of halting: only a checkpoint written before "
+                                      "paused rounds restores a halted model; promtool's rule test "
+                                      "(deploy/prometheus/alerts_test.yml) covers the expression"}
+"""Alerts no live daemon can reach any more, with the reason (their rule tests still run)."""
+
+
 def test_every_alert_rule_has_a_firing_test() -> None:
     here = Path(__file__).read_text()
-    missing = [a for a in EXPRS if f'"{a}"' not in here]
+    missing = [a for a in EXPRS if f'"{a}"' not in here and a not in LEGACY_ONLY]
     assert missing == [], f"alert rules without a firing test: {missing}"
