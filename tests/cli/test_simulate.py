@@ -133,6 +133,7 @@ def test_the_planned_epsilon_8_schedule_on_hard_data_never_halts(distribution: s
 
 
 @pytest.mark.slow
+@pytest.mark.huge
 def test_the_planned_epsilon_1_round_1_on_spike_data_never_halts() -> None:
     """The planned epsilon = 1 round 1 (7.3e7 training points, 4.7e8 queries: ~5 minutes and ~6 GB)
     on data piled at the boundary: no halt, the answered labels' error within alpha = 0.1."""
