@@ -239,7 +239,10 @@ class TargetChargedSolver:
             for _ in range(4):  # the halt budget at the exact top rate of the round it sizes (9.2)
                 # the band's m at T = x/e0 alone: T_guess can only raise T, hence m and q (Lemma Q), and
                 # max_eps0's argument needs q(e0, m(e0)) to fall with e0, which a floor on T would break
-                eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * g * math.ceil(x / e0)) - 1))
+                # Lemma TC' as the certifier applies it: tau(c - c0 + 1) added to the tail (no hard cap)
+                passing = 0.0 if c > R else at.at_tail(c - c0 + 1, *at.scales(o.eps_h))
+                eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * g * math.ceil(x / e0)) - 1),
+                                   passing)
                 eps0 *= 1.0 - 1e-9
                 if not eps0 > 0.0:
                     raise Infeasible(f"round {i}: no per-query level meets the round budget")
