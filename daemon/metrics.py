@@ -91,12 +91,16 @@ class Metrics:
         self.paused = Gauge(
             f"{PREFIX}_round_paused",
             "1 while the current round is paused: its halt budget is spent, every query is refused (round-paused) "
-            "until the round's R_i queries are in, then the next round answers again",
+            "until the round's R_i queries are in, then the next round answers again (a round that pauses and "
+            "ends within one batch is never seen paused here: everlast_rounds_paused_total counts every pause)",
             ["model"],
             registry=r,
         )
         self.rounds_paused = Counter(
-            f"{PREFIX}_rounds_paused_total", "Rounds whose halting test fired before their last query (they paused)",
+            f"{PREFIX}_rounds_paused_total",
+            "Rounds that paused: their halting test fired before their last position, so their "
+            "remaining queries were refused (round-paused); counted also when the round ended in "
+            "the same batch",
             ["model"], registry=r,
         )
         self.paused_refusals = Counter(

@@ -672,8 +672,6 @@ class PartitionProcessor:
             if not m.broken:
                 if m.phase is not Phase.HALTED and m.engine.phase is Phase.HALTED:
                     step.events.append(Event(EventKind.HALTED, m.id, m.engine.round))
-                if m.phase is not Phase.PAUSED and m.engine.phase is Phase.PAUSED:  # released by its refusals
-                    step.events.append(Event(EventKind.PAUSED, m.id, m.engine.round))
                 m.round, m.phase = m.engine.round, m.engine.phase
             if p.clean and failed is None and -1 not in labels:  # the whole group, in order
                 ids = b.ids
@@ -743,6 +741,9 @@ class PartitionProcessor:
         (Theorem Q+, remark 4: a released fact; an event names the client, never a query value)."""
         if ans.burn.size:
             m.burn.add(ans.burn)
+        if ans.paused:  # the engine says the round paused in this call (released by its refusals), also
+            # when the round ended in the same call (no PAUSED phase is ever seen then)
+            step.events.append(Event(EventKind.PAUSED, m.id, ans.round))
         paused = int(np.count_nonzero(ans.refusals == Refusal.ROUND_PAUSED))
         if paused:
             step.paused_refused[m.id] = step.paused_refused.get(m.id, 0) + paused

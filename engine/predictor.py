@@ -360,6 +360,7 @@ class Predictor:
         filled = _offer(self._points, rnd.positions, live.filled, live.answered, xb)
         answered = live.answered + n
         outcome = "round_full" if answered == spec.R else "paused" if res.halted else "answered"
+        paused = int(res.halted and live.answered + k < spec.R)  # fired with positions left: refused from k on
         new = _Live(phases.fire(live.phase, "answer", outcome), answered, res.state, noise, filled, quota, burn)
         # labels: 0 on L, 1 on R or TOP; -1 where refused for a client quota (outcome REFUSED). The
         # branches below are on the schedule (public) and on whether the round halted in this batch,
@@ -382,7 +383,7 @@ class Predictor:
             if quota is not None:
                 extra["quota_fired"] = np.concatenate([fires[:k], np.zeros(rest, np.bool_)])
         return new, Answers(labels=labels, outcomes=outcomes, round=rnd.index, consumed=n,
-                            refusals=refusals, **extra)
+                            refusals=refusals, paused=paused, **extra)
 
     def _paused(self, xs: NDArray[Any], n: int) -> tuple[_Live, Answers]:
         """A paused round's next n queries (n <= what is left of the round): refused, none answered
@@ -493,7 +494,8 @@ class Predictor:
         burn = np.concatenate([p.burn for p in parts]) if parts else np.zeros((0, 3), np.int64)
         fired = np.concatenate([p.quota_fired for p in parts]) if parts else np.zeros(0, np.bool_)
         return Answers(labels=cat("labels"), outcomes=cat("outcomes"), round=last,
-                       consumed=pos, refusals=cat("refusals"), burn=burn, quota_fired=fired)
+                       consumed=pos, refusals=cat("refusals"), burn=burn, quota_fired=fired,
+                       paused=sum(p.paused for p in parts))
 
     # -- state -----------------------------------------------------------------------------------
 

@@ -101,6 +101,10 @@ class Answers:
     (the query was answered; the client's later queries in the round are refused with
     ``Refusal.CLIENT_QUOTA``). Released (docs/privacy/genericbbl.md 5.5, remark 4): a server may log
     which client it was. Empty when the schedule has no quotas."""
+    paused: int = 0
+    """How many rounds paused in this call: 1 when the round's halting test fired here before the
+    round's last position (its later queries are refused ``Refusal.ROUND_PAUSED``; released by those
+    refusals), also when the round ends inside the same call. ``answer_all``: the rounds that paused."""
 
     @property
     def refused(self) -> NDArray[np.bool_]:

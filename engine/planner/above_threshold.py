@@ -43,6 +43,14 @@ def up_sum(*xs: float) -> float:
     return up(sum(Fraction(x) for x in xs))
 
 
+def down_diff(a: float, b: float) -> float:
+    """A float <= the exact difference a - b of floats (privacy-safe for what is left of a delta
+    once a part of it is spent: the remainder may only be understated)."""
+    exact = Fraction(a) - Fraction(b)
+    f = float(exact)
+    return f if Fraction(f) <= exact else math.nextafter(f, -math.inf)
+
+
 def dlap_sum_tail(g: int, a: float | Fraction, b: float | Fraction) -> float:
     """P[X + Y >= g] for independent X ~ DLap(a), Y ~ DLap(b) and an integer g (rounded up).
 

@@ -4,7 +4,7 @@
 planner's side of each design, so that certifying, planning and checking dispatch on the design
 object instead of branching on it:
 
-* :class:`TargetCharged` -- a round is priced by Lemma Q and Lemma TC (6.1-6.2); its in-round
+* :class:`TargetCharged` -- a round is priced by Lemma Q and Lemma TC' (6.1, 16.2); its in-round
   step is Theorem Q (5); its accuracy floor is section 6.3's; its solver takes the largest
   per-query level the round's budget allows (``target_charging.max_eps0``).
 * :class:`PaperDesign` -- a round is at most min(c, R) BetweenThresholds instances, each priced by
@@ -41,9 +41,10 @@ from everlast.engine.quotas import epsilon as quota_epsilon
 from everlast.engine.schedule import RoundSpec
 
 LEMMA_Q = ("Theorem Q (in-round step: AboveThreshold, Dwork-Roth Thm 3.23, discrete form, on the round's "
-           "top count; Lemma Cap for the hard cap)")
+           "top count; no hard cap runs (section 16): Lemma Cap's delta is a valid over-statement)")
 LEMMA_Q_PLUS = ("Theorem Q+ (in-round step: the halting test, each client's quota test and the burn-rate "
-                "signal, each on its own noise; Lemma Cap for the hard cap; client ids treated as public; "
+                "signal, each on its own noise; no hard cap runs, Lemma Cap's delta an over-statement; "
+                "client ids treated as public; "
                 "docs/privacy/genericbbl.md 5.5)")
 LEMMA_FALSE = "Claim E.6, in-round step (FALSE for this design; the halting-channel audit)"
 
@@ -156,21 +157,25 @@ class TargetCharged(DesignRules):
     privacy_floor_on_T = False
 
     def round_receipt(self, spec: RoundSpec, plan: NoisePlan, rnd: int, Delta: float, chain: Chain) -> Receipt:
-        """Lemma Q and Lemma TC (docs/privacy/genericbbl.md 6)."""
+        """Lemma Q and Lemma TC' (docs/privacy/genericbbl.md 6.1, 16.2)."""
         eps0 = up(1 / plan.query)  # exact 1/t as a Fraction, rounded up
         m = plan.band + 1
         # no hard cap runs (a paused round is followed by more rounds: genericbbl.md 16): Lemma TC'
         # charges the probability that the count passes c before the test fires
-        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta, passing=count_passing(self.design, spec))
+        passing = count_passing(self.design, spec)
+        r = tc.round_epsilon(eps0, m, plan.c, spec.R, Delta, passing=passing)
+        tailed = r.K < spec.R  # K = R: no tail, neither the binomial one nor tau_c
+        binom = tc.binom_lower_tail(r.K, r.q, plan.c - 1) if tailed else 0.0
         steps = (
             Step.make(chain, f"per-query mechanism, round {rnd}",
                       "Lemma Q (discrete): TOP is a q-target, B-level eps0 = 1/t (docs/privacy/genericbbl.md 6.1)",
                       eps0, 0.0, {"scale_t": float(plan.query), "band_counts_m": m, "q": r.q, "lo": plan.lo,
                                   "hi": plan.hi}, rnd),
             Step.make(chain, f"round composition, round {rnd}",
-                      "Lemma TC (target charging: K charged steps, KOV; docs/privacy/genericbbl.md 6.2)", r.E, Delta,
-                      {"K": r.K, "c": plan.c, "R": spec.R, "delta_K": r.delta_K, "delta_tail": r.delta_tail,
-                       "q": r.q}, rnd,
+                      "Lemma TC' (target charging, no hard cap: K charged steps, KOV; delta_K + delta_tail + "
+                      "tau_c; docs/privacy/genericbbl.md 16.2, 6.2)", r.E, Delta,
+                      {"K": r.K, "c": plan.c, "R": spec.R, "delta_K": r.delta_K, "delta_tail": binom,
+                       "tau_c": passing if tailed else 0.0, "q": r.q}, rnd,
                       note="K = R: every query charged, no tail" if r.K >= spec.R else ""),
         )
         reason = "" if math.isfinite(r.E) else (

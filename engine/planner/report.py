@@ -635,15 +635,16 @@ def worked_example() -> str:
         f"- round 1: T_1 = {r1.T} classifiers of lambda_1 = {r1.lam} points, R_1 = {r1.R} queries; "
         f"integer band [lo, hi] = [{q['lo']}, {q['hi']}] (m = hi - lo + 1 = {q['band_counts_m']} counts); "
         f"per-query noise DLap(t), t = {q['scale_t']!r} (eps0 = 1/t = {fmt(q['epsilon'], 6)}); "
-        f"hard cap c_1 = {r1.c}, halting threshold c0 = {c0} (c_1 - c0 = {r1.c - c0}).",
-        f"- Lemma Q: q = (1 - e^(-eps0 m))/(1 + e^eps0) = {fmt(q['q'], 9)}; Lemma TC: K = {k['K']} "
+        f"charged count c_1 = {r1.c} (no hard cap runs: section 16), halting threshold c0 = {c0} "
+        f"(c_1 - c0 = {r1.c - c0}).",
+        f"- Lemma Q: q = (1 - e^(-eps0 m))/(1 + e^eps0) = {fmt(q['q'], 9)}; Lemma TC': K = {k['K']} "
         f"charged steps (K/c_1 = {fmt(k['K'] / r1.c, 6)}), delta_K = {fmt(k['delta_K'], 4)}, "
-        f"delta_tail = {fmt(k['delta_tail'], 4)}, so round 1 is (E_1, Delta_1) = "
+        f"delta_tail = {fmt(k['delta_tail'], 4)}, tau_c = {fmt(k['tau_c'], 4)}, so round 1 is (E_1, Delta_1) = "
         f"({fmt(k['epsilon'], 6)}, {fmt(k['delta'], 6)}).",
         f"- budgets: E_1 = {fmt(p.E1, 4)}, E_2 = {fmt(p.E2, 4)}, r_1 = {fmt(p.r1, 4)}, "
         f"r_D = {fmt(p.rD, 4)}.",
         f"- in-round step (Theorem Q): eps_h = {fmt(ir['epsilon'], 4)}, delta = {fmt(ir['delta'])} "
-        f"(hard-cap probability {fmt(ir['delta_cap_h'])}).",
+        f"(Lemma Cap's charge for tau = {fmt(ir['delta_cap_h'])}: an over-statement, no hard cap runs).",
         f"- certified: training epsilon = {fmt(c.epsilon_training, 4)} (delta = "
         f"{fmt(c.delta_training)}); queries epsilon = {fmt(c.epsilon_queries, 4)} (delta = "
         f"{fmt(c.delta_queries)}), worst round {c.worst_query_round}; query-private: "

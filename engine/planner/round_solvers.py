@@ -304,7 +304,7 @@ class TargetChargedSolver:
             m = hi - lo + 1
             c0, c = size.c0 or 1, size.c
             for _ in range(4):
-                eps0 = _level_at(E, Delta, c, R, m)
+                eps0 = _level_at(E, Delta, c, R, m, _passing(c, c0, R, o.eps_h))
                 if not eps0 > 0.0:
                     return None
                 if o.halts != "split-votes":
@@ -367,7 +367,10 @@ class TargetChargedSolver:
             for _ in range(4):  # the halt budget at the exact top rate of the round it sizes (9.2)
                 # the band's m at T = x/e0 alone: T_guess can only raise T, hence m and q (Lemma Q), and
                 # max_eps0's argument needs q(e0, m(e0)) to fall with e0, which a floor on T would break
-                eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * g * math.ceil(x / e0)) - 1))
+                # Lemma TC' as the certifier applies it: tau(c - c0 + 1) added to the tail (no hard cap)
+                passing = _passing(c, c0, R, o.eps_h)
+                eps0 = tc.max_eps0(E, Delta, c, R, lambda e0: max(1, math.floor(2.0 * g * math.ceil(x / e0)) - 1),
+                                   passing)
                 eps0 *= 1.0 - 1e-9
                 if not eps0 > 0.0:
                     raise Infeasible(f"round {i}: no per-query level meets the round budget")
@@ -468,15 +471,21 @@ class PaperSolver:
         return "privacy (Theorem B)" if rt.t_priv >= rt.t_acc else "accuracy (Claims D.2/D.7)"
 
 
-def _level_at(E: float, Delta: float, c: int, R: int, m: int) -> float:
-    """The largest eps0 (to a relative 3e-4) at the fixed band count m whose round the certifier's own
-    Lemma TC (``round_epsilon``) confirms to meet (E, Delta); 0 if none. A bisection in log eps0 below
-    the planning estimate (``max_eps0``, whose q argument assumes T falls as eps0 grows), on which
-    the round's epsilon increases."""
-    def meets(e0: float) -> bool:
-        return tc.round_epsilon(e0 * (1.0 + 1e-9), m, c, R, Delta).E <= E
+def _passing(c: int, c0: int, R: int, eps_h: float) -> float:
+    """tau(c - c0): the chance the round's top count passes the charged c before its halting test
+    fires (Lemma T(ii)), which Lemma TC' adds to the round's delta; 0 when c > R (no tail)."""
+    return 0.0 if c > R else at.at_tail(c - c0 + 1, *at.scales(eps_h))
 
-    hi = 2.0 * tc.max_eps0(E, Delta, c, R, lambda e0: m)
+
+def _level_at(E: float, Delta: float, c: int, R: int, m: int, passing: float = 0.0) -> float:
+    """The largest eps0 (to a relative 3e-4) at the fixed band count m whose round the certifier's own
+    Lemma TC' (``round_epsilon`` with ``passing``) confirms to meet (E, Delta); 0 if none. A bisection
+    in log eps0 below the planning estimate (``max_eps0``, whose q argument assumes T falls as eps0
+    grows), on which the round's epsilon increases."""
+    def meets(e0: float) -> bool:
+        return tc.round_epsilon(e0 * (1.0 + 1e-9), m, c, R, Delta, passing).E <= E
+
+    hi = 2.0 * tc.max_eps0(E, Delta, c, R, lambda e0: m, passing)
     if not hi > 0.0:
         return 0.0
     lo = hi / 2.0

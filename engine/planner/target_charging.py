@@ -10,6 +10,10 @@ count by at most 1. Per query the mechanism is eps0-DP with eps0 = 1/t.
   (E, delta_K + delta_tail)-DP for every K, with (E, delta_K) the K-fold optimal (KOV)
   composition of eps0-DP steps and delta_tail >= P[Bin(K, q) <= c - 1]; K may be taken <= R (a
   round has at most R charged steps, so for K = R the tail is 0).
+* **Lemma TC'** (proven in 16.2): the same round with no hard cap, pausing when its halting test
+  fires: delta_tail gains tau_c = P[xi - rho >= c - c0 + 1] (``passing``), the probability that the
+  count passes c before the test fires. The tail and tau_c are summed rounded up, and what is left
+  of Delta for KOV is rounded down (``above_threshold.up_sum``, ``down_diff``; section 1).
 
 ``delta_tail`` is bounded by the Chernoff-Hoeffding bound with the exact binomial KL divergence,
 P[Bin(K, q) <= a] <= exp(-K KL(a/K || q)) for a <= Kq (rigorous, closed form), which costs about
@@ -31,7 +35,7 @@ import mpmath
 
 from everlast.engine import roots
 from everlast.engine.planner import composition as comp
-from everlast.engine.planner.above_threshold import up
+from everlast.engine.planner.above_threshold import down_diff, up, up_sum
 
 EPS0_CAP = 5.0
 """Planning never asks for a per-query level above this (the accuracy floor binds far below)."""
@@ -156,10 +160,11 @@ def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float, passing: fl
         K = charged_steps(c, q, share * Delta)
         if K >= R:
             continue  # K = R is covered above
-        tail = binom_lower_tail(K, q, c - 1) + passing
-        E = comp.kov_epsilon(eps0, 0.0, K, Delta - tail) if tail < Delta else math.inf
+        tail = up_sum(binom_lower_tail(K, q, c - 1), passing)  # both rounded up (section 1)
+        rest = down_diff(Delta, tail) if tail < Delta else 0.0  # what is left for KOV, rounded down
+        E = comp.kov_epsilon(eps0, 0.0, K, rest) if rest > 0.0 else math.inf
         if E < best.E:
-            best = RoundTC(E, Delta, eps0, q, K, Delta - tail, tail)
+            best = RoundTC(E, Delta, eps0, q, K, rest, tail)
     return best
 
 
@@ -182,8 +187,9 @@ def _max_eps0_at(E: float, Delta: float, c: int, R: int, q: float, passing: floa
     best = 0.0
     for share in TAIL_SHARES:
         K = min(R, charged_steps(c, q, share * Delta))
-        tail = 0.0 if K >= R else binom_lower_tail(K, q, c - 1) + passing
-        if tail >= Delta:
+        tail = 0.0 if K >= R else up_sum(binom_lower_tail(K, q, c - 1), passing)
+        rest = down_diff(Delta, tail) if tail < Delta else 0.0
+        if rest <= 0.0:
             continue
-        best = max(best, comp.kov_max_eps0(K, E, Delta - tail, cap=EPS0_CAP))
+        best = max(best, comp.kov_max_eps0(K, E, rest, cap=EPS0_CAP))
     return best

@@ -310,3 +310,26 @@ def test_processed_records_are_reported_for_the_journal_in_slices() -> None:
     p.transition_done({})
     step = p.resume()
     assert [(a, b, [r.offset for r in rs]) for a, b, rs in step.processed] == [(3, 5, [3, 4])]
+
+
+def test_a_pause_is_one_event_also_when_its_round_ends_in_the_same_call() -> None:
+    """A round that pauses and reaches its R-th position in one engine call is never seen in phase
+    paused (the engine goes answering -> transition due): the engine's ``Answers.paused`` reports it,
+    so the paused event (and ``everlast_rounds_paused_total``) counts every pause exactly once. The
+    old check (phase before vs after the call) counted none here."""
+    from everlast.daemon.events import EventKind
+    from everlast.engine.phases import Phase
+    from tests.engine.helpers import tops_predictor
+
+    for split in (False, True):
+        eng = tops_predictor("target-charged", halt_threshold=4, c=10)
+        R = eng.spec.R
+        p = proc_of(served("m", eng))
+        if split:  # the pause in one call, the round's end in a later one: still one event
+            steps = [feed(p, queries("m", [0.5] * 10, 0)), feed(p, queries("m", [0.5] * (R - 10), 10))]
+        else:
+            steps = [feed(p, queries("m", [0.5] * R, 0))]
+        assert eng.phase is Phase.TRANSITION_DUE
+        kinds = [e.kind for s in steps for e in s.events]
+        assert kinds.count(EventKind.PAUSED) == 1, kinds
+        assert sum(s.paused_refused.get("m", 0) for s in steps) == R - 4

@@ -169,12 +169,13 @@ def test_halting_pauses_the_round_until_its_end(design: str) -> None:
     assert res.outcomes.tolist() == [2] * 4 + [-1] * 6
     assert res.refusals.tolist() == [0] * 4 + [Refusal.ROUND_PAUSED] * 6
     assert res.consumed == 10 and p.phase is Phase.PAUSED and p.capacity == R - 10 and p.tops_in_round == 4
+    assert res.paused == 1  # the call in which the round paused says so
     assert p.answered_in_round == 10
     q = codec.loads(codec.dumps(p))
     assert q.phase is Phase.PAUSED and q.answer(np.array([0.9])).refusals.tolist() == [Refusal.ROUND_PAUSED]
     later = p.answer(np.r_[QUERIES[: R + 50], 0.5])  # more than the round holds: consumed to its end
     assert later.consumed == R - 10 and (later.labels == -1).all()
-    assert (later.refusals == Refusal.ROUND_PAUSED).all()
+    assert (later.refusals == Refusal.ROUND_PAUSED).all() and later.paused == 0  # paused before this call
     assert p.phase is Phase.TRANSITION_DUE and p.capacity == 0 and p.reservoir_filled == p.spec.m_D
     with pytest.raises(InvalidState):
         p.answer(np.array([0.5]))
@@ -190,7 +191,8 @@ def test_paused_queries_fill_d_hat_at_its_positions(design: str) -> None:
     p = halting(design)
     R = p.spec.R
     xs = np.r_[np.full(4, 0.5), QUERIES[: R - 4]]
-    p.answer(xs)
+    res = p.answer(xs)
+    assert res.paused == 1  # paused and ended in one call: never seen in phase paused, still reported
     positions = np.asarray(p.round_part()["round_state"]["reservoir_positions"])
     assert p.phase is Phase.TRANSITION_DUE and p.reservoir_filled == positions.size
     assert np.array_equal(p.reservoir_points(0, p.reservoir_filled), xs[positions])
