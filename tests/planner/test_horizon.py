@@ -159,7 +159,7 @@ def test_the_growing_relabelling_needs_more_rounds_than_growth_from() -> None:
     for K in range(1, GROWTH_FROM + 1):
         with pytest.raises(ValueError, match="rounds"):
             growing_chunks(0.1, 0.5, K, 1, "per-query", [1e-3] * K, T[:K])
-    a, labels, lam, left, r = growing_chunks(0.1, 0.5, GROWTH_FROM + 1, 1, "per-query", [1e-3] * 4, T[:4])
+    a, _labels, lam, left, r = growing_chunks(0.1, 0.5, GROWTH_FROM + 1, 1, "per-query", [1e-3] * 4, T[:4])
     assert len(a) == len(lam) == len(left) == 4 and 0 < r <= 1
     with pytest.raises(ValueError, match="at least 2 rounds"):
         plan(Targets(epsilon=1.0, rounds=1))
