@@ -361,6 +361,9 @@ def capacity_summary(cfg: ModelConfig, concept: ConceptClass, schedule: Schedule
     gib = ENGINE_MEMORY / 2**30
     if k >= len(rounds):
         held = f"one engine of {gib:g} GiB holds every round"
+    elif k == 0:
+        held = (f"one engine of {gib:g} GiB holds no round: round 1 {cap[0].reason} (its fit or its transition "
+                "will fail)")
     else:
         held = (f"one engine of {gib:g} GiB holds rounds 1-{k} ({sum(r.R for r in rounds[:k]):.3g} queries); "
                 f"round {k + 1} {cap[k].reason}: its transition will suspend the model")

@@ -45,7 +45,7 @@ def test_a_transition_that_cannot_allocate_suspends_that_model_alone() -> None:
     assert [x["status"] for x in after] == ["ok", "ok"]
 
 
-def test_the_start_up_line_states_the_plans_capacity_and_horizon() -> None:
+def test_the_start_up_line_states_the_plans_capacity_and_horizon(monkeypatch: Any) -> None:
     j = json.loads(KAT.read_text())["eps1"]["json"]
     schedule = Schedule.from_dict(j["schedule"])
     cfg = SimpleNamespace(d=1, targets=SimpleNamespace(alpha=0.1, beta=0.05))
@@ -57,3 +57,6 @@ def test_the_start_up_line_states_the_plans_capacity_and_horizon() -> None:
     without = capacity_summary(SimpleNamespace(d=1, targets=None), from_spec({"name": "thresholds", "d": 1}),  # type: ignore[arg-type]
                                schedule)
     assert "not computed" in without
+    monkeypatch.setattr("everlast.engine.planner.capacity.ENGINE_MEMORY", 2**20)  # 1 MiB: no round fits
+    assert "holds no round: round 1 needs" in capacity_summary(cfg, from_spec({"name": "thresholds", "d": 1}),  # type: ignore[arg-type]
+                                                                 schedule)
