@@ -5,6 +5,7 @@ allocated suspends that model alone with the reason (no crash, so no crash loop 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ from everlast.daemon.partition import PartitionProcessor
 from everlast.daemon.privacy import capacity_summary
 from everlast.daemon.service import Service
 from everlast.engine.concepts import from_spec
-from everlast.engine.schedule import Schedule
+from everlast.engine.schedule import RoundSpec, Schedule
 from tests.daemon.fakes import FakeEngine, feed, labels_of, queries, served
 
 KAT = Path(__file__).resolve().parents[1] / "data" / "kat-plan.json"
@@ -46,8 +47,10 @@ def test_a_transition_that_cannot_allocate_suspends_that_model_alone() -> None:
 
 
 def test_the_start_up_line_states_the_plans_capacity_and_horizon(monkeypatch: Any) -> None:
-    j = json.loads(KAT.read_text())["eps1"]["json"]
-    schedule = Schedule.from_dict(j["schedule"])
+    j = json.loads(KAT.read_text())["eps1"]["json"]  # everlast plan --epsilon 1 ... --json, pinned
+    names = {f.name for f in dataclasses.fields(RoundSpec)}
+    rows = [{**{k: v for k, v in r.items() if k in names}, "lam": r["lambda"]} for r in j["schedule"]]
+    schedule = Schedule.from_dict({"rounds": rows, "repeat_last": j["repeat_last"], "design": "target-charged"})
     cfg = SimpleNamespace(d=1, targets=SimpleNamespace(alpha=0.1, beta=0.05))
     line = capacity_summary(cfg, from_spec({"name": "thresholds", "d": 1}), schedule)  # type: ignore[arg-type]
     k = j["one_engine_rounds"]
