@@ -26,7 +26,7 @@ from everlast.daemon.config import ModelConfig
 from everlast.daemon.data import dimension_error, load_training
 from everlast.daemon.errors import CheckpointError, ConfigError
 from everlast.daemon.partition import BurnTally, Served, Suspension
-from everlast.daemon.privacy import Guarantee, certify_running, learner_guarantee, plan_model
+from everlast.daemon.privacy import Guarantee, capacity_summary, certify_running, learner_guarantee, plan_model
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.errors import EngineError, InvalidState
 from everlast.engine.learner.domain import Domain
@@ -99,6 +99,7 @@ class ModelRuntime:
                     f"model {cfg.id}: the training set has {n} examples but the schedule needs "
                     f"{schedule.initial_size} (lambda_1 * T_1)"
                 )
+            log.info("model %s: %s", cfg.id, capacity_summary(cfg, concept, schedule))
             m = cls(cfg, concept, schedule, guarantee, n)
         m.data_fp, m.identity = data_fingerprint(x, y), identity_of(cfg)
         return m

@@ -99,6 +99,10 @@ def behind_reason(lost: str, broker: str) -> str:
 
 
 def engine_failed_reason(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return ("the round transition could not allocate the next round's memory (MemoryError): one engine "
+                "cannot hold that round (`everlast plan --json`, 'capacity'); the model refuses every query until "
+                "an operator acts (see docs/OPERATIONS.md, 'A round one engine cannot hold')")
     return (
         f"the model's engine failed ({type(exc).__name__}); it refuses every query until an operator "
         "acts (see docs/OPERATIONS.md)"

@@ -351,3 +351,34 @@ def learner_guarantee(cfg: ModelConfig, n: int, domain_size: int, domain: str, d
     }
     return Guarantee("exponential-mechanism", lc.epsilon, 0.0, 0.0, True, tuple(warnings),
                      "private-learner", details)
+
+
+def capacity_summary(cfg: ModelConfig, concept: ConceptClass, schedule: Schedule) -> str:
+    """One start-up log line: how many rounds (and queries) of ``schedule`` one engine's memory holds
+    (``engine.planner.capacity``, the plan's ``capacity`` numbers) and, for a target-charged schedule
+    with targets, Theorem A-infinity's accuracy horizon (docs/privacy/genericbbl.md 6.3). A round one
+    engine cannot hold suspends the model at its transition (docs/OPERATIONS.md)."""
+    from everlast.engine.planner.accuracy import accuracy_horizon
+    from everlast.engine.planner.capacity import ENGINE_MEMORY, one_engine_rounds, schedule_capacity
+    from everlast.engine.planner.design_rules import rules
+
+    rounds = schedule.rounds
+    cap = schedule_capacity(rounds, concept.name, cfg.d, ENGINE_MEMORY, schedule.repeat_last)
+    k = one_engine_rounds(cap)
+    gib = ENGINE_MEMORY / 2**30
+    if k >= len(rounds):
+        held = f"one engine of {gib:g} GiB holds every round"
+    elif k == 0:
+        held = (f"one engine of {gib:g} GiB holds no round: round 1 {cap[0].reason} (its fit or its transition "
+                "will fail)")
+    else:
+        held = (f"one engine of {gib:g} GiB holds rounds 1-{k} ({sum(r.R for r in rounds[:k]):.3g} queries); "
+                f"round {k + 1} {cap[k].reason}: its transition will suspend the model")
+    t = cfg.targets
+    accs = rules(schedule.design).answer_accuracy(rounds, concept.vc_dim, "per-query") if t is not None else ()
+    if t is None or not accs:
+        return f"{held}; accuracy horizon: not computed (a target-charged schedule with targets alpha, beta has one)"
+    hz = accuracy_horizon(rounds, schedule.design, concept.vc_dim, t.alpha, t.beta, "per-query",
+                          schedule.repeat_last, accs)
+    where = "every round" if hz.queries is None else f"{hz.queries:.3g} queries (rounds 1-{hz.rounds})"
+    return f"{held}; accuracy horizon (Theorem A-infinity, per query, alpha = {t.alpha:g}): {where}"

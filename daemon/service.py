@@ -497,14 +497,16 @@ class Service:
 
     async def transition(self, proc: PartitionProcessor, ids: list[str]) -> dict[str, BaseException]:
         """Run the transitions in a worker thread; an ``EngineError`` suspends its model (returned),
-        anything else stops the daemon (a restart replays)."""
+        and so does a ``MemoryError``: a round this engine cannot allocate (the predictor is left
+        unchanged by any failure, and a restart would only reach the same round again; the start-up
+        log says which rounds one engine holds). Anything else stops the daemon (a restart replays)."""
         failures: dict[str, BaseException] = {}
         for mid in ids:
             m = proc.models[mid]
             t0 = time.perf_counter()
             try:
                 await asyncio.to_thread(m.engine.transition)
-            except EngineError as exc:
+            except (EngineError, MemoryError) as exc:
                 failures[mid] = exc
                 continue
             self.metrics.transition_seconds.labels(model=mid).observe(time.perf_counter() - t0)

@@ -286,19 +286,30 @@ def accuracy_horizon(rounds: Sequence[RoundSpec], design: Design, vc: int, alpha
     A_i = a_i + (its own flips and ensemble terms), with a_{K+j} = a_K + 2 j alpha_K for the
     repetitions of round K, and the failure adds Theorem A's events and Claim E.1's 2 beta_i per round
     (2 beta_K and round K's events per repetition). The horizon is the last round with every A_i <=
-    alpha and the accumulated failure <= beta; exact rational arithmetic on the printed floats."""
+    alpha and the accumulated failure <= beta, and it ends before the first round whose incoming
+    relabelling (round K's own, for its repetitions) fails ``relabel_needs``'s sample size (Claim E.1
+    does not hold there); exact rational arithmetic on the printed floats."""
     accs = tuple(accs) if accs is not None else schedule_accuracy(rounds, design, vc, reading)
+    needs = relabel_needs(rounds, vc)
     A, B = Fraction(alpha), Fraction(beta)
     fail, queries = Fraction(0), 0
     for i, (r, acc) in enumerate(zip(rounds, accs, strict=True), start=1):
-        fail += Fraction(acc.failure) + (2 * Fraction(r.beta) if i >= 2 else 0)
-        if acc.bound > alpha or fail > B:
+        if i >= 2 and needs[i - 2].m_S < needs[i - 2].need:  # Claim E.1 does not hold for round i's labels
+            return Horizon(queries, i - 1, 0, up(fail), f"round {i}: its relabelling's sample S-hat_{i - 1} "
+                           f"({needs[i - 2].m_S}) is below Claim E.1's size ({needs[i - 2].need})")
+        step_fail = Fraction(acc.failure) + (2 * Fraction(r.beta) if i >= 2 else 0)
+        if acc.bound > alpha or fail + step_fail > B:
             why = (f"round {i}: Theorem A's bound {acc.bound:.4g} exceeds alpha" if acc.bound > alpha else
                    f"round {i}: the accumulated failure exceeds beta")
-            return Horizon(queries, i - 1, 0, up(fail - Fraction(acc.failure)), why)
+            return Horizon(queries, i - 1, 0, up(fail), why)
+        fail += step_fail
         queries += r.R
     if not repeat_last:
         return Horizon(None, len(rounds), None, up(fail), "")
+    if needs[-1].m_S < needs[-1].need:  # round K's own relabelling, for its repetitions
+        return Horizon(queries, len(rounds), 0, up(fail), f"no repetition of round {len(rounds)}: its "
+                       f"relabelling's sample S-hat_{len(rounds)} ({needs[-1].m_S}) is below Claim E.1's "
+                       f"size ({needs[-1].need})")
     last, r = accs[-1], rounds[-1]
     own = Fraction(last.flips) + Fraction(last.ensemble)  # round K's own terms (Lemmas A1, A2)
     step = 2 * Fraction(r.alpha)  # Claim E.1 made exact: each relabelling at alpha_K adds 2 alpha_K

@@ -128,11 +128,14 @@ def growing_chunks(alpha: float, theta: float, K: int, vc: int, reading: Reading
     the same (its privacy charge, steps T3 and Q1-Q4) while the relabelling error falls as the rounds
     grow. Round K's own terms get ``LAST_OWN_SHARE`` of (1 - theta) alpha, the rest of alpha being room
     for its repetitions' labels' error; the other rounds' own terms get alpha - a_i. Search only: any
-    alpha_i and lambda_i are valid (the certifier recomputes Theorem A)."""
+    alpha_i and lambda_i are valid (the certifier recomputes Theorem A). Needs K > ``GROWTH_FROM``
+    (no round grows otherwise; the caller uses the even split there)."""
+    if K <= GROWTH_FROM:
+        raise ValueError(f"rounds: the growing relabelling needs more than {GROWTH_FROM} rounds, got {K}")
     own_K = LAST_OWN_SHARE * (1.0 - theta) * alpha
     S2 = sized_chunk(alpha - theta * alpha / (K - 1), vc, reading) * T_even[1]  # about the even |S_2|
     top = max(S2, LAST_ROUND_SIZE)
-    span = max(1, K - 1 - GROWTH_FROM)
+    span = max(1, K - 1 - GROWTH_FROM)  # K = GROWTH_FROM + 1: round K alone grows, to the top
     size = [S2 * (top / S2) ** min(1.0, max(0, i - GROWTH_FROM) / span) for i in range(1, K + 1)]
 
     def relabel_alpha(m: float, beta: float, m_D: float) -> float:  # Lemma R's and Lemma C.2's alpha at m
@@ -201,7 +204,8 @@ class TargetChargedSolver:
         """The growing relabelling's S-hat share r of S_i (the LabelBoost reserve's estimate)."""
         self.left: list[float] | None = None
         """Per round, what the round's own terms may take (alpha - a_i unless set)."""
-        if o.chunks == "sized" and o.relabelling == "growing" and o.sizes_from is not None:
+        if (o.chunks == "sized" and o.relabelling == "growing" and o.sizes_from is not None
+                and K > GROWTH_FROM):  # with K <= GROWTH_FROM no round grows: the even split
             self.a, self.labels, self.lam, self.left, self.share = growing_chunks(
                 alpha, theta, K, vc, o.reading, self.b, o.sizes_from)
         elif o.chunks == "sized":  # theta alpha spread over the K - 1 relabellings; chunks for the ensemble

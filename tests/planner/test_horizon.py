@@ -17,8 +17,9 @@ from everlast.engine.planner.accuracy import Horizon, RoundAccuracy, accuracy_ho
 from everlast.engine.schedule import RoundSpec
 
 
-def _spec(R: int, alpha: float, beta: float) -> RoundSpec:
-    return RoundSpec(T=100, lam=10, R=R, c=10, eps_bt=0.1, delta_bt=None, alpha=alpha, m_S=10, m_D=10,
+def _spec(R: int, alpha: float, beta: float, m_S: int = 10**9) -> RoundSpec:
+    """A round whose S-hat meets Claim E.1's size unless ``m_S`` is set small."""
+    return RoundSpec(T=100, lam=10, R=R, c=10, eps_bt=0.1, delta_bt=None, alpha=alpha, m_S=m_S, m_D=10**6,
                      gamma=0.01, beta=beta, halt_eps=0.1, halt_threshold=5)
 
 
@@ -64,6 +65,33 @@ def test_a_listed_round_over_alpha_ends_the_horizon_before_it() -> None:
     accs = _accs(rounds, [0.05, 0.1, 0.05])  # round 2: a_2 + 0.1 > alpha
     h = accuracy_horizon(rounds, DEFAULT, 1, 0.1, 0.05, accs=accs)
     assert (h.rounds, h.queries, h.repetitions) == (1, 1000, 0) and "round 2" in h.limit
+
+
+@pytest.mark.parametrize("small", [0, 1, 2])
+def test_a_relabelling_below_claim_e1s_size_ends_the_horizon(small: int) -> None:
+    """The reviewer's case: m_S = 10 (Claim E.1 asks 10^5 or more) for the relabelling out of round
+    ``small + 1``. The horizon ends before the round those labels feed (no repetition when it is the
+    last round's own); the broken variant that skips the check claims repetitions."""
+    rounds = [_spec(1000, 2e-3, 1e-3, 10 if i == small else 10**9) for i, _ in enumerate(range(3))]
+    rounds[2] = dataclasses.replace(rounds[2], alpha=1e-4, beta=1e-6)
+    accs = _accs(rounds, [0.05, 0.06, 0.05])
+    h = accuracy_horizon(rounds, DEFAULT, 1, 0.1, 0.05, accs=accs)
+    assert (h.rounds, h.queries, h.repetitions) == (small + 1, 1000 * (small + 1), 0)
+    assert "Claim E.1" in h.limit and "(10)" in h.limit
+    fixed = [dataclasses.replace(r, m_S=10**9) for r in rounds]
+    assert accuracy_horizon(fixed, DEFAULT, 1, 0.1, 0.05, accs=accs).repetitions > 0
+
+
+def test_a_round_over_beta_is_not_counted_in_the_failure() -> None:
+    """The reviewer's example: failures (0.04, 0), beta_2 = 0.01, beta = 0.05: round 2 would bring
+    the failure to 0.06, so the horizon is round 1 with failure 0.04 (not 0.06, which subtracted only
+    round 2's Theorem A events and kept its 2 beta_2)."""
+    rounds = [_spec(1000, 2e-3, 0.01), _spec(2000, 1e-3, 0.01)]
+    accs = _accs(rounds, [0.05, 0.05])
+    accs = [dataclasses.replace(accs[0], failure=0.04), dataclasses.replace(accs[1], failure=0.0)]
+    h = accuracy_horizon(rounds, DEFAULT, 1, 0.1, 0.05, accs=accs)
+    assert (h.rounds, h.queries) == (1, 1000) and "failure" in h.limit
+    assert h.failure == pytest.approx(0.04) and h.failure <= 0.05
 
 
 def test_a_schedule_that_ends_covers_every_answer() -> None:
@@ -118,3 +146,23 @@ def test_the_plan_text_states_the_horizon_in_one_line() -> None:
     inside = horizon_line(p, {**acc, "horizon_queries": 1000, "horizon_rounds": 3, "horizon_repetitions": 0})  # type: ignore[arg-type]
     assert "rounds 1-3," in inside and "repetitions" not in inside
     assert "every round" in horizon_line(p, {**acc, "horizon_queries": None})  # type: ignore[arg-type]
+
+
+def test_the_growing_relabelling_needs_more_rounds_than_growth_from() -> None:
+    """K <= GROWTH_FROM: no round would grow (and K = 3 once divided by K - GROWTH_FROM = 0), so
+    the solver uses the even split; ``growing_chunks`` refuses such K by name. K = 1 is refused by
+    the tight planner; K = 2, 3, 4 plan and meet the targets."""
+    from everlast.engine.planner.api import Targets, plan
+    from everlast.engine.planner.round_solvers import GROWTH_FROM, growing_chunks
+
+    T = [1000] * 5
+    for K in range(1, GROWTH_FROM + 1):
+        with pytest.raises(ValueError, match="rounds"):
+            growing_chunks(0.1, 0.5, K, 1, "per-query", [1e-3] * K, T[:K])
+    a, _labels, lam, left, r = growing_chunks(0.1, 0.5, GROWTH_FROM + 1, 1, "per-query", [1e-3] * 4, T[:4])
+    assert len(a) == len(lam) == len(left) == 4 and 0 < r <= 1
+    with pytest.raises(ValueError, match="at least 2 rounds"):
+        plan(Targets(epsilon=1.0, rounds=1))
+    for K in (2, 3, 4):
+        p = plan(Targets(epsilon=1.0, rounds=K))
+        assert p.meets_targets and len(p.rounds) == K
