@@ -1,6 +1,7 @@
 """``everlast simulate --epsilon 1 --rounds 1 --json`` runs round 1 of the epsilon-1 plan at its real
 size (7.3e7 training points, 4.7e8 queries) and the first queries of round 2. Heavy (minutes of CPU,
-about 6 GB): in the huge set (`bash scripts/test.sh -m huge`), not in the default run. Targets: not halted, round 1 complete, round 2 answering, the
+about 6 GB): in the huge set (`bash scripts/test.sh -m huge`), not in the default run. Targets: not
+halted, round 1 complete, round 2 answering, the
 answered labels' error within alpha = 0.1 in each, peak RSS within 8 GiB."""
 
 from __future__ import annotations
