@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from everlast.cli.common import emit_json
+from everlast.engine import roots
 
 LAMBDAS = (2, 3, 5, 8, 10, 15, 20, 30, 50)
 """Chunk sizes tried: a round's epsilon scales like sqrt(lambda R) / (gamma lambda T), so many chunks
@@ -103,13 +104,8 @@ def proven_round(*, n: int, concept: str, d: int, R: int | None, alpha: float, b
         best = round_one_bound(spec_at(EPS0_MAX), concept, d)
         if best > alpha:
             return None, best
-        lo, hi = 1e-5, EPS0_MAX
-        for _ in range(40):
-            mid = math.sqrt(lo * hi)
-            if round_one_bound(spec_at(mid), concept, d) <= alpha:
-                hi = mid
-            else:
-                lo = mid
+        hi = roots.smallest_float(lambda e: round_one_bound(spec_at(e), concept, d) <= alpha, 1e-5, EPS0_MAX,
+                                  steps=40, geometric=True)
         spec = spec_at(_round_up(hi))
     except InvalidSchedule:
         return None, 1.0

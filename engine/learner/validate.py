@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from everlast.engine import roots
 from everlast.engine.errors import CorruptState, InvalidInput
 from everlast.engine.learner.exact import BitSource, below, bernoulli_exp
 
@@ -124,16 +125,9 @@ def upper_bound(c: int, m: int, epsilon: float, beta: float) -> float:
 
     if not rejected(1.0 - 1e-12):
         return 1.0
-    lo, hi = 0.0, 1.0 - 1e-12
     if rejected(0.0):
         return 0.0
-    while hi - lo > 2.0**-40:
-        mid = 0.5 * (lo + hi)
-        if rejected(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return roots.smallest_float(rejected, 0.0, 1.0 - 1e-12, abs_tol=2.0**-40)
 
 
 @dataclass(frozen=True, slots=True)

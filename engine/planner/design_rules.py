@@ -309,11 +309,14 @@ class PaperDesign(DesignRules):
         return out
 
 
-def rules(design: Design) -> DesignRules:
-    """The planner's rules for ``design`` (registered once, with its solver: ``design_table``)."""
-    from everlast.engine.planner.design_table import PLANNERS  # (it imports this module)
+RULES: dict[Design, DesignRules] = {DEFAULT: TargetCharged(), PAPER: PaperDesign()}
+"""Each design's rules, registered once; ``design_table.PLANNERS`` pairs them with the solvers (this
+module imports no solver, so the planner's imports stay a tree)."""
 
-    return PLANNERS[design].rules
+
+def rules(design: Design) -> DesignRules:
+    """The planner's rules for ``design``."""
+    return RULES[design]
 
 
 def halting_test(design: Design, spec: RoundSpec) -> tuple[float, float]:

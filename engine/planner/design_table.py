@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from everlast.engine.design import DEFAULT, PAPER, Design
-from everlast.engine.planner.design_rules import DesignRules, PaperDesign, TargetCharged
+from everlast.engine.planner.design_rules import RULES, DesignRules
 from everlast.engine.planner.round_solvers import PaperSolver, TargetChargedSolver
 
 
@@ -22,6 +22,6 @@ class PlannerDesign:
 
 
 PLANNERS: dict[Design, PlannerDesign] = {
-    DEFAULT: PlannerDesign(TargetCharged(), TargetChargedSolver),
-    PAPER: PlannerDesign(PaperDesign(), PaperSolver),
+    DEFAULT: PlannerDesign(RULES[DEFAULT], TargetChargedSolver),
+    PAPER: PlannerDesign(RULES[PAPER], PaperSolver),
 }

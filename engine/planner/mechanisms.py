@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from everlast.engine import roots
 from everlast.engine.learner.hypothesis import CLASSES, hypothesis_count
 from everlast.engine.learner.ordinals import FLOAT64_POINTS
 from everlast.engine.learner.tree import DEFAULT_DEPTH
@@ -133,10 +134,7 @@ def _validated_n(epsilon: float, beta: float, alpha: float) -> int:
     lo, hi = 1, 128
     while not ok(hi):
         lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return roots.smallest_int(ok, lo, hi)
 
 
 def _validated_epsilon(n: int, beta: float, alpha: float) -> float:
@@ -154,10 +152,7 @@ def _validated_epsilon(n: int, beta: float, alpha: float) -> float:
     lo = hi / 2.0
     while _hoeffding_margin(m, lo, beta) <= alpha and lo > 2.0**-900:
         lo, hi = lo / 2.0, lo
-    while hi - lo > 1e-6 * hi:
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if _hoeffding_margin(m, mid, beta) <= alpha else (mid, hi)
-    return hi
+    return roots.smallest_float(lambda e: _hoeffding_margin(m, e, beta) <= alpha, lo, hi, rel_tol=1e-6)
 
 
 def validated_json(t: Targets, n: int | None) -> dict[str, Any]:

@@ -148,13 +148,9 @@ def growing_chunks(alpha: float, theta: float, K: int, vc: int, reading: Reading
         return [relabel_alpha(r * size[i - 2], betas[i - 1], size[i - 1]) for i in range(2, K + 1)]
 
     budget = LISTED_SHARE * theta * alpha
-    lo_r, hi_r = 1e-9, 1.0
-    for _ in range(80):  # the sum falls as r grows: the smallest share whose relabellings fit the budget
-        mid = math.sqrt(lo_r * hi_r)
-        if 2.0 * math.fsum(alphas(mid)) <= budget:
-            hi_r = mid
-        else:
-            lo_r = mid
+    # the sum falls as r grows: the smallest share whose relabellings fit the budget
+    hi_r = roots.smallest_float(lambda r: 2.0 * math.fsum(alphas(r)) <= budget, 1e-9, 1.0, steps=80,
+                                geometric=True)
     tail = alphas(hi_r)
     a = [tail[0], *tail]
     labels = labels_error(a)
@@ -497,13 +493,7 @@ def _level_at(E: float, Delta: float, c: int, R: int, m: int, passing: float = 0
         hi, lo = lo, lo / 2.0
         if lo < 1e-12:
             return 0.0
-    while hi / lo > 1.0 + 3e-4:
-        mid = math.sqrt(lo * hi)
-        if meets(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo * (1.0 - 1e-9)
+    return roots.largest_float(meets, lo, hi, rel_tol=3e-4, geometric=True) * (1.0 - 1e-9)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -44,11 +44,12 @@ def test_papers_halt_budget_at_epsilon_1_is_not_runnable() -> None:
 
 
 @pytest.mark.slow
-def test_papers_halt_budget_costs_the_target_charged_design_a_thousandfold() -> None:
-    """Under the paper's halt budget the target-charged design is certified but needs ~2e11
-    examples, and round 1's D-hat is beyond the 2^32 points one engine orders."""
+def test_papers_halt_budget_costs_the_target_charged_design_a_hundredfold() -> None:
+    """Under the paper's halt budget the target-charged design is certified but needs ~3e10
+    examples (about 400 times the split-votes plan since round 1 is re-tuned and later rounds grow),
+    and round 1's D-hat is beyond the 2^32 points one engine orders."""
     p = plan(Targets(epsilon=1.0, halts="paper"))
-    assert p.meets_targets and p.n_required > 1000 * plan(Targets(epsilon=1.0)).n_required
+    assert p.meets_targets and p.n_required > 100 * plan(Targets(epsilon=1.0)).n_required
     assert p.schedule is None and "2^32" in p.not_runnable_reason
 
 
