@@ -135,4 +135,5 @@ def cap_charge(eps: float, delta_cap: float) -> float:
     added delta."""
     if delta_cap <= 0.0:
         return 0.0
-    return up((1 + mpmath.exp(min(eps, 700.0))) * mpmath.mpf(delta_cap))
+    with mpmath.workdps(_DPS):  # its own precision: never mpmath's global one, which callers may set
+        return up((1 + mpmath.exp(min(eps, 700.0))) * mpmath.mpf(delta_cap) * (1 + mpmath.mpf(10) ** -45))

@@ -16,8 +16,9 @@ mp = pytest.importorskip("mpmath")
 
 def _cdf_ref(l: int, c: int, eps0: float, which: str) -> float:  # noqa: E741 (l*, the paper)
     """P[B <= l], B ~ Bin(c, x), x = expit(-eps0) ('q') or expit(eps0) ('p'): the pmf at l in
-    mpmath (50 digits), then exact log-ratios pmf(k-1)/pmf(k) = k/(c-k+1) (1-x)/x going down."""
-    mp.mp.dps = 50
+    mpmath (50 digits), then exact log-ratios pmf(k-1)/pmf(k) = k/(c-k+1) (1-x)/x going down.
+    Call it under ``mp.workdps(50)``: never set mpmath's global precision (the planner's figures
+    once moved by an ulp in a later test on the same worker)."""
     e = mp.mpf(eps0)
     x = 1 / (1 + mp.e**e) if which == "q" else 1 / (1 + mp.e ** (-e))
     anchor = (mp.loggamma(c + 1) - mp.loggamma(l + 1) - mp.loggamma(c - l + 1)
@@ -43,8 +44,9 @@ def _cdf_ref(l: int, c: int, eps0: float, which: str) -> float:  # noqa: E741 (l
 def test_delta_rr_against_independent_high_precision(c: int, mu: float, E: float) -> None:
     eps0 = mu / math.sqrt(c)
     lstar = math.ceil((c - E / eps0) / 2) - 1
-    t1 = _cdf_ref(lstar, c, eps0, "q")
-    ref = float(t1 - mp.e**E * _cdf_ref(lstar, c, eps0, "p"))
+    with mp.workdps(50):
+        t1 = _cdf_ref(lstar, c, eps0, "q")
+        ref = float(t1 - mp.e**E * _cdf_ref(lstar, c, eps0, "p"))
     ours = comp.kov_delta_rr(eps0, c, E)
     assert ours >= ref  # an upper bound
     assert ours - ref <= 1.2 * comp.term_margin(c) * float(t1)  # and tight (margin + error)
