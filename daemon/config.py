@@ -247,7 +247,9 @@ class LearnerConfig(_Strict):
                     "Costs no epsilon (parallel composition under substitution), only fitting data",
     )
     validation_beta: float = Field(
-        0.01, gt=0, lt=1, description="failure probability of the validated certificate (Theorem V)"
+        0.01, ge=1e-12, lt=1,
+        description="failure probability of the validated certificate (Theorem V); at least 1e-12 (below, "
+                    "the bound's float evaluation is not proven: docs/privacy/learner.md 10)"
     )
     max_error: float | None = Field(
         None, gt=0, lt=1,

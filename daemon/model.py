@@ -247,7 +247,7 @@ class ModelRuntime:
             why = f"{v.sentence()} exceeds max_error = {lc.max_error:g}; {REFIT}"
         if why is not None:
             log.warning("model %s: refused: %s", self.id, why)
-            s.suspension = Suspension(f"accuracy: {why}"[:300], 0, s.offset, False)
+            s.suspension = Suspension(f"accuracy: {why}"[:400], 0, s.offset, False)
         return s
 
     async def _wait(self, ck: ModelCheckpointer, timeout_s: float, why: str) -> Restored:

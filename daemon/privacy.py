@@ -380,5 +380,6 @@ def capacity_summary(cfg: ModelConfig, concept: ConceptClass, schedule: Schedule
         return f"{held}; accuracy horizon: not computed (a target-charged schedule with targets alpha, beta has one)"
     hz = accuracy_horizon(rounds, schedule.design, concept.vc_dim, t.alpha, t.beta, "per-query",
                           schedule.repeat_last, accs)
-    where = "every round" if hz.queries is None else f"{hz.queries:.3g} queries (rounds 1-{hz.rounds})"
+    where = ("every round" if hz.queries is None else "no query (round 1 is not covered)" if hz.rounds == 0
+             else f"{hz.queries:.3g} queries (rounds 1-{hz.rounds})")
     return f"{held}; accuracy horizon (Theorem A-infinity, per query, alpha = {t.alpha:g}): {where}"

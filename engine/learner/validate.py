@@ -34,6 +34,10 @@ DEFAULT_SHARE = 0.25
 MIN_HOLDOUT = 30
 """Fewer held-out records than this (a training set below 4 MIN_HOLDOUT at the default share): no
 holdout, no validated certificate (the bound would be near 1 anyway)."""
+MIN_BETA = 1e-12
+"""The smallest failure probability the certificate is computed for: the window of ``observed_cdf``
+omits a binomial mass of at most 2 e^-75 ~ 5e-33, absolute, which the slack beta 10^-9 must cover
+(it does for every beta >= 1e-23; below that the bound would be unsound)."""
 SLACK = 1e-9
 """Relative slack of the float evaluation of the binomial-geometric CDF (the bound is a hair
 conservative: a p is accepted as the bound only where the computed CDF is below beta (1 - SLACK))."""
@@ -106,8 +110,10 @@ def observed_cdf(c: int, m: int, p: float, epsilon: float) -> float:
     from scipy.stats import binom
 
     sd = math.sqrt(m * p * (1.0 - p))
-    lo = max(0, math.floor(m * p - 40.0 * sd - 50.0))  # outside: binomial mass below e^-800 (Chernoff),
-    hi = min(m, math.ceil(m * p + 40.0 * sd + 50.0))  # far inside the slack of ``upper_bound``
+    # Outside the window (t = 40 sd + 50 from the mean) the binomial mass is at most 2 e^-75 (Bernstein:
+    # t^2 / (2 (sd^2 + t/3)) >= 75), absolute; ``upper_bound``'s slack beta 10^-9 covers it for beta >= MIN_BETA.
+    lo = max(0, math.floor(m * p - 40.0 * sd - 50.0))
+    hi = min(m, math.ceil(m * p + 40.0 * sd + 50.0))
     k = np.arange(lo, hi + 1, dtype=np.int64)
     return float(np.sum(binom.pmf(k, m, p) * noise_cdf(c - k, epsilon)))
 
@@ -116,6 +122,9 @@ def upper_bound(c: int, m: int, epsilon: float, beta: float) -> float:
     """U(c) = inf {p in [0, 1] : P_p[E + Z <= c] <= beta}: with probability >= 1 - beta over the
     holdout and the noise, the true error is at most U (docs/privacy/learner.md 10, Lemma V1: the CDF
     decreases in p). 1.0 when no p < 1 is rejected. Bisection to 2^-40, returning the upper end."""
+    if not MIN_BETA <= beta < 1.0:
+        raise ValueError(f"validation_beta must lie in [{MIN_BETA:g}, 1): below, the window's omitted tail "
+                         "(2 e^-75) is no longer inside the slack")
     if m < 1:
         return 1.0
     target = beta * (1.0 - SLACK)
@@ -156,7 +165,9 @@ class Validation:
         return v
 
     def sentence(self) -> str:
-        return (f"validated: error <= {self.bound:.3g} (w.p. {1 - self.beta:.3g}, on i.i.d. queries; "
+        # the bound rounded up (never printed below what is proven), beta itself (1 - beta may print as 1)
+        shown = math.ceil(self.bound * 1000) / 1000
+        return (f"validated: error <= {shown:g} (w.p. >= 1 - {self.beta:g}, on i.i.d. queries; "
                 f"{self.m} held-out examples, Theorem V)")
 
 

@@ -537,7 +537,7 @@ def test_alpha_refuses_a_fit_by_its_validated_margin(tmp_path: Path) -> None:
     small = write_data(tmp_path, "small", n=240)
     s = _fitted(runtime(tmp_path / "a", learner="epsilon = 1.0\nalpha = 0.01", data=small))
     assert s.suspension is not None and "exceeds alpha = 0.01" in s.suspension.reason
-    assert s.suspension.reason.endswith("the two releases' epsilons add up")  # not cut by the 300-character cap
+    assert s.suspension.reason.endswith("the two releases' epsilons add up")  # not cut by the 400-character cap
     s = _fitted(runtime(tmp_path / "b", learner="epsilon = 1.0\nmax_error = 0.001", data=small))
     assert s.suspension is not None and "exceeds max_error" in s.suspension.reason
     assert s.suspension.reason.endswith("the two releases' epsilons add up")

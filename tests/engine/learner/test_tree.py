@@ -242,8 +242,8 @@ def test_without_a_seed_each_generator_gets_256_bits_of_os_entropy() -> None:
 def test_a_subnormal_split_budget_is_refused() -> None:
     """epsilon_l / 256 must be exact: below 2^-1000 a fit is refused (naming epsilon); at 2^-1000 the
     smallest budget of a depth-8 tree divides exactly; a level budget whose quotient is subnormal is
-    refused by the sampler itself (the mutant that divides anyway would round 3 2^-1074 / 256 up to
-    2^-1074, more than its share)."""
+    refused by the sampler itself (the mutant that divides anyway would round 3 2^-1067 / 256 = 1.5
+    2^-1074 up to 2^-1073, 4/3 of its share; 3 2^-1074 / 256 rounds to 0, an underspend, refused too)."""
     from everlast.engine.errors import InvalidInput
     from everlast.engine.learner.model import MIN_EPSILON
 
@@ -255,6 +255,8 @@ def test_a_subnormal_split_budget_is_refused() -> None:
         assert all((e / SPLIT_SCALE) * SPLIT_SCALE == e and e / SPLIT_SCALE >= 2.0**-1022 for e in levels[:-1])
     assert PrivateLearner.fit("trees", x, y, epsilon=MIN_EPSILON, d=2, depth=3, seed=1).hypothesis.depth == 3
     pos = np.zeros((4, 1), dtype=np.int64)
-    with pytest.raises(InvalidInput, match="subnormal"):
-        sample_tree(pos, np.zeros(4, dtype=np.int8), 0, 3, (3 * 2.0**-1074, 1.0),
-                    lambda i: Bits(np.random.default_rng(1)), split_score=True)
+    assert (3 * 2.0**-1067) / SPLIT_SCALE == 2.0**-1073  # the overspend the refusal prevents
+    for budget in (3 * 2.0**-1067, 3 * 2.0**-1074):
+        with pytest.raises(InvalidInput, match="subnormal"):
+            sample_tree(pos, np.zeros(4, dtype=np.int8), 0, 3, (budget, 1.0),
+                        lambda i: Bits(np.random.default_rng(1)), split_score=True)

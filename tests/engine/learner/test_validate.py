@@ -204,3 +204,33 @@ def test_bins_are_the_documented_float_computation() -> None:
     want = np.clip(np.floor((x - lo) * w), 0, b - 1).astype(np.int64)
     assert (d.positions(x) == want).all()
     assert d.positions(np.array([[1.7e308, -1.7e308]])).tolist() == [[b - 1, 0]]
+
+
+def test_a_beta_below_the_floor_is_refused() -> None:
+    """The review's case (c = 800, m = 1000, epsilon = 50, beta = 1e-200): the window's omitted tail
+    (up to 2 e^-75) dwarfs beta there, and the bound came out 0.98826 where the true CDF is ~5e-175.
+    Below MIN_BETA the bound refuses; at MIN_BETA the omitted mass is inside the slack."""
+    from everlast.engine.learner.validate import MIN_BETA, SLACK, upper_bound
+
+    with pytest.raises(ValueError, match="validation_beta"):
+        upper_bound(800, 1000, 50.0, 1e-200)
+    assert 2 * math.exp(-75) < MIN_BETA * SLACK * 1e-9  # the tail, far inside the slack at the floor
+    assert 0.0 < upper_bound(800, 1000, 50.0, MIN_BETA) <= 1.0
+
+
+def test_the_daemon_refuses_a_validation_beta_below_the_floor() -> None:
+    import pydantic
+
+    from everlast.daemon.config import LearnerConfig
+
+    with pytest.raises(pydantic.ValidationError, match="validation_beta"):
+        LearnerConfig(epsilon=1.0, validation_beta=1e-13)
+    assert LearnerConfig(epsilon=1.0, validation_beta=1e-12).validation_beta == 1e-12
+
+
+def test_the_sentence_never_prints_the_bound_below_its_value() -> None:
+    from everlast.engine.learner.validate import Validation
+
+    v = Validation(m=1000, noisy_errors=90, epsilon=1.0, beta=1e-4, bound=0.10044)
+    s = v.sentence()
+    assert "error <= 0.101 " in s and "w.p. >= 1 - 0.0001" in s
