@@ -3,7 +3,7 @@
 
     python -m bench.bounds [--quick] [--json] [--fits N] [--epsilon E]
 
-For each data set of ``bench.realdata`` (its fixed 70/30 split; n = the training part): the error the
+For each data set of ``bench.realdata`` (its 70/30 split of seed 0; n = the training part): the error the
 realizable bound (Theorem L2) proves for a stump on all finite float64 at n, epsilon and beta = 0.05,
 and the excess the agnostic bound (Theorem L3) proves over the best stump's error; then, on the test
 part, the private stump's error (``PrivateLearner.fit``, mean over ``--fits`` seeded fits), the

@@ -1,7 +1,8 @@
 """Real data sets shipped inside packages (nothing is downloaded) and the methods ``bench.accuracy``
 compares on them.
 
-Data sets (binary labels, fixed stratified 70/30 split, ``random_state = 0``):
+Data sets (binary labels; ``load(name, seed)`` draws a stratified 70/30 split with ``random_state = seed``,
+``bench.accuracy`` one per fit, ``bench.bounds`` and the daemon's test the one of seed 0):
   * ``bananas`` (river, 5,300 x 2), ``phishing`` (river, 1,250 x 9), ``shuttle`` (river, 49,097 x 9);
   * ``breast-cancer`` (scikit-learn, 569 x 30);
   * ``synthetic-10`` (5,000 x 4, generated from a fixed seed: uniform on [0, 1]^4, label 1 on the corner
@@ -24,6 +25,7 @@ scaled to [0, 1] by those bounds and data_norm = sqrt(d). Non-private baselines 
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -68,10 +70,9 @@ def _river(name: str) -> tuple[F64, I8]:
     return np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.int8)
 
 
-def load(name: str) -> Split:
-    """The data set's fixed stratified 70/30 split."""
-    from sklearn.model_selection import train_test_split
-
+@functools.cache
+def _data(name: str) -> tuple[F64, I8]:
+    """The whole data set (read once per process)."""
     if name == "breast-cancer":
         from sklearn.datasets import load_breast_cancer
 
@@ -85,7 +86,16 @@ def load(name: str) -> Split:
         x, y = _river(name)
     else:
         raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, stratify=y, random_state=0)
+    return x, y
+
+
+def load(name: str, seed: int = 0) -> Split:
+    """The data set's stratified 70/30 split drawn with ``random_state = seed`` (a new split per seed;
+    the per-feature ranges are the whole data set's, the same for every split)."""
+    from sklearn.model_selection import train_test_split
+
+    x, y = _data(name)
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, stratify=y, random_state=seed)
     return Split(name, xtr, ytr, xte, yte, x.min(axis=0), x.max(axis=0))
 
 
@@ -144,7 +154,7 @@ def _diffprivlib(method: str, s: Split, epsilon: float, seed: int) -> Predict:
 
 
 def baseline_fit(method: str, s: Split) -> Predict:
-    """The non-private baselines (deterministic: one fit)."""
+    """The non-private baselines (deterministic given the split: one fit per split)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.tree import DecisionTreeClassifier
 

@@ -59,7 +59,7 @@ def test_bench_accuracy_quick() -> None:
     assert out.returncode == 0, out.stderr[-4000:]
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert all(set(r) == {"dataset", "method", "epsilon", "mean", "std", "fits", "bound", "covered", "served",
-                          "constant"} for r in rows)
+                          "constant", "holdout_points", "test_points"} for r in rows)
     mine = [r for r in rows if r["method"].startswith("everlast-")]
     assert mine and all(0.0 <= r[k] <= 1.0 for r in mine for k in ("bound", "covered", "served", "constant"))
     assert all(r[k] is None for r in rows if not r["method"].startswith("everlast-")
@@ -67,8 +67,11 @@ def test_bench_accuracy_quick() -> None:
     methods = {r["method"] for r in rows}
     assert {"everlast-stumps", "everlast-trees-3", "majority", "best-stump", "tree-3", "logreg"} <= methods
     assert all(r["dataset"] == "bananas" and 0.0 <= r["mean"] <= 1.0 for r in rows)
-    assert all((r["epsilon"] is None) == (r["fits"] == 1 and not r["method"].startswith(("everlast", "diffpriv")))
-               for r in rows)
+    # every method, the deterministic baselines too, is fitted once on each of the --quick run's 3 splits
+    assert all((r["epsilon"] is None) == (not r["method"].startswith(("everlast", "diffpriv"))) for r in rows)
+    assert all(r["fits"] == 3 and r["test_points"] == 1590 for r in rows)
+    assert all(r["holdout_points"] == (927 if r["method"].startswith("everlast-") else None) for r in rows)
+    assert any(r["std"] > 0 for r in rows if r["epsilon"] is None)  # the splits differ (a baseline's accuracy moves)
 
 
 def test_bench_capacity_quick() -> None:

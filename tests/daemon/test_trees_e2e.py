@@ -1,5 +1,5 @@
 """The trees serving target: a depth-3 tree served by the daemon end to end, queries sent with
-`everlast produce` and labels read with `everlast consume`, on Bananas (river's copy, the fixed split of
+`everlast produce` and labels read with `everlast consume`, on Bananas (river's copy, the split of seed 0 of
 `bench.accuracy`). The daemon's answers are exactly those of the Python API's model restored from the
 daemon's checkpoint, hence the same accuracy; the start-up report carries both bounds."""
 
