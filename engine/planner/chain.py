@@ -394,13 +394,17 @@ def _query_chain(ctx: _Context) -> _Queries:
     top = max(key(p) for p in per)
     worst = next(i for i, p in enumerate(per, start=1) if key(p) >= top * (1.0 - 1e-9))
     w = per[worst - 1]
-    eps_q = up_sum(w.eps_D, w.q0.epsilon) if math.isfinite(w.eps_D + w.q0.epsilon) else math.inf
-    delta_q = up_sum(w.delta_D, w.q0.delta)
+    # the tie rule only picks the round whose steps are shown; the figures are the maxima over rounds
+    # (a round within 1e-9 of the top must never lower the epsilon or the delta certified)
+    shown = per if all_valid else [w]
+    eps_q = max(up_sum(p.eps_D, p.q0.epsilon) if math.isfinite(p.eps_D + p.q0.epsilon) else math.inf
+                for p in shown)
+    delta_q = max(up_sum(p.delta_D, p.q0.delta) for p in shown)
     final = Step.make("queries", f"query chain, round {worst} (worst round)",
                       "Proposition 2.5 (in-round step + later rounds)", eps_q, delta_q, {}, worst,
                       valid=math.isfinite(eps_q))
     first_pre = next((p.pre_reason for p in per if p.pre_reason), "")
-    return _Queries(eps_q, w.eps_D, delta_q, worst, (*w.steps, final), checks,
+    return _Queries(eps_q, max(p.eps_D for p in per), delta_q, worst, (*w.steps, final), checks,
                     tuple((i, p.eps_D, p.delta_D) for i, p in enumerate(per, start=1)),
                     _queries_reason(ctx, w, worst, eps_q, first_pre))
 

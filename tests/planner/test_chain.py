@@ -142,3 +142,29 @@ def test_non_repeating_schedule_last_round_reaches_nothing() -> None:
     c = certify(s, 10**7)
     assert dict((r, e) for r, e, _ in c.per_round_queries)[2] == 0.0
     assert c.epsilon_queries_conditional == max(e for _, e, _ in c.per_round_queries)
+
+
+def test_a_near_tie_never_lowers_the_certified_query_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding E1: rounds within a relative 1e-9 of the worst one tie for the steps shown, but
+    the certified epsilon and delta are the maxima over rounds (the old rule reported the earliest
+    tied round's figures: 1.0 against a proven 1.00000000045)."""
+    from everlast.engine.planner import chain
+
+    s = Schedule((TCT, dataclasses.replace(TCT, alpha=0.05)), design=DEFAULT)
+    real = chain._round_queries
+    made: dict[int, chain._RoundQueries] = {}
+
+    def tied(ctx: object, i: int, cap_floor: float) -> chain._RoundQueries:
+        p = real(ctx, i, cap_floor)  # type: ignore[arg-type]
+        if i == 1:
+            made[1] = p
+            return p
+        p1 = made[1]  # round 2: a hair above round 1, within the tie tolerance
+        return dataclasses.replace(p1, eps_D=p1.eps_D * (1 + 4e-10), delta_D=p1.delta_D * (1 + 4e-10))
+
+    monkeypatch.setattr(chain, "_round_queries", tied)
+    c = certify(s, 4_000_000)
+    r1 = made[1]
+    assert c.epsilon_queries >= r1.eps_D * (1 + 4e-10) + r1.q0.epsilon
+    assert c.delta_queries >= r1.delta_D * (1 + 4e-10) + r1.q0.delta
+    assert c.epsilon_queries_conditional == r1.eps_D * (1 + 4e-10)
