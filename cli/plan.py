@@ -192,7 +192,7 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     targets = Targets(
         epsilon=epsilon, delta=delta, alpha=alpha, beta=beta, concept=concept, d=dim,
         vc_dim=vc_dim, accounting=accounting,  # type: ignore[arg-type]
-        halts=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
+        halt_budget=halts, k=k, rounds=rounds, lambda_log=lambda_log,  # type: ignore[arg-type]
         halting=halting, restarts=restarts, eps_h=eps_h, accuracy=reading,  # type: ignore[arg-type]
         quotas=_pair(quotas, "--quotas", lambda a, b: Quotas(float(a), float(b))),
         burn=None if burn in (None, "off") else _pair(burn, "--burn", lambda a, b: Burn(int(float(a)), float(b))),

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from everlast.engine.design import PAPER
+
 Obj = dict[str, Any]
 
 
@@ -272,8 +274,8 @@ def _design(o: Obj) -> str:
     """The audited design's name (records before the two designs carry only halting/restarts)."""
     if o.get("design"):
         return str(o["design"])
-    h, rs = o.get("halting", "paper"), o.get("restarts", "per-top")
-    return "paper" if (h, rs) == ("paper", "per-top") else f"{h}+{rs}"
+    h, rs = o.get("halting", PAPER.halting.value), o.get("restarts", PAPER.restarts.value)
+    return PAPER.name if (h, rs) == (PAPER.halting.value, PAPER.restarts.value) else f"{h}+{rs}"
 
 
 def report_audits(objs: list[Obj], out: Path, stem: str) -> tuple[list[str], list[Path]]:

@@ -147,6 +147,7 @@ def _schedule_file(cfg: ModelConfig, n: int) -> tuple[Schedule, Guarantee]:
 def _planned(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule, Guarantee]:
     """A schedule planned for the model's targets on n examples, or a refusal saying what would work."""
     from everlast.engine.planner import PlanInfeasible, Targets, certify, plan
+    from everlast.engine.planner.learning import SPLIT_VOTES
 
     t = cfg.targets
     assert t is not None
@@ -158,7 +159,7 @@ def _planned(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule,
         concept=concept.name,
         d=cfg.d,
         accounting=t.accounting,
-        halts="split-votes",  # the CLI's default: the paper's c_i ~1e4 x the real top rate
+        halt_budget=SPLIT_VOTES,  # the CLI's default: the paper's c_i ~1e4 x the real top rate
     )
     quotas, burn = configured_quotas(cfg), configured_burn(cfg)
     if t.accounting != "tight" and (quotas is not None or burn is not None):
@@ -257,10 +258,11 @@ def bbl_floor(t: Any) -> int:
     Theorem A.2's chunk size and T_1 at least Claim D.2's 96 ln(1/alpha_1). tests/daemon/test_units.py
     checks it stays below the planner's n_required."""
     from everlast.engine import roots
+    from everlast.engine.planner.accountants import PUBLISHED_NAME
     from everlast.engine.planner.accuracy import mean_error_bound
     from everlast.engine.planner.learning import chunk_size, d2_floor
 
-    if getattr(t, "accounting", "tight") == "paper":
+    if getattr(t, "accounting", "tight") == PUBLISHED_NAME:
         return chunk_size(t.alpha, t.beta, t.vc, t.lambda_log) * d2_floor(t.alpha)
     return roots.smallest_int_from(lambda lam: mean_error_bound(lam, t.vc) < t.alpha / 2.0, 1)
 

@@ -41,7 +41,7 @@ from everlast.adversary_sim.audit.restart import WaitAndTest
 from everlast.adversary_sim.audit.stats import Bound, audit_bound, bound_at, max_bound_for_trials
 from everlast.adversary_sim.audit.variants import Variant
 from everlast.adversary_sim.audit.variants import variant as get_variant
-from everlast.engine.design import DEFAULT, RETIRED, Design, noise_plan
+from everlast.engine.design import DEFAULT, PAPER, RETIRED, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import Certificate, certify, in_round_step
 from everlast.engine.planner import amplification as amp
@@ -55,7 +55,8 @@ ROUND_STEPS = ("round composition, round 1", "BT composition, round 1")
 """certify's step names for round 1's (E, Delta): target-charged, paper."""
 
 
-_RESTARTS_OF = {"paper": "per-top", "noisy": "none"}
+_RESTARTS_OF = {d.halting.value: d.restarts.value for d in (PAPER, DEFAULT)}
+"""Each halting policy's restart policy, as the CLI spells them (each design has one of each)."""
 _HALTING_OF = {v: k for k, v in _RESTARTS_OF.items()}
 
 

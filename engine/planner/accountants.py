@@ -32,7 +32,7 @@ import abc
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
@@ -41,12 +41,17 @@ from everlast.engine.planner import bt
 from everlast.engine.planner import composition as comp
 from everlast.engine.planner.above_threshold import up, up_sum
 from everlast.engine.planner.design_rules import rules
-from everlast.engine.planner.learning import HaltBudget
+from everlast.engine.planner.learning import CLAIM_D5, SPLIT_VOTES, HaltBudget
 from everlast.engine.planner.steps import Chain, Check, Receipt, Step
 from everlast.engine.schedule import RoundSpec
 
 AccountingName = Literal["tight", "paper"]
 """The ``--accounting`` values (a JSON and CLI contract)."""
+TIGHT_NAME: Final = "tight"
+"""The tight accountant's name (:data:`TIGHT`)."""
+PUBLISHED_NAME: Final = "paper"
+"""The published accountant's name (:data:`PUBLISHED`: the paper's lemmas as published). Spelt
+"paper" only where a user writes or reads it (``--accounting paper``, ``accounting = "paper"``)."""
 
 LABELBOOST_EPS = 3.0
 """Lemma C.1's additive epsilon (Beimel-Nissim-Stemmer 2021): (eps_A + 3, 4 e delta_A)."""
@@ -252,12 +257,12 @@ class TightAccountant(Accountant):
     def __init__(self, labelboost_lemma: LabelBoostLemma = "direct") -> None:
         self.labelboost_lemma = labelboost_lemma
 
-    name: ClassVar[AccountingName] = "tight"
+    name: ClassVar[AccountingName] = TIGHT_NAME
     describes: ClassVar[str] = ENGINE
     default_design: ClassVar[Design] = DEFAULT
     epsilon_ceiling: ClassVar[float] = 64.0
     estimates: ClassVar[bool] = True
-    halt_budgets: ClassVar[tuple[HaltBudget, ...]] = ("split-votes", "paper")
+    halt_budgets: ClassVar[tuple[HaltBudget, ...]] = (SPLIT_VOTES, CLAIM_D5)
 
     def refusal(self, design: Design) -> str | None:
         return None
@@ -286,12 +291,12 @@ class TightAccountant(Accountant):
 class PublishedAccountant(Accountant):
     """The paper's own lemmas, as published, for its idealised mechanism (docs/privacy/genericbbl.md 7.3)."""
 
-    name: ClassVar[AccountingName] = "paper"
+    name: ClassVar[AccountingName] = PUBLISHED_NAME
     describes: ClassVar[str] = IDEALISED
     default_design: ClassVar[Design] = PAPER
     epsilon_ceiling: ClassVar[float] = 1.0
     estimates: ClassVar[bool] = False
-    halt_budgets: ClassVar[tuple[HaltBudget, ...]] = ("paper",)
+    halt_budgets: ClassVar[tuple[HaltBudget, ...]] = (CLAIM_D5,)
     planning_refusal: ClassVar[str] = ("the paper accounting plans the paper's own design only "
                                        "(halting 'paper', restarts 'per-top'); use --accounting tight")
 

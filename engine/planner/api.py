@@ -34,6 +34,7 @@ from everlast.engine.planner.accuracy import Reading, accuracy_horizon, relabel_
 from everlast.engine.planner.chain import Certificate, certify
 from everlast.engine.planner.design_rules import ClientTests, rules
 from everlast.engine.planner.learning import (
+    SPLIT_VOTES,
     HaltBudget,
     LambdaLog,
     boundaries,
@@ -85,7 +86,9 @@ class Targets:
     accounting: AccountingName = "tight"
     """Which accountant prices the chain (``engine.planner.accountants``): the CLI's
     ``--accounting`` value."""
-    halts: HaltBudget = "split-votes"
+    halt_budget: HaltBudget = SPLIT_VOTES
+    """The halt-budget policy: the CLI's ``--halts`` value (``engine.planner.learning``); not the
+    halting rule (``halting``)."""
     k: float = 2.0
     """Safety factor of the split-votes halt budget."""
     rounds: int = 12
@@ -221,10 +224,10 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
     halt_failures: list[float] = []  # per round: P[the halt budget is exceeded] + P[an early fire]
     for i, r in enumerate(rounds, start=1):
         c_util = dr.halt_budget_of(r, lambda r=r: halt_budget(  # type: ignore[misc]
-            t.halts, r.R, r.alpha, r.band, r.lam, t.k, nb, t.cap_c))
+            t.halt_budget, r.R, r.alpha, r.band, r.lam, t.k, nb, t.cap_c))
         early = dr.early_halt_checks(r, i, c_util)
         checks.extend(early)
-        if t.halts == "split-votes":
+        if t.halt_budget == SPLIT_VOTES:
             p = dr.top_rate_of(r, nb)
             fail = split_votes_failure(c_util, r.R, p)
             checks.append(Check("halt budget: P[more than c tops] (Chernoff, split-votes p_top)",
@@ -238,7 +241,7 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
         checks.append(Check(f"Theorem A: every answer errs w.p. <= alpha ({acc.reading} reading)",
                             "docs/privacy/genericbbl.md 6.3", "accuracy", acc.bound <= t.alpha,
                             acc.bound, t.alpha, acc.round, acc.note))
-    if accs and t.halts == "split-votes":
+    if accs and t.halt_budget == SPLIT_VOTES:
         total = math.fsum([*(a.failure for a in accs), relabel_failure(rounds), *halt_failures]) * (1.0 + 1e-12)
         checks.append(Check("accuracy failure: Theorem A's events, Claim E.1's and the halts' <= beta",
                             "docs/privacy/genericbbl.md 6.3", "accuracy", total <= t.beta, total, t.beta))
@@ -248,7 +251,7 @@ def _accuracy_checks(t: Targets, rounds: tuple[RoundSpec, ...]) -> tuple[list[Ch
                             "accuracy", need.need <= need.m_S, need.need, need.m_S, need.round,
                             f"Lemma C.2 needs {need.labelboost}, Lemma R {need.relabel}"
                             + (" (the last round's, for its repetition)" if need.round == len(rounds) else "")))
-    if t.halts == "split-votes":
+    if t.halt_budget == SPLIT_VOTES:
         warnings.append(f"split-votes halt budget: the top rate of {t.concept} (with the round's own noise) holds "
                         "for continuous data with no mass piled up at a decision boundary, labels "
                         "from a concept of the class (docs/halt_budget.md); atoms, ties, mass at a boundary "
@@ -300,7 +303,7 @@ def _plan_published(t: Targets, vc: int) -> Plan:
     mechanism): its n is reported, never run."""
     warnings: list[str] = []
     ps = paper_schedule(t.epsilon, t.delta, t.alpha, t.beta, vc, t.rounds,
-                        lambda_log=t.lambda_log, halts=t.halts, k=t.k,
+                        lambda_log=t.lambda_log, budget=t.halt_budget, k=t.k,
                         cap_c=False, boundaries=boundaries(t.concept))
     rounds = ps.specs
     sched, why = _schedule(rounds, PAPER)
@@ -321,7 +324,7 @@ def _plan_published(t: Targets, vc: int) -> Plan:
 
 def tight_options(t: Targets) -> TightOptions:
     """The tight solver's options for ``t`` (eps_h: ``t.eps_h``, else ``choose_eps_h``)."""
-    return TightOptions(halts=t.halts, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
+    return TightOptions(halt_budget=t.halt_budget, k=t.k, rounds=t.rounds, lambda_log=t.lambda_log,
                         boundaries=boundaries(t.concept), cap_c=t.cap_c, design=t.design,
                         eps_h=t.eps_h if t.eps_h is not None else choose_eps_h(t), reading=t.accuracy,
                         band=t.band, chunks=t.chunks, relabelling=t.relabelling, answer_margin=t.answer_margin,

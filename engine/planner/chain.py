@@ -79,6 +79,8 @@ class Certificate:
     worst_query_round: int | None
     steps: tuple[Step, ...]
     checks: tuple[Check, ...]
+    design: str
+    """The design's name (``engine.design``): the one the chain was certified for, always given."""
     warnings: tuple[str, ...] = ()
     training_reason: str = ""
     queries_reason: str = ""
@@ -86,8 +88,6 @@ class Certificate:
     not_runnable_reason: str = ""
     per_round_queries: tuple[tuple[int, float, float], ...] = field(default=())
     """(round, conditional eps_D, delta_D) for every round the query chain was evaluated at."""
-    design: str = "paper"
-    """The design's name (engine.design)."""
     describes: str = ENGINE
     """What the numbers are about: the engine's mechanism (tight accounting) or the paper's
     idealised one (paper accounting)."""

@@ -7,8 +7,8 @@ they only decide how often a round fails or how accurate its answers are.
   docs/notes/calibration.md); ``"ln"`` is accepted.
 * |S-hat_i|: LabelBoost's utility, Lemma C.2 / Claim D.8: |D-hat| <= (beta/e) VC exp(alpha |S-hat| /
   (2 VC)) - |S-hat|, and |S-hat_i| >= lambda_{i+1} so that Claim E.1's generalisation step applies.
-* the halt budget c_i (Claims D.2-D.5): "paper" = 64 alpha_i R_i (capped at R_i, since a round has
-  only R_i queries); "split-votes" = ceil(k R_i p_top) with the per-concept top rate of
+* the halt budget c_i (Claims D.2-D.5): :data:`CLAIM_D5` = 64 alpha_i R_i (capped at R_i, since a round has
+  only R_i queries); :data:`SPLIT_VOTES` = ceil(k R_i p_top) with the per-concept top rate of
   docs/halt_budget.md: p_top = b ln((1 - s)/(1 - 2 gamma - 2 s))/lambda, b the class's decision
   boundaries (thresholds 1, intervals 2, stumps 1) and s the share of stumps an irrelevant
   coordinate can steal (0 for the other classes; below 1e-50 at every planned lambda). It is the
@@ -23,12 +23,18 @@ they only decide how often a round fails or how accurate its answers are.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Final, Literal
 
 from everlast.engine import roots
 
 LambdaLog = Literal["log2", "ln"]
 HaltBudget = Literal["paper", "split-votes"]
+"""The halt-budget policies, as ``--halts`` and the plan's JSON spell them (contracts)."""
+CLAIM_D5: Final = "paper"
+"""The paper's halt budget, Claim D.5: c_i = 64 alpha_i R_i (capped at R_i). A budget, not the
+paper's design: spelt "paper" only where a user writes or reads it (``--halts paper``)."""
+SPLIT_VOTES: Final = "split-votes"
+"""The split-votes halt budget: c_i = ceil(k R_i p_top) (docs/halt_budget.md); the CLI's default."""
 
 
 def lambda_real(alpha: float, beta: float, vc_dim: int, lambda_log: LambdaLog = "log2") -> float:
@@ -59,10 +65,10 @@ def p_top(gamma: float, lam: int, boundaries: int = 1, spurious: float = 0.0) ->
 
 def halt_budget(policy: HaltBudget, R: int, alpha: float, gamma: float, lam: int, k: float = 2.0,
                 boundaries: int = 1, cap: bool = True) -> int:
-    """c_i for a round of R queries: "paper" = min(R, ceil(64 alpha R)) (Claim D.5, capped),
-    "split-votes" = min(R, ceil(k R p_top)). ``cap=False`` leaves the paper's 64 alpha R uncapped
+    """c_i for a round of R queries: ``CLAIM_D5`` = min(R, ceil(64 alpha R)) (capped),
+    ``SPLIT_VOTES`` = min(R, ceil(k R p_top)). ``cap=False`` leaves the paper's 64 alpha R uncapped
     (only to reproduce docs/notes/calibration.md table (iii); a round never has more than R tops)."""
-    share = 64.0 * alpha if policy == "paper" else k * p_top(gamma, lam, boundaries)
+    share = 64.0 * alpha if policy == CLAIM_D5 else k * p_top(gamma, lam, boundaries)
     c = math.ceil(share * R)
     return max(1, min(R, c) if cap else c)
 

@@ -9,7 +9,7 @@ from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, Design
 from everlast.engine.planner.accountants import TIGHT, TIGHT_LEMMA_C1, LabelBoostLemma, TightAccountant
 from everlast.engine.planner.accuracy import Reading
-from everlast.engine.planner.learning import HaltBudget, LambdaLog
+from everlast.engine.planner.learning import CLAIM_D5, HaltBudget, LambdaLog
 from everlast.engine.quotas import Quotas
 
 Band = Literal["planned", "alpha"]
@@ -20,7 +20,8 @@ AnswerMargin = Literal["lemma-a1", "band"]
 
 @dataclass(frozen=True, slots=True)
 class TightOptions:
-    halts: HaltBudget = "paper"
+    halt_budget: HaltBudget = CLAIM_D5
+    """The halt-budget policy (``--halts``): Claim D.5's or split-votes (``engine.planner.learning``)."""
     k: float = 2.0
     rounds: int = 12
     lambda_log: LambdaLog = "log2"

@@ -28,7 +28,15 @@ import math
 from dataclasses import dataclass
 
 from everlast.engine.planner import bt
-from everlast.engine.planner.learning import HaltBudget, LambdaLog, halt_budget, lambda_real, p_top
+from everlast.engine.planner.learning import (
+    CLAIM_D5,
+    SPLIT_VOTES,
+    HaltBudget,
+    LambdaLog,
+    halt_budget,
+    lambda_real,
+    p_top,
+)
 from everlast.engine.schedule import RoundSpec
 
 TAU = 1.1e10
@@ -98,14 +106,14 @@ def paper_schedule(
     *,
     tau: float = TAU,
     lambda_log: LambdaLog = "log2",
-    halts: HaltBudget = "paper",
+    budget: HaltBudget = CLAIM_D5,
     k: float = 2.0,
     cap_c: bool = False,
     boundaries: int = 1,
 ) -> PaperSchedule:
     """The paper's schedule for K = ``rounds`` rounds (the last one repeats when run).
 
-    ``halts="split-votes"`` replaces c_i by the split-votes budget (everything else stays the
+    ``budget=SPLIT_VOTES`` replaces c_i by the split-votes budget (everything else stays the
     paper's); ``cap_c`` caps the paper's c_i at R_i.
     """
     r_hat = epsilon / (3.0 + math.exp(epsilon + 4.0))
@@ -119,7 +127,7 @@ def paper_schedule(
         S = lam * T
         R = 25600.0 * S / epsilon
         lam_int = math.ceil(lam - 1e-9)
-        if halts == "paper":
+        if budget == CLAIM_D5:
             c = 64.0 * a_i * R
             if cap_c:
                 c = min(c, R)
@@ -136,12 +144,12 @@ def paper_schedule(
         # integer version
         T_int = math.ceil(T)
         R_int = math.ceil(25600.0 * lam_int * T_int / epsilon)
-        if halts == "paper":
+        if budget == CLAIM_D5:
             c_int = math.ceil(64.0 * a_i * R_int)
             if cap_c:
                 c_int = min(c_int, R_int)
         else:
-            c_int = halt_budget("split-votes", R_int, a_i, a_i, lam_int, k, boundaries)
+            c_int = halt_budget(SPLIT_VOTES, R_int, a_i, a_i, lam_int, k, boundaries)
         specs.append(RoundSpec(
             T=T_int, lam=lam_int, R=R_int, c=c_int,
             eps_bt=1.0 / (3.0 * math.sqrt(c_int * math.log(2.0 / delta))),

@@ -43,6 +43,7 @@ from everlast.engine.planner.api import (
 from everlast.engine.planner.capacity import ENGINE_MEMORY, RoundCapacity, one_engine_rounds, schedule_capacity
 from everlast.engine.planner.chain import Certificate, exact_rate
 from everlast.engine.planner.design_rules import rules
+from everlast.engine.planner.learning import CLAIM_D5, SPLIT_VOTES
 from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.paper import paper_schedule
 from everlast.engine.planner.steps import Check, Step
@@ -249,7 +250,7 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
     d: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "n_required": p.n_required}
     d.update(certificate_json(c))
     d["n"] = p.n_required
-    d["halts"] = t.halts
+    d["halts"] = t.halt_budget
     d["meets_targets"] = p.meets_targets
     r1 = p.rounds[0]
     d["design"] = {"name": c.design, "halting": c.halting, "restarts": c.restarts,
@@ -259,7 +260,7 @@ def plan_json(p: Plan, achievable: Achievable | None = None,
                    "burn": None if t.burn is None else t.burn.to_dict()}
     td = _targets_design(t)
     d["targets"] = {"epsilon": t.epsilon, "delta": t.delta, "alpha": t.alpha, "beta": t.beta,
-                    "concept": t.concept, "vc_dim": t.vc, "halts": t.halts, "k": t.k,
+                    "concept": t.concept, "vc_dim": t.vc, "halts": t.halt_budget, "k": t.k,
                     "rounds": t.rounds, "lambda_log": t.lambda_log, "accounting": t.accounting,
                     "design": None if td is None else td.name,
                     "halting": t.halting, "restarts": t.restarts, "eps_h": t.eps_h,
@@ -508,7 +509,7 @@ def plan_text(p: Plan, achievable: Achievable | None = None,
     lines = [
         f"everlast plan: {t.concept} (VC {t.vc}), epsilon = {fmt(t.epsilon)}, delta = {fmt(t.delta)}, "
         f"alpha = {fmt(t.alpha)}, beta = {fmt(t.beta)}; accounting = {t.accounting}, "
-        f"halts = {t.halts}",
+        f"halts = {t.halt_budget}",
         design_line(c, p.rounds[0].halt_eps),
         *([clients_line(t)] if t.quotas is not None or t.burn is not None else []),
         "",
@@ -604,7 +605,7 @@ def doc_blocks() -> dict[str, str]:
 
 
 WORKED = Targets(epsilon=1.0, delta=1e-6, alpha=0.1, beta=0.05, concept="thresholds",
-                 halts="split-votes")
+                 halt_budget=SPLIT_VOTES)
 """The worked example's targets (docs/privacy/genericbbl.md 10): the default design."""
 
 
@@ -694,7 +695,7 @@ def _cell(t: Targets) -> tuple[str, list[str]]:
 def designs_block() -> str:
     """The data cost of each design at alpha = 0.1, delta = 1e-6, for epsilon = 1 and 8 and both
     halt budgets, and the paper's own accounting as published (docs/privacy/genericbbl.md section 9)."""
-    grid = [(h, e) for h in ("split-votes", "paper") for e in (1.0, 8.0)]
+    grid = [(h, e) for h in (SPLIT_VOTES, CLAIM_D5) for e in (1.0, 8.0)]
     lines = [
         "Thresholds (VC 1), alpha = 0.1, delta = 1e-6, beta = 0.05. The target-charged design's alpha is "
         "Theorem A's (every answer errs w.p. <= alpha, section 6.3); the paper's design keeps the paper's "
@@ -713,10 +714,10 @@ def designs_block() -> str:
             if h not in acct.halt_budgets:
                 cells.append("-")  # as published: the paper's own halt budget only
                 continue
-            text, notes = _cell(Targets(epsilon=e, halts=h, accounting=acct.name, **fields))
+            text, notes = _cell(Targets(epsilon=e, halt_budget=h, accounting=acct.name, **fields))
             keys = [letters.setdefault(x, chr(ord("a") + len(letters))) for x in notes]
             cells.append(text + (f" [{', '.join(keys)}]" if keys else ""))
-        t1 = Targets(epsilon=1.0, halts=acct.halt_budgets[0], accounting=acct.name, **fields)
+        t1 = Targets(epsilon=1.0, halt_budget=acct.halt_budgets[0], accounting=acct.name, **fields)
         c = plan(t1).certificate
         q0 = next(s for s in c.steps if s.name.startswith("in-round answers"))
         if q0.valid:
@@ -764,10 +765,10 @@ CALIBRATION = (
     # docs/notes/calibration.md tables (iii) and (iv): the paper's design, Lemma C.3 per BetweenThresholds
     # instance (continuous noise), KOV, BBG: (table, epsilon, alpha, halts, cap_c, accuracy_floors,
     # n, T_1, R_1, c_1, r_D)
-    ("(iii)", 1.0, 0.1, "paper", False, True, 7.62e18, 4.26e15, 2.35e21, 7.52e21, 0.033),
-    ("(iii)", 8.0, 0.1, "paper", False, True, 7.21e15, 4.03e12, 1.30e17, 4.15e17, 1.0),
-    ("(iv)", 1.0, 0.1, "split-votes", True, False, 4.72e13, 2.64e10, 6.03e15, 7.10e11, 0.032),
-    ("(iv)", 8.0, 0.1, "split-votes", True, False, 3.48e10, 1.94e7, 2.66e11, 3.13e7, 1.0),
+    ("(iii)", 1.0, 0.1, CLAIM_D5, False, True, 7.62e18, 4.26e15, 2.35e21, 7.52e21, 0.033),
+    ("(iii)", 8.0, 0.1, CLAIM_D5, False, True, 7.21e15, 4.03e12, 1.30e17, 4.15e17, 1.0),
+    ("(iv)", 1.0, 0.1, SPLIT_VOTES, True, False, 4.72e13, 2.64e10, 6.03e15, 7.10e11, 0.032),
+    ("(iv)", 8.0, 0.1, SPLIT_VOTES, True, False, 3.48e10, 1.94e7, 2.66e11, 3.13e7, 1.0),
 )
 
 
@@ -812,7 +813,7 @@ def calibration_crosscheck() -> str:
              "|---|---|---|---|---|---|---|---|"]
     for tab, e, a, halts, cap, floors, n, T1, _R1, _c1, _rD in CALIBRATION:
         # docs/notes/calibration.md charged LabelBoost by Lemma C.1: the same here, for a like-for-like comparison
-        sol = solve(e, 1e-6, a, 0.05, 1, TightOptions(halts=halts, cap_c=cap, labelboost="lemma-c1",  # type: ignore[arg-type]
+        sol = solve(e, 1e-6, a, 0.05, 1, TightOptions(halt_budget=halts, cap_c=cap, labelboost="lemma-c1",  # type: ignore[arg-type]
                                                          accuracy_floors=floors, design=PAPER))
         rows.append(f"| {tab} | {fmt(e)} | {fmt(a)} | {fmt(n)} | {fmt(sol.n_required)} | "
                     f"{fmt(n / sol.n_required, 3)} | {fmt(T1)} / {fmt(sol.specs[0].T)} | "

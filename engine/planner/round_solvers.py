@@ -50,7 +50,7 @@ from everlast.engine.planner.accuracy import (
 )
 from everlast.engine.planner.bt import accuracy_t
 from everlast.engine.planner.design_rules import BETA_H_SHARE, ClientTests
-from everlast.engine.planner.learning import chernoff_budget, chunk_size, d2_floor, halt_budget
+from everlast.engine.planner.learning import SPLIT_VOTES, chernoff_budget, chunk_size, d2_floor, halt_budget
 from everlast.engine.planner.options import TightOptions
 from everlast.engine.planner.top_rate import top_rate, top_rate_exact
 from everlast.engine.round_spec import RoundSpec
@@ -307,7 +307,7 @@ class TargetChargedSolver:
                 eps0 = _level_at(E, Delta, c, R, m, _passing(c, c0, R, o.eps_h))
                 if not eps0 > 0.0:
                     return None
-                if o.halts != "split-votes":
+                if o.halt_budget != SPLIT_VOTES:
                     break
                 c0_x, c_x = self._caps(i, R, g, eps0 * T, _exact_rate(T, g, eps0, lam, o.boundaries))
                 if c0_x <= c0:
@@ -376,7 +376,7 @@ class TargetChargedSolver:
                     raise Infeasible(f"round {i}: no per-query level meets the round budget")
                 need = math.ceil(x / eps0)
                 T = max(need, T_guess)
-                if o.halts != "split-votes":
+                if o.halt_budget != SPLIT_VOTES:
                     break
                 rate = _exact_rate(T, g, eps0, self.lam[i - 1], o.boundaries)
                 c0_x, c_x = self._caps(i, R, g, x, rate)
@@ -393,7 +393,7 @@ class TargetChargedSolver:
         the top rate, if known exactly)."""
         o = self.P.o
         if rate is None:  # the estimate depends on x only through sigma on its grid: memoised
-            key = (i, R, g, _up_to_grid(1.0 / x) if o.halts == "split-votes" else None)
+            key = (i, R, g, _up_to_grid(1.0 / x) if o.halt_budget == SPLIT_VOTES else None)
             hit = self._caps_memo.get(key)
             if hit is None:
                 if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
@@ -405,7 +405,7 @@ class TargetChargedSolver:
     def _caps_at(self, i: int, R: int, g: float, sigma: float | None, rate: float | None = None) -> tuple[int, int]:
         P, o = self.P, self.P.o
         b, lam = self.b[i - 1], self.lam[i - 1]
-        if o.halts == "split-votes":
+        if o.halt_budget == SPLIT_VOTES:
             if rate is None:
                 assert sigma is not None
                 rate = _cached_top_rate(g, sigma, lam, o.boundaries) * TOP_RATE_MARGIN
@@ -414,7 +414,7 @@ class TargetChargedSolver:
             except ArithmeticError:  # no budget the engine counts: this round cannot be planned
                 raise Infeasible(f"round {i}: no halt budget below 2^62 for R = {R}") from None
         else:
-            c_util = halt_budget(o.halts, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
+            c_util = halt_budget(o.halt_budget, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
         # premature halts (accuracy): the margin for a probability rounded down to a power of two,
         # which can only widen it (and lets the search reuse it)
         early = 2.0 ** math.floor(math.log2(BETA_H_SHARE * b / R))
@@ -447,7 +447,7 @@ class PaperSolver:
         a, b, lam = self.a[i - 1], self.b[i - 1], self.lam[i - 1]
         gamma = a
         # the halt budget (capped at R unless cap_c is off: docs/notes/calibration.md (iii))
-        c = count = halt_budget(o.halts, R, a, gamma, lam, o.k, o.boundaries, o.cap_c)
+        c = count = halt_budget(o.halt_budget, R, a, gamma, lam, o.k, o.boundaries, o.cap_c)
         if exact:
             ch = _choose_instances(count, E, Delta)
             if ch is None:

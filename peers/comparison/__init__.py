@@ -7,7 +7,8 @@ For fixed (epsilon, delta, alpha) and the synthetic thresholds task of ``adversa
    needs to answer Q queries at expected error <= alpha with (epsilon, delta) privacy for the
    training set. Peers: ``peers.sample_complexity`` (their own accounting and the accuracy rules of
    ``peers.design``). Everlast: ``engine.planner.plan`` (tight accounting) with both halt budgets,
-   ``halts="paper"`` (the paper's c_i = 64 alpha_i R_i) and ``halts="split-votes"`` (the CLI's
+   Claim D.5's (``halt_budget=CLAIM_D5``, ``--halts paper``: the paper's c_i = 64 alpha_i R_i) and
+   split-votes (``halt_budget=SPLIT_VOTES``, the CLI's
    default; the most favourable honest one); its n does not depend on Q. Every such number is
    marked ``"computed"``. Where the computed n is small enough (``--max-run-n``) and Q fits the run
    budget (``--queries``), the method is also *run* at that n on Q queries and the entry is marked

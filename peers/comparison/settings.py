@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from everlast.engine.planner.learning import CLAIM_D5, SPLIT_VOTES
+
 HORIZONS: tuple[int, ...] = tuple(10**e for e in range(3, 10))
 DEFAULT_N: tuple[int, ...] = (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000)
 DEFAULT_QUERIES = 200_000
@@ -15,7 +17,8 @@ EXACT_MAX_HORIZON = 10**18
 """Largest horizon at which the peers' exact accountants are evaluated (the binomial tails of the
 optimal composition need Q below 2^64); beyond it the numbers are extrapolated."""
 CROSSOVER_MAX = 1e80
-HALTS: tuple[tuple[str, str], ...] = (("everlast", "paper"), ("everlast_split_votes", "split-votes"))
+HALTS: tuple[tuple[str, str], ...] = (("everlast", CLAIM_D5), ("everlast_split_votes", SPLIT_VOTES))
+"""Each everlast row's halt budget (``engine.planner.learning``)."""
 EVERLAST_NAMES = tuple(name for name, _ in HALTS)
 COMPUTED, RUN = "computed", "run"
 QUERY_PRIVACY_NOTE = (

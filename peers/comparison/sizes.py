@@ -24,7 +24,7 @@ from everlast.peers.comparison.settings import (
 def everlast_plan_summary(epsilon: float, delta: float, alpha: float, halts: str) -> dict[str, Any]:
     """The planner's plan (tight accounting) for the targets and halt budget, as a dict: n, the
     certified training epsilon, the conditional query epsilon, and why a number is missing."""
-    targets = Targets(epsilon=epsilon, delta=delta, alpha=alpha, halts=halts)  # type: ignore[arg-type]
+    targets = Targets(epsilon=epsilon, delta=delta, alpha=alpha, halt_budget=halts)  # type: ignore[arg-type]
     try:
         p = plan(targets)
     except PlanInfeasible as exc:
@@ -54,7 +54,7 @@ def everlast_plan_summary(epsilon: float, delta: float, alpha: float, halts: str
 def everlast_n_at_eps(epsilon: float, delta: float, alpha: float, halts: str) -> int | None:
     try:
         return plan(Targets(epsilon=epsilon, delta=delta, alpha=alpha,
-                            halts=halts)).n_required  # type: ignore[arg-type]
+                            halt_budget=halts)).n_required  # type: ignore[arg-type]
     except PlanInfeasible:
         return None
 
@@ -65,7 +65,7 @@ def everlast_epsilon_at(n: int, s: Settings, halts: str) -> float:
     n64 = everlast_n_at_eps(64.0, s.delta, s.alpha, halts)
     if n64 is None or n < n64:
         return math.inf
-    t = Targets(epsilon=s.epsilon, delta=s.delta, alpha=s.alpha, halts=halts)  # type: ignore[arg-type]
+    t = Targets(epsilon=s.epsilon, delta=s.delta, alpha=s.alpha, halt_budget=halts)  # type: ignore[arg-type]
     return best_epsilon(n, t).epsilon
 
 

@@ -141,7 +141,7 @@ def test_the_planner_budgets_each_concept_by_the_rule() -> None:
     from everlast.engine.planner.learning import halt_budget
 
     for concept, d in (("intervals", 1), ("stumps", 10**6)):
-        p = plan(Targets(epsilon=8, halts="split-votes", concept=concept, d=d))
+        p = plan(Targets(epsilon=8, halt_budget="split-votes", concept=concept, d=d))
         for r in p.rounds:
             assert spurious_share(concept, d, r.lam) < 1e-100
             budget = halt_budget("split-votes", r.R, r.alpha, r.band, r.lam, 2.0, boundaries(concept))

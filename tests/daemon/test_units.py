@@ -87,7 +87,7 @@ def test_the_quick_refusals_floor_is_below_the_planners_n(epsilon: float) -> Non
     from everlast.daemon.privacy import bbl_floor
     from everlast.engine.planner import Targets, plan
 
-    t = Targets(epsilon=epsilon, delta=1e-6, alpha=0.1, halts="split-votes")
+    t = Targets(epsilon=epsilon, delta=1e-6, alpha=0.1, halt_budget="split-votes")
     p = plan(t)
     assert bbl_floor(t) <= p.rounds[0].lam * p.rounds[0].T <= p.n_required
 

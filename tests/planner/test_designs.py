@@ -19,7 +19,7 @@ from everlast.engine.planner.api import EPS_H_CHOICES, choose_eps_h
 from everlast.engine.planner.design_rules import BETA_H_SHARE
 from everlast.engine.schedule import RoundSpec, Schedule
 
-EIGHT = Targets(epsilon=8.0, halts="split-votes")
+EIGHT = Targets(epsilon=8.0, halt_budget="split-votes")
 PAPER = {"halting": "paper", "restarts": "per-top"}
 
 
@@ -42,7 +42,7 @@ def test_designs_plans_both_and_the_default_is_the_cheapest_proven() -> None:
 
 @pytest.mark.parametrize("fields", [{}, PAPER], ids=["target-charged", "paper"])
 def test_schedule_passes_engine_validation_and_recertifies(fields: dict[str, str]) -> None:
-    t = Targets(epsilon=8.0, halts="split-votes", **fields)  # type: ignore[arg-type]
+    t = Targets(epsilon=8.0, halt_budget="split-votes", **fields)  # type: ignore[arg-type]
     p = plan(t)
     doc = {"rounds": [r.to_dict() for r in p.rounds], "repeat_last": True, "design": p.certificate.design}
     if any(r.m_D > MAX_D_HAT for r in p.rounds):  # certified, but beyond what one engine holds
@@ -99,7 +99,7 @@ def test_paper_accounting_plans_the_papers_design_only() -> None:
 
 
 def test_issue_13_epsilon_1() -> None:
-    p = plan(Targets(epsilon=1.0, delta=1e-6, alpha=0.1, halts="split-votes"))
+    p = plan(Targets(epsilon=1.0, delta=1e-6, alpha=0.1, halt_budget="split-votes"))
     c = p.certificate
     assert c.design == "target-charged" and c.query_private
     assert p.n_required <= 1e8 and p.meets_targets
@@ -117,6 +117,6 @@ def test_issue_13_epsilon_8() -> None:
 
 @pytest.mark.slow
 def test_issue_13_a_billion_examples_certify_epsilon_at_most_10() -> None:
-    a = best_epsilon(10**9, Targets(epsilon=1.0, halts="split-votes"))
+    a = best_epsilon(10**9, Targets(epsilon=1.0, halt_budget="split-votes"))
     assert a.plan is not None and a.plan.n_required <= 10**9
     assert a.plan.certificate.query_private and a.epsilon <= 10.0

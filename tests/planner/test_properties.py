@@ -45,7 +45,7 @@ paper_targets = st.builds(
     alpha=st.floats(0.02, 0.3),
     beta=st.floats(0.01, 0.1),
     concept=st.sampled_from(["thresholds", "intervals"]),
-    halts=st.sampled_from(["paper", "split-votes"]),
+    halt_budget=st.sampled_from(["paper", "split-votes"]),
     rounds=st.sampled_from([3, 6, 12]),
     halting=st.just("paper"),
     restarts=st.just("per-top"),
@@ -115,7 +115,7 @@ tct_targets = st.builds(
     alpha=st.floats(0.03, 0.25),
     beta=st.floats(0.01, 0.1),
     concept=st.sampled_from(["thresholds", "intervals"]),
-    halts=st.just("split-votes"),
+    halt_budget=st.just("split-votes"),
     rounds=st.sampled_from([2, 3, 6]),
 )
 

@@ -12,7 +12,7 @@ import pytest
 from everlast.engine.planner import Targets, api, best_epsilon, search
 from tests.planner import bisection
 
-PAPER_TARGETS = Targets(epsilon=1.0, halts="split-votes", halting="paper", restarts="per-top")
+PAPER_TARGETS = Targets(epsilon=1.0, halt_budget="split-votes", halting="paper", restarts="per-top")
 
 
 @pytest.mark.parametrize("n", [10**10, 10**12, 10**14])
