@@ -72,6 +72,8 @@ CHUNK_SLACK = 1.1
 """Search only: ebar over mu (Lemma A2's Hoeffding margin) assumed when sizing the chunks."""
 CAPS_MEMO_SIZE = 1 << 16
 """Entries of a solver's memo of the estimate's halt caps before it is emptied (search speed only)."""
+ROUND_MEMO_SIZE = 1 << 18
+"""Entries of a solver's memo of its rounds (``TargetChargedSolver._round``) before it is emptied."""
 SHRINK_ROUNDS = 1
 """Rounds re-tuned after the exact pass (``TargetChargedSolver._shrink``): n depends on round 1's T
 (and on round 2's only through R_1, weakly)."""
@@ -216,10 +218,15 @@ class TargetChargedSolver:
         """The band's half-width when it is not chosen (``band = "alpha"``): alpha_i, the even
         relabelling's under the growing one (whose late alpha_i would leave the band no count)."""
         self.mu = [mean_error_bound(lam, vc) for lam in self.lam]
-        self._caps_memo: dict[tuple[int, int, float, float | None], tuple[int, int]] = {}
-        """``_caps`` of the estimate, by (round, R, band, sigma on its grid): a pure function of them."""
+        self._caps_memo: dict[tuple[int, int, float, int | None], tuple[int, int]] = {}
+        """``_caps`` of the estimate, by (round, R, band, sigma's index on its grid): a pure function of them."""
+        self._margins_memo: dict[tuple[int, int], tuple[int, int]] = {}
+        """``_caps_margins`` by (round, R)."""
         self.T_guess: dict[int, int] = {}
         """Per round, the T the ensemble's error bound was last evaluated at (Lemma A2 tightens with T)."""
+        self._round_memo: dict[tuple[int, int, float, float, bool, int], RoundSize | str] = {}
+        """``_round`` by its arguments (a pure function of them and the solver's constants; a str: the
+        ``Infeasible`` it raised). The searches ask for the same rounds again (search speed only)."""
 
     def in_round_budget(self, delta: float) -> tuple[float, float, float]:
         """(eps_in, delta_in, delta_cap): the halting test's epsilon at the exact scales the engine
@@ -333,6 +340,22 @@ class TargetChargedSolver:
         return found.get(best, size)
 
     def _round(self, i: int, R: int, E: float, Delta: float, exact: bool, T_guess: int) -> RoundSize:
+        """``_round_at``, memoised on its arguments (the same value, or the same ``Infeasible``)."""
+        key = (i, R, E, Delta, exact, T_guess)
+        hit = self._round_memo.get(key)
+        if hit is None:
+            try:
+                hit = self._round_at(i, R, E, Delta, exact, T_guess)
+            except Infeasible as exc:
+                hit = str(exc)
+            if len(self._round_memo) >= ROUND_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
+                self._round_memo.clear()
+            self._round_memo[key] = hit
+        if isinstance(hit, str):
+            raise Infeasible(hit)
+        return hit
+
+    def _round_at(self, i: int, R: int, E: float, Delta: float, exact: bool, T_guess: int) -> RoundSize:
         """The round at the ensemble's bound for ``T_guess`` classifiers: T = max(x/eps0, T_guess)
         (``t_acc``: the first alone)."""
         o = self.P.o
@@ -342,7 +365,11 @@ class TargetChargedSolver:
         # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
         z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
         zz, mu = z * z, comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta)
-        caps = self._caps
+        # _caps's memo looked up inline (its key: the grid index of sigma = 1/x, ``_grid_index``)
+        memo, fill, split = self._caps_memo, self._caps_fill, o.halts == "split-votes"
+        log, ceil, sqrt, expm1 = math.log, math.ceil, math.sqrt, math.expm1
+        xLs = [xm * L for xm in X_FACTORS]  # x = xm L / w, evaluated as (xm L)/w
+        best_key: tuple[int, int] | None = None
         for g in gammas:
             w = 0.5 - g - rho
             if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
@@ -350,16 +377,17 @@ class TargetChargedSolver:
             if w <= 0.0:
                 continue
             m2g = -2.0 * g
-            for xm in X_FACTORS:
-                x = xm * L / w
-                c0, c = caps(i, R, g, x)
-                q = -math.expm1(m2g * x) / 2.0
-                eps0 = mu / math.sqrt(min(R, math.ceil((c + z * math.sqrt(c) + zz) / q)))
+            for xL in xLs:
+                x = xL / w
+                ck = (i, R, g, ceil(log(1.0 / x) / GRID_STEP) if split else None)
+                c0, c = memo.get(ck) or fill(ck)
+                q = -expm1(m2g * x) / 2.0
+                eps0 = mu / sqrt(min(R, ceil((c + z * sqrt(c) + zz) / q)))
                 if eps0 > 0.0:
-                    need = math.ceil(x / eps0)
-                    key = (max(need, T_guess), need)
-                    if best is None or best[:2] > key:
-                        best = (*key, g, x, c0, c)
+                    need = ceil(x / eps0)
+                    key = (need if need > T_guess else T_guess, need)
+                    if best_key is None or best_key > key:
+                        best_key, best = key, (*key, g, x, c0, c)
         if best is None:
             raise Infeasible(f"round {i}: no band leaves room for the accuracy margin")
         T, need, g, x, c0, c = best
@@ -391,19 +419,21 @@ class TargetChargedSolver:
         """(c0, c): the halting test's threshold (the halt budget plus the premature-fire margin)
         and its hard cap (Lemma T), for a round of R queries with band g and eps0 T = x (``rate``:
         the top rate, if known exactly)."""
-        o = self.P.o
         if rate is None:  # the estimate depends on x only through sigma on its grid: memoised
-            key = (i, R, g, _up_to_grid(1.0 / x) if o.halts == "split-votes" else None)
-            hit = self._caps_memo.get(key)
-            if hit is None:
-                if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
-                    self._caps_memo.clear()
-                hit = self._caps_memo[key] = self._caps_at(i, R, g, key[3])
-            return hit
+            key = (i, R, g, _grid_index(1.0 / x) if self.P.o.halts == "split-votes" else None)
+            return self._caps_memo.get(key) or self._caps_fill(key)
         return self._caps_at(i, R, g, None, rate)
 
+    def _caps_fill(self, key: tuple[int, int, float, int | None]) -> tuple[int, int]:
+        """The estimate's caps for a memo key (round, R, band, sigma's grid index), stored in the memo."""
+        if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
+            self._caps_memo.clear()
+        i, R, g, n = key
+        hit = self._caps_memo[key] = self._caps_at(i, R, g, None if n is None else _grid_sigma(n))
+        return hit
+
     def _caps_at(self, i: int, R: int, g: float, sigma: float | None, rate: float | None = None) -> tuple[int, int]:
-        P, o = self.P, self.P.o
+        o = self.P.o
         b, lam = self.b[i - 1], self.lam[i - 1]
         if o.halts == "split-votes":
             if rate is None:
@@ -415,11 +445,20 @@ class TargetChargedSolver:
                 raise Infeasible(f"round {i}: no halt budget below 2^62 for R = {R}") from None
         else:
             c_util = halt_budget(o.halts, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
+        early, cap = self._margins_memo.get((i, R)) or self._caps_margins(i, R)
+        c0 = c_util + early
+        return c0, c0 + cap  # hard cap (Lemma T)
+
+    def _caps_margins(self, i: int, R: int) -> tuple[int, int]:
+        """The premature-fire margin and the hard cap's (Lemma T) of round i with R queries (memoised)."""
+        o, b = self.P.o, self.b[i - 1]
+        if len(self._margins_memo) >= CAPS_MEMO_SIZE:
+            self._margins_memo.clear()
         # premature halts (accuracy): the margin for a probability rounded down to a power of two,
         # which can only widen it (and lets the search reuse it)
         early = 2.0 ** math.floor(math.log2(BETA_H_SHARE * b / R))
-        c0 = c_util + at.at_margin(o.eps_h, early)
-        return c0, c0 + at.at_margin(o.eps_h, P.delta_cap)  # hard cap (Lemma T)
+        hit = self._margins_memo[(i, R)] = (at.at_margin(o.eps_h, early), at.at_margin(o.eps_h, self.P.delta_cap))
+        return hit
 
     def spec_fields(self, rt: RoundSize) -> dict[str, float | int | None]:
         return {"delta_bt": None, "halt_eps": self.P.o.eps_h, "halt_threshold": rt.c0, "gamma": rt.gamma}
@@ -508,10 +547,23 @@ def _exact_rate(T: int, g: float, eps0: float, lam: int, boundaries: int) -> flo
     return top_rate_exact(T, lo, hi, exact_scale(1.0 / eps0), lam, boundaries)
 
 
+GRID_STEP = 0.01
+"""The estimate's sigma grid: steps of 1% in log scale (``_up_to_grid``)."""
+
+
 def _up_to_grid(sigma: float) -> float:
     """sigma rounded up to a grid of 1% steps in log scale: more noise means more tops in the
     model's regime, so the rate at the rounded value is the larger (and the cache can reuse it)."""
-    return math.exp(math.ceil(math.log(sigma) / 0.01) * 0.01)
+    return _grid_sigma(_grid_index(sigma))
+
+
+def _grid_index(sigma: float) -> int:
+    """The index n of ``_up_to_grid(sigma)`` = exp(n GRID_STEP) (a memo key)."""
+    return math.ceil(math.log(sigma) / GRID_STEP)
+
+
+def _grid_sigma(n: int) -> float:
+    return math.exp(n * GRID_STEP)
 
 
 def _q(gamma: float, x: float) -> float:

@@ -52,15 +52,39 @@ def _share(y: NDArray[np.float64], lam: int) -> NDArray[np.float64]:
 
 def top_rate(gamma: float, sigma: float, lam: int, boundaries: int = 1) -> float:
     """The planner's estimate: band [1/2 - gamma, 1/2 + gamma] in shares, per-query noise a
-    (continuous) Laplace of scale ``sigma`` in shares (sigma = 1/(eps0 T))."""
-    s, wk = _kept_shares(lam, boundaries)
+    (continuous) Laplace of scale ``sigma`` in shares (sigma = 1/(eps0 T)).
+
+    The window's ends, their signs and -|end| depend on (gamma, lambda, b) alone and are kept
+    (``_window_ends``); per sigma the same element-wise operations as ``_laplace_cdf`` remain."""
+    wk = _kept_shares(lam, boundaries)[1]
 
     def window(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> NDArray[np.float64]:
         return np.asarray(_laplace_cdf(b, sigma) - _laplace_cdf(a, sigma), dtype=np.float64)
 
     g0 = float(window(0.5 - gamma, 0.5 + gamma))
-    inside = window(0.5 - gamma - s, 0.5 + gamma - s)
+    a_neg, a_abs, b_neg, b_abs = _window_ends(gamma, lam, boundaries)
+    inside = _cdf_from(b_neg, b_abs, sigma) - _cdf_from(a_neg, a_abs, sigma)
     return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, wk)))
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _window_ends(gamma: float, lam: int, boundaries: int) -> tuple[NDArray[np.bool_], NDArray[np.float64],
+                                                                   NDArray[np.bool_], NDArray[np.float64]]:
+    """For the window [1/2 - gamma - S, 1/2 + gamma - S] on the kept nodes: each end's sign (end < 0)
+    and -|end| (a pure function of gamma, lambda and b: cached)."""
+    s = _kept_shares(lam, boundaries)[0]
+    out = []
+    for end in (0.5 - gamma - s, 0.5 + gamma - s):
+        neg, nabs = end < 0, -np.abs(end)
+        neg.flags.writeable = nabs.flags.writeable = False
+        out += [neg, nabs]
+    return out[0], out[1], out[2], out[3]
+
+
+def _cdf_from(neg: NDArray[np.bool_], nabs: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
+    """``_laplace_cdf`` at points given by their sign and -|x| (the same operations on the same values)."""
+    e = 0.5 * np.exp(nabs / sigma)
+    return np.where(neg, e, 1.0 - e)
 
 
 @functools.lru_cache(maxsize=64)
