@@ -522,7 +522,7 @@ def _level_at(E: float, Delta: float, c: int, R: int, m: int, passing: float = 0
     in log eps0 below the planning estimate (``max_eps0``, whose q argument assumes T falls as eps0
     grows), on which the round's epsilon increases."""
     def meets(e0: float) -> bool:
-        return tc.round_epsilon(e0 * (1.0 + 1e-9), m, c, R, Delta, passing).E <= E
+        return tc.round_meets(e0 * (1.0 + 1e-9), m, c, R, Delta, E, passing)
 
     hi = 2.0 * tc.max_eps0(E, Delta, c, R, lambda e0: m, passing)
     if not hi > 0.0:

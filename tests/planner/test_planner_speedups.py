@@ -81,3 +81,16 @@ def test_round_memo_returns_the_rounds_value(exact: bool) -> None:
                     memo._round(i, R, 0.9, 1e-7, exact, G)
                 continue
             assert memo._round(i, R, 0.9, 1e-7, exact, G) == want
+
+
+def test_round_meets_is_round_epsilons_answer() -> None:
+    from everlast.engine.planner import target_charging as tc
+
+    rnd = random.Random(4)
+    for _ in range(40):
+        eps0, m = math.exp(rnd.uniform(-6.0, -1.0)), rnd.choice((1, 5, 40, 300))
+        c, R, Delta = rnd.choice((1, 3, 30, 300)), rnd.choice((50, 10**4, 10**6)), rnd.choice((1e-7, 1e-3))
+        passing = rnd.choice((0.0, 1e-9))
+        full = tc.round_epsilon(eps0, m, c, R, Delta, passing)
+        for E in (full.E, math.nextafter(full.E, 0.0), full.E * 1.1, full.E * 0.9, math.inf, 0.5):
+            assert tc.round_meets(eps0, m, c, R, Delta, E, passing) == (full.E <= E)
