@@ -143,7 +143,14 @@ def _kl_exact_at_least(u: float, m: float, T: int, beta_e: float) -> bool:
     with mpmath.workdps(_DPS):
         U, M = mpmath.mpf(u), mpmath.mpf(m)
         kl = U * mpmath.log(U / M) + (1 - U) * mpmath.log((1 - U) / (1 - M))
-        return bool(T * kl >= -mpmath.log(mpmath.mpf(beta_e)))
+        return bool(T * kl >= _neg_log_exact(beta_e))
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _neg_log_exact(beta_e: float) -> mpmath.mpf:
+    """ln(1/beta_e) at 40 digits (a round's constant: cached)."""
+    with mpmath.workdps(_DPS):
+        return -mpmath.log(mpmath.mpf(beta_e))
 
 
 def _kl(u: float, m: float) -> float:
