@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -74,6 +74,9 @@ CAPS_MEMO_SIZE = 1 << 16
 """Entries of a solver's memo of the estimate's halt caps before it is emptied (search speed only)."""
 ROUND_MEMO_SIZE = 1 << 18
 """Entries of a solver's memo of its rounds (``TargetChargedSolver._round``) before it is emptied."""
+SETTLE_MAX_R = 1 << 60
+"""``TargetChargedSolver._settles`` stops at the first candidate that settles for rounds up to this many
+queries (beyond it a later candidate's halt budget could raise, as the full round would)."""
 SHRINK_ROUNDS = 1
 """Rounds re-tuned after the exact pass (``TargetChargedSolver._shrink``): n depends on round 1's T
 (and on round 2's only through R_1, weakly)."""
@@ -258,14 +261,8 @@ class TargetChargedSolver:
         shrinks the margin the round needs): bracketed geometrically from the last round's G, then
         bisected to 2% with the fast estimate. The exact pass runs at that G, and once more at the
         T it needs when that is smaller."""
-        sizes: dict[int, RoundSize] = {}
-
         def settles(G: int) -> bool:
-            try:
-                sizes[G] = self._round(i, R, E, Delta, False, G)
-            except Infeasible:
-                return False
-            return sizes[G].t_acc <= G
+            return self._settles(i, R, E, Delta, G)
 
         guess = self.T_guess.get(i, 1000)
         if settles(guess):
@@ -281,7 +278,7 @@ class TargetChargedSolver:
                     raise Infeasible(f"round {i}: no number of classifiers leaves room for the accuracy margin")
                 lo, hi = hi, math.ceil(hi * 1.25)
         G = roots.smallest_int(settles, lo, hi, rel_tol=0.02) if hi - lo > 1 else hi
-        size = sizes[G] if G in sizes else self._round(i, R, E, Delta, False, G)
+        size = self._round(i, R, E, Delta, False, G)
         if exact:
             size = self._round(i, R, E, Delta, True, G)
             if size.t_acc < G:
@@ -359,35 +356,12 @@ class TargetChargedSolver:
         """The round at the ensemble's bound for ``T_guess`` classifiers: T = max(x/eps0, T_guess)
         (``t_acc``: the first alone)."""
         o = self.P.o
-        L, rho = self._margins(i, R, T_guess)
-        gammas = GAMMAS if o.band == "planned" else (self.band_alpha[i - 1],)
         best: tuple[int, int, float, float, int, int] | None = None
-        # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
-        z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
-        zz, mu = z * z, comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta)
-        # _caps's memo looked up inline (its key: the grid index of sigma = 1/x, ``_grid_index``)
-        memo, fill, split = self._caps_memo, self._caps_fill, o.halts == "split-votes"
-        log, ceil, sqrt, expm1 = math.log, math.ceil, math.sqrt, math.expm1
-        xLs = [xm * L for xm in X_FACTORS]  # x = xm L / w, evaluated as (xm L)/w
         best_key: tuple[int, int] | None = None
-        for g in gammas:
-            w = 0.5 - g - rho
-            if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
-                w = min(w, g)
-            if w <= 0.0:
-                continue
-            m2g = -2.0 * g
-            for xL in xLs:
-                x = xL / w
-                ck = (i, R, g, ceil(log(1.0 / x) / GRID_STEP) if split else None)
-                c0, c = memo.get(ck) or fill(ck)
-                q = -expm1(m2g * x) / 2.0
-                eps0 = mu / sqrt(min(R, ceil((c + z * sqrt(c) + zz) / q)))
-                if eps0 > 0.0:
-                    need = ceil(x / eps0)
-                    key = (need if need > T_guess else T_guess, need)
-                    if best_key is None or best_key > key:
-                        best_key, best = key, (*key, g, x, c0, c)
+        for need, g, x, c0, c in self._candidates(i, R, E, Delta, T_guess, False):
+            key = (need if need > T_guess else T_guess, need)
+            if best_key is None or best_key > key:
+                best_key, best = key, (*key, g, x, c0, c)
         if best is None:
             raise Infeasible(f"round {i}: no band leaves room for the accuracy margin")
         T, need, g, x, c0, c = best
@@ -414,6 +388,57 @@ class TargetChargedSolver:
         else:
             eps0 = x / need
         return RoundSize(T, R, c, eps0, math.nan, math.nan, 1, need, c0, g)
+
+    def _candidates(self, i: int, R: int, E: float, Delta: float, T_guess: int,
+                    settle: bool) -> Iterator[tuple[int, int, float, int, int]]:
+        """The estimate's candidate rounds at the ensemble's bound for ``T_guess`` classifiers, one per
+        band g and eps0 T = x tried, in order: (need = ceil(x/eps0), g, x, c0, c) for those with eps0 > 0.
+        ``settle``: only the candidates that may need <= T_guess (``_settles``): one whose need is
+        bounded below (c >= the margins + 1) above T_guess is passed over before its caps are looked up."""
+        o = self.P.o
+        L, rho = self._margins(i, R, T_guess)
+        gammas = GAMMAS if o.band == "planned" else (self.band_alpha[i - 1],)
+        # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
+        z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
+        zz, mu = z * z, comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta)
+        # _caps's memo looked up inline (its key: the grid index of sigma = 1/x, ``_grid_index``)
+        memo, fill, split = self._caps_memo, self._caps_fill, o.halts == "split-votes"
+        log, ceil, sqrt, expm1 = math.log, math.ceil, math.sqrt, math.expm1
+        xLs = [xm * L for xm in X_FACTORS]  # x = xm L / w, evaluated as (xm L)/w
+        floor_c = 0  # settle: c >= the margins + 1 (c_util >= 1), known once asked for
+        for g in gammas:
+            w = 0.5 - g - rho
+            if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
+                w = min(w, g)
+            if w <= 0.0:
+                continue
+            m2g = -2.0 * g
+            for xL in xLs:
+                x = xL / w
+                q = -expm1(m2g * x) / 2.0
+                if settle and q > 0.0 and mu > 0.0:  # the same operations at c's floor: need's floor
+                    floor_c = floor_c or 1 + sum(self._margins_memo.get((i, R)) or self._caps_margins(i, R))
+                    if ceil(x / (mu / sqrt(min(R, ceil((floor_c + z * sqrt(floor_c) + zz) / q))))) > T_guess:
+                        continue
+                ck = (i, R, g, ceil(log(1.0 / x) / GRID_STEP) if split else None)
+                c0, c = memo.get(ck) or fill(ck)
+                eps0 = mu / sqrt(min(R, ceil((c + z * sqrt(c) + zz) / q)))
+                if eps0 > 0.0:
+                    yield ceil(x / eps0), g, x, c0, c
+
+    def _settles(self, i: int, R: int, E: float, Delta: float, G: int) -> bool:
+        """``_round(i, R, E, Delta, False, G).t_acc <= G`` (False where it raises ``Infeasible``): some
+        candidate needs <= G (the smallest key (max(need, G), need) then has need <= G). With the
+        split-votes budget and R <= ``SETTLE_MAX_R`` no caps lookup can raise (chernoff_budget's
+        search ends below 2^62 whenever R p > 0 and R <= 2^60; the top rate is > 0; no float step
+        overflows), so the first such candidate answers and the rest are not sized."""
+        hit = self._round_memo.get((i, R, E, Delta, False, G))
+        if hit is not None or self.P.o.halts != "split-votes" or R > SETTLE_MAX_R:
+            try:
+                return self._round(i, R, E, Delta, False, G).t_acc <= G
+            except Infeasible:
+                return False
+        return any(need <= G for need, *_ in self._candidates(i, R, E, Delta, G, True))
 
     def _caps(self, i: int, R: int, g: float, x: float, rate: float | None = None) -> tuple[int, int]:
         """(c0, c): the halting test's threshold (the halt budget plus the premature-fire margin)

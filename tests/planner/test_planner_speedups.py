@@ -94,3 +94,27 @@ def test_round_meets_is_round_epsilons_answer() -> None:
         full = tc.round_epsilon(eps0, m, c, R, Delta, passing)
         for E in (full.E, math.nextafter(full.E, 0.0), full.E * 1.1, full.E * 0.9, math.inf, 0.5):
             assert tc.round_meets(eps0, m, c, R, Delta, E, passing) == (full.E <= E)
+
+
+@pytest.mark.parametrize("band", ["planned", "alpha"])
+def test_settles_is_the_full_rounds_answer(band: str) -> None:
+    """``_settles`` (first candidate that settles; candidates whose need's floor exceeds G passed over)
+    answers as the full round does, over a grid of G around where rounds settle."""
+    from everlast.engine.planner.options import TightOptions
+    from everlast.engine.planner.tight import _Problem
+
+    o = TightOptions(halts="split-votes", eps_h=0.1, relabelling="even", band=band)  # type: ignore[arg-type]
+    short = _Problem(1.0, 1e-6, 0.1, 0.05, 1, o).solver
+    full = _Problem(1.0, 1e-6, 0.1, 0.05, 1, o).solver
+    assert isinstance(short, rs.TargetChargedSolver) and isinstance(full, rs.TargetChargedSolver)
+    seen = set()
+    for i in (1, 2, 12):
+        for R in (10**3, 10**5, 3 * 10**6):
+            for G in (1, 10, 100, 300, 1000, 2000, 3000, 5000, 10**4, 3 * 10**4, 10**5, 10**6):
+                try:
+                    want = full._round_at(i, R, 0.9, 1e-7, False, G).t_acc <= G
+                except rs.Infeasible:
+                    want = False
+                assert short._settles(i, R, 0.9, 1e-7, G) == want
+                seen.add(want)
+    assert seen == {True, False}
