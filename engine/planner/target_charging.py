@@ -65,10 +65,20 @@ def binom_lower_tail(K: int, q: float, a: int) -> float:
     x = a / K
     if x >= q:
         return 1.0
+    qm, one_qm, margin = _exact_q(q)
     with mpmath.workdps(40):
-        xm, qm = mpmath.mpf(a) / K, mpmath.mpf(q)
-        kl = (xm * mpmath.log(xm / qm) if a > 0 else 0) + (1 - xm) * mpmath.log((1 - xm) / (1 - qm))
-        return up(mpmath.exp(-K * kl) * (1 + mpmath.mpf(10) ** -30))
+        xm = mpmath.mpf(a) / K
+        kl = (xm * mpmath.log(xm / qm) if a > 0 else 0) + (1 - xm) * mpmath.log((1 - xm) / one_qm)
+        return up(mpmath.exp(-K * kl) * margin)
+
+
+@functools.lru_cache(maxsize=1 << 12, typed=True)
+def _exact_q(q: float) -> tuple[mpmath.mpf, mpmath.mpf, mpmath.mpf]:
+    """q, 1 - q and the rounding margin 1 + 10^-30 at ``binom_lower_tail``'s 40 digits (the same
+    values it computed inline; cached: the searches ask for many K at one q)."""
+    with mpmath.workdps(40):
+        qm = mpmath.mpf(q)
+        return qm, 1 - qm, 1 + mpmath.mpf(10) ** -30
 
 
 @functools.lru_cache(maxsize=1 << 16)
