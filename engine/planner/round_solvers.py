@@ -390,7 +390,7 @@ class TargetChargedSolver:
         return RoundSize(T, R, c, eps0, math.nan, math.nan, 1, need, c0, g)
 
     def _candidates(self, i: int, R: int, E: float, Delta: float, T_guess: int,
-                    settle: bool) -> Iterator[tuple[int, int, float, int, int]]:
+                    settle: bool) -> Iterator[tuple[int, float, float, int, int]]:
         """The estimate's candidate rounds at the ensemble's bound for ``T_guess`` classifiers, one per
         band g and eps0 T = x tried, in order: (need = ceil(x/eps0), g, x, c0, c) for those with eps0 > 0.
         ``settle``: only the candidates that may need <= T_guess (``_settles``): one whose need is
@@ -405,7 +405,8 @@ class TargetChargedSolver:
         memo, fill, split = self._caps_memo, self._caps_fill, o.halts == "split-votes"
         log, ceil, sqrt, expm1 = math.log, math.ceil, math.sqrt, math.expm1
         xLs = [xm * L for xm in X_FACTORS]  # x = xm L / w, evaluated as (xm L)/w
-        floor_c = 0  # settle: c >= the margins + 1 (c_util >= 1), known once asked for
+        floor_sum = -1.0  # settle: c + z sqrt(c) + zz at c's floor, the margins + 1 (c_util >= 1), once asked for
+        step = GRID_STEP
         for g in gammas:
             w = 0.5 - g - rho
             if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
@@ -417,10 +418,12 @@ class TargetChargedSolver:
                 x = xL / w
                 q = -expm1(m2g * x) / 2.0
                 if settle and q > 0.0 and mu > 0.0:  # the same operations at c's floor: need's floor
-                    floor_c = floor_c or 1 + sum(self._margins_memo.get((i, R)) or self._caps_margins(i, R))
-                    if ceil(x / (mu / sqrt(min(R, ceil((floor_c + z * sqrt(floor_c) + zz) / q))))) > T_guess:
+                    if floor_sum < 0.0:
+                        floor_c = 1 + sum(self._margins_memo.get((i, R)) or self._caps_margins(i, R))
+                        floor_sum = floor_c + z * sqrt(floor_c) + zz
+                    if ceil(x / (mu / sqrt(min(R, ceil(floor_sum / q))))) > T_guess:
                         continue
-                ck = (i, R, g, ceil(log(1.0 / x) / GRID_STEP) if split else None)
+                ck = (i, R, g, ceil(log(1.0 / x) / step) if split else None)
                 c0, c = memo.get(ck) or fill(ck)
                 eps0 = mu / sqrt(min(R, ceil((c + z * sqrt(c) + zz) / q)))
                 if eps0 > 0.0:
