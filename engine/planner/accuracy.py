@@ -109,11 +109,33 @@ def ensemble_error(mu: float, T: int, beta_e: float) -> float:
         return 1.0
     # KL(x || mu) increases in x >= mu: the smallest x with KL >= target (with a relative margin for
     # the float KL's cancellation near mu), then confirmed at 40 digits and moved up until it holds
-    x = roots.smallest_float(lambda u: _kl(u, mu) >= target * (1.0 + 1e-9), mu, 1.0, steps=80)
+    x = _kl_boundary(mu, target * (1.0 + 1e-9))
     x = math.nextafter(x, math.inf)
     while x < 1.0 and not _kl_exact_at_least(x, mu, T, beta_e):
         x = min(1.0, x + max(1e-12, (x - mu) * 1e-6))
     return x
+
+
+def _kl_boundary(mu: float, level: float) -> float:
+    """``roots.smallest_float(lambda u: _kl(u, mu) >= level, mu, 1.0, steps=80)``, for 0 <= mu < 1:
+    the same bisection (the same midpoints, predicate, steps and stops), with the predicate inlined
+    (``ensemble_error`` runs it for every round the search sizes; tests/planner/test_accuracy_bounds
+    checks the two agree)."""
+    lo, hi, log, one_m = mu, 1.0, math.log, 1.0 - mu
+    for _ in range(80):
+        if hi - lo <= 0.0:
+            break
+        u = 0.5 * (lo + hi)  # finite: both ends lie in [0, 1]
+        kl = u * log(u / mu) + (1.0 - u) * log((1.0 - u) / one_m) if u < 1.0 else _kl(u, mu)  # _kl(u, mu)
+        if kl >= level:
+            if hi == u:
+                break
+            hi = u
+        else:
+            if lo == u:
+                break
+            lo = u
+    return hi
 
 
 def _kl_exact_at_least(u: float, m: float, T: int, beta_e: float) -> bool:
@@ -121,7 +143,14 @@ def _kl_exact_at_least(u: float, m: float, T: int, beta_e: float) -> bool:
     with mpmath.workdps(_DPS):
         U, M = mpmath.mpf(u), mpmath.mpf(m)
         kl = U * mpmath.log(U / M) + (1 - U) * mpmath.log((1 - U) / (1 - M))
-        return bool(T * kl >= -mpmath.log(mpmath.mpf(beta_e)))
+        return bool(T * kl >= _neg_log_exact(beta_e))
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _neg_log_exact(beta_e: float) -> mpmath.mpf:
+    """ln(1/beta_e) at 40 digits (a round's constant: cached)."""
+    with mpmath.workdps(_DPS):
+        return -mpmath.log(mpmath.mpf(beta_e))
 
 
 def _kl(u: float, m: float) -> float:

@@ -345,7 +345,7 @@ def choose_eps_h(t: Targets) -> float:
         return DEFAULT_EPS_H
     base = dataclasses.replace(_options_with(t, DEFAULT_EPS_H), rounds=min(t.rounds, EPS_H_PROXY_ROUNDS))
     choices = [e for e in EPS_H_CHOICES if e < t.epsilon / 4.0] or [DEFAULT_EPS_H]
-    est = {e: estimate_n(t.epsilon, t.delta, t.alpha, t.beta, vc, dataclasses.replace(base, eps_h=e))
+    est = {e: _estimate_n(t.epsilon, t.delta, t.alpha, t.beta, vc, dataclasses.replace(base, eps_h=e))
            for e in choices}
     best = min(choices, key=lambda e: est[e])
     return best if math.isfinite(est[best]) else DEFAULT_EPS_H
@@ -354,6 +354,10 @@ def choose_eps_h(t: Targets) -> float:
 def _options_with(t: Targets, eps_h: float) -> TightOptions:
     return tight_options(dataclasses.replace(t, eps_h=eps_h))
 
+
+_estimate_n = functools.lru_cache(maxsize=256, typed=True)(estimate_n)
+"""``tight.estimate_n`` is a pure function of its arguments (a fresh search per call): the design table's
+targets (which name the default design) ask for the same estimates as the plan's own."""
 
 _solve = functools.lru_cache(maxsize=256)(solve)
 """``tight.solve`` is a pure function of its arguments: two Targets that differ only in how they

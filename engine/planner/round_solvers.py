@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -72,6 +72,11 @@ CHUNK_SLACK = 1.1
 """Search only: ebar over mu (Lemma A2's Hoeffding margin) assumed when sizing the chunks."""
 CAPS_MEMO_SIZE = 1 << 16
 """Entries of a solver's memo of the estimate's halt caps before it is emptied (search speed only)."""
+ROUND_MEMO_SIZE = 1 << 18
+"""Entries of a solver's memo of its rounds (``TargetChargedSolver._round``) before it is emptied."""
+SETTLE_MAX_R = 1 << 60
+"""``TargetChargedSolver._settles`` stops at the first candidate that settles for rounds up to this many
+queries (beyond it a later candidate's halt budget could raise, as the full round would)."""
 SHRINK_ROUNDS = 1
 """Rounds re-tuned after the exact pass (``TargetChargedSolver._shrink``): n depends on round 1's T
 (and on round 2's only through R_1, weakly)."""
@@ -216,10 +221,15 @@ class TargetChargedSolver:
         """The band's half-width when it is not chosen (``band = "alpha"``): alpha_i, the even
         relabelling's under the growing one (whose late alpha_i would leave the band no count)."""
         self.mu = [mean_error_bound(lam, vc) for lam in self.lam]
-        self._caps_memo: dict[tuple[int, int, float, float | None], tuple[int, int]] = {}
-        """``_caps`` of the estimate, by (round, R, band, sigma on its grid): a pure function of them."""
+        self._caps_memo: dict[tuple[int, int, float, int | None], tuple[int, int]] = {}
+        """``_caps`` of the estimate, by (round, R, band, sigma's index on its grid): a pure function of them."""
+        self._margins_memo: dict[tuple[int, int], tuple[int, int]] = {}
+        """``_caps_margins`` by (round, R)."""
         self.T_guess: dict[int, int] = {}
         """Per round, the T the ensemble's error bound was last evaluated at (Lemma A2 tightens with T)."""
+        self._round_memo: dict[tuple[int, int, float, float, bool, int], RoundSize | str] = {}
+        """``_round`` by its arguments (a pure function of them and the solver's constants; a str: the
+        ``Infeasible`` it raised). The searches ask for the same rounds again (search speed only)."""
 
     def in_round_budget(self, delta: float) -> tuple[float, float, float]:
         """(eps_in, delta_in, delta_cap): the halting test's epsilon at the exact scales the engine
@@ -251,14 +261,8 @@ class TargetChargedSolver:
         shrinks the margin the round needs): bracketed geometrically from the last round's G, then
         bisected to 2% with the fast estimate. The exact pass runs at that G, and once more at the
         T it needs when that is smaller."""
-        sizes: dict[int, RoundSize] = {}
-
         def settles(G: int) -> bool:
-            try:
-                sizes[G] = self._round(i, R, E, Delta, False, G)
-            except Infeasible:
-                return False
-            return sizes[G].t_acc <= G
+            return self._settles(i, R, E, Delta, G)
 
         guess = self.T_guess.get(i, 1000)
         if settles(guess):
@@ -274,7 +278,7 @@ class TargetChargedSolver:
                     raise Infeasible(f"round {i}: no number of classifiers leaves room for the accuracy margin")
                 lo, hi = hi, math.ceil(hi * 1.25)
         G = roots.smallest_int(settles, lo, hi, rel_tol=0.02) if hi - lo > 1 else hi
-        size = sizes[G] if G in sizes else self._round(i, R, E, Delta, False, G)
+        size = self._round(i, R, E, Delta, False, G)
         if exact:
             size = self._round(i, R, E, Delta, True, G)
             if size.t_acc < G:
@@ -333,33 +337,31 @@ class TargetChargedSolver:
         return found.get(best, size)
 
     def _round(self, i: int, R: int, E: float, Delta: float, exact: bool, T_guess: int) -> RoundSize:
+        """``_round_at``, memoised on its arguments (the same value, or the same ``Infeasible``)."""
+        key = (i, R, E, Delta, exact, T_guess)
+        hit = self._round_memo.get(key)
+        if hit is None:
+            try:
+                hit = self._round_at(i, R, E, Delta, exact, T_guess)
+            except Infeasible as exc:
+                hit = str(exc)
+            if len(self._round_memo) >= ROUND_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
+                self._round_memo.clear()
+            self._round_memo[key] = hit
+        if isinstance(hit, str):
+            raise Infeasible(hit)
+        return hit
+
+    def _round_at(self, i: int, R: int, E: float, Delta: float, exact: bool, T_guess: int) -> RoundSize:
         """The round at the ensemble's bound for ``T_guess`` classifiers: T = max(x/eps0, T_guess)
         (``t_acc``: the first alone)."""
         o = self.P.o
-        L, rho = self._margins(i, R, T_guess)
-        gammas = GAMMAS if o.band == "planned" else (self.band_alpha[i - 1],)
         best: tuple[int, int, float, float, int, int] | None = None
-        # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
-        z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
-        zz, mu = z * z, comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta)
-        caps = self._caps
-        for g in gammas:
-            w = 0.5 - g - rho
-            if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
-                w = min(w, g)
-            if w <= 0.0:
-                continue
-            m2g = -2.0 * g
-            for xm in X_FACTORS:
-                x = xm * L / w
-                c0, c = caps(i, R, g, x)
-                q = -math.expm1(m2g * x) / 2.0
-                eps0 = mu / math.sqrt(min(R, math.ceil((c + z * math.sqrt(c) + zz) / q)))
-                if eps0 > 0.0:
-                    need = math.ceil(x / eps0)
-                    key = (max(need, T_guess), need)
-                    if best is None or best[:2] > key:
-                        best = (*key, g, x, c0, c)
+        best_key: tuple[int, int] | None = None
+        for need, g, x, c0, c in self._candidates(i, R, E, Delta, T_guess, False):
+            key = (need if need > T_guess else T_guess, need)
+            if best_key is None or best_key > key:
+                best_key, best = key, (*key, g, x, c0, c)
         if best is None:
             raise Infeasible(f"round {i}: no band leaves room for the accuracy margin")
         T, need, g, x, c0, c = best
@@ -387,23 +389,79 @@ class TargetChargedSolver:
             eps0 = x / need
         return RoundSize(T, R, c, eps0, math.nan, math.nan, 1, need, c0, g)
 
+    def _candidates(self, i: int, R: int, E: float, Delta: float, T_guess: int,
+                    settle: bool) -> Iterator[tuple[int, float, float, int, int]]:
+        """The estimate's candidate rounds at the ensemble's bound for ``T_guess`` classifiers, one per
+        band g and eps0 T = x tried, in order: (need = ceil(x/eps0), g, x, c0, c) for those with eps0 > 0.
+        ``settle``: only the candidates that may need <= T_guess (``_settles``): one whose need is
+        bounded below (c >= the margins + 1) above T_guess is passed over before its caps are looked up."""
+        o = self.P.o
+        L, rho = self._margins(i, R, T_guess)
+        gammas = GAMMAS if o.band == "planned" else (self.band_alpha[i - 1],)
+        # _approx_tct_eps0 and _q inlined, their round constants hoisted (the same float operations)
+        z = math.sqrt(2.0 * math.log(1.0 / (TAIL_TARGET_SHARE * Delta)))
+        zz, mu = z * z, comp.gdp_mu(E, (1.0 - TAIL_TARGET_SHARE) * Delta)
+        # _caps's memo looked up inline (its key: the grid index of sigma = 1/x, ``_grid_index``)
+        memo, fill, split = self._caps_memo, self._caps_fill, o.halt_budget == SPLIT_VOTES
+        log, ceil, sqrt, expm1 = math.log, math.ceil, math.sqrt, math.expm1
+        xLs = [xm * L for xm in X_FACTORS]  # x = xm L / w, evaluated as (xm L)/w
+        floor_sum = -1.0  # settle: c + z sqrt(c) + zz at c's floor, the margins + 1 (c_util >= 1), once asked for
+        step = GRID_STEP
+        for g in gammas:
+            w = 0.5 - g - rho
+            if o.answer_margin == "band":  # every noise inside the band's margin (the ablation's lever)
+                w = min(w, g)
+            if w <= 0.0:
+                continue
+            m2g = -2.0 * g
+            for xL in xLs:
+                x = xL / w
+                q = -expm1(m2g * x) / 2.0
+                if settle and q > 0.0 and mu > 0.0:  # the same operations at c's floor: need's floor
+                    if floor_sum < 0.0:
+                        floor_c = 1 + sum(self._margins_memo.get((i, R)) or self._caps_margins(i, R))
+                        floor_sum = floor_c + z * sqrt(floor_c) + zz
+                    if ceil(x / (mu / sqrt(min(R, ceil(floor_sum / q))))) > T_guess:
+                        continue
+                ck = (i, R, g, ceil(log(1.0 / x) / step) if split else None)
+                c0, c = memo.get(ck) or fill(ck)
+                eps0 = mu / sqrt(min(R, ceil((c + z * sqrt(c) + zz) / q)))
+                if eps0 > 0.0:
+                    yield ceil(x / eps0), g, x, c0, c
+
+    def _settles(self, i: int, R: int, E: float, Delta: float, G: int) -> bool:
+        """``_round(i, R, E, Delta, False, G).t_acc <= G`` (False where it raises ``Infeasible``): some
+        candidate needs <= G (the smallest key (max(need, G), need) then has need <= G). With the
+        split-votes budget and R <= ``SETTLE_MAX_R`` no caps lookup can raise (chernoff_budget's
+        search ends below 2^62 whenever R p > 0 and R <= 2^60; the top rate is > 0; no float step
+        overflows), so the first such candidate answers and the rest are not sized."""
+        hit = self._round_memo.get((i, R, E, Delta, False, G))
+        if hit is not None or self.P.o.halt_budget != SPLIT_VOTES or R > SETTLE_MAX_R:
+            try:
+                return self._round(i, R, E, Delta, False, G).t_acc <= G
+            except Infeasible:
+                return False
+        return any(need <= G for need, *_ in self._candidates(i, R, E, Delta, G, True))
+
     def _caps(self, i: int, R: int, g: float, x: float, rate: float | None = None) -> tuple[int, int]:
         """(c0, c): the halting test's threshold (the halt budget plus the premature-fire margin)
         and its hard cap (Lemma T), for a round of R queries with band g and eps0 T = x (``rate``:
         the top rate, if known exactly)."""
-        o = self.P.o
         if rate is None:  # the estimate depends on x only through sigma on its grid: memoised
-            key = (i, R, g, _up_to_grid(1.0 / x) if o.halt_budget == SPLIT_VOTES else None)
-            hit = self._caps_memo.get(key)
-            if hit is None:
-                if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
-                    self._caps_memo.clear()
-                hit = self._caps_memo[key] = self._caps_at(i, R, g, key[3])
-            return hit
+            key = (i, R, g, _grid_index(1.0 / x) if self.P.o.halt_budget == SPLIT_VOTES else None)
+            return self._caps_memo.get(key) or self._caps_fill(key)
         return self._caps_at(i, R, g, None, rate)
 
+    def _caps_fill(self, key: tuple[int, int, float, int | None]) -> tuple[int, int]:
+        """The estimate's caps for a memo key (round, R, band, sigma's grid index), stored in the memo."""
+        if len(self._caps_memo) >= CAPS_MEMO_SIZE:  # bounded memory; a pure function: values unchanged
+            self._caps_memo.clear()
+        i, R, g, n = key
+        hit = self._caps_memo[key] = self._caps_at(i, R, g, None if n is None else _grid_sigma(n))
+        return hit
+
     def _caps_at(self, i: int, R: int, g: float, sigma: float | None, rate: float | None = None) -> tuple[int, int]:
-        P, o = self.P, self.P.o
+        o = self.P.o
         b, lam = self.b[i - 1], self.lam[i - 1]
         if o.halt_budget == SPLIT_VOTES:
             if rate is None:
@@ -415,11 +473,20 @@ class TargetChargedSolver:
                 raise Infeasible(f"round {i}: no halt budget below 2^62 for R = {R}") from None
         else:
             c_util = halt_budget(o.halt_budget, R, self.a[i - 1], g, lam, o.k, o.boundaries, o.cap_c)
+        early, cap = self._margins_memo.get((i, R)) or self._caps_margins(i, R)
+        c0 = c_util + early
+        return c0, c0 + cap  # hard cap (Lemma T)
+
+    def _caps_margins(self, i: int, R: int) -> tuple[int, int]:
+        """The premature-fire margin and the hard cap's (Lemma T) of round i with R queries (memoised)."""
+        o, b = self.P.o, self.b[i - 1]
+        if len(self._margins_memo) >= CAPS_MEMO_SIZE:
+            self._margins_memo.clear()
         # premature halts (accuracy): the margin for a probability rounded down to a power of two,
         # which can only widen it (and lets the search reuse it)
         early = 2.0 ** math.floor(math.log2(BETA_H_SHARE * b / R))
-        c0 = c_util + at.at_margin(o.eps_h, early)
-        return c0, c0 + at.at_margin(o.eps_h, P.delta_cap)  # hard cap (Lemma T)
+        hit = self._margins_memo[(i, R)] = (at.at_margin(o.eps_h, early), at.at_margin(o.eps_h, self.P.delta_cap))
+        return hit
 
     def spec_fields(self, rt: RoundSize) -> dict[str, float | int | None]:
         return {"delta_bt": None, "halt_eps": self.P.o.eps_h, "halt_threshold": rt.c0, "gamma": rt.gamma}
@@ -483,7 +550,7 @@ def _level_at(E: float, Delta: float, c: int, R: int, m: int, passing: float = 0
     in log eps0 below the planning estimate (``max_eps0``, whose q argument assumes T falls as eps0
     grows), on which the round's epsilon increases."""
     def meets(e0: float) -> bool:
-        return tc.round_epsilon(e0 * (1.0 + 1e-9), m, c, R, Delta, passing).E <= E
+        return tc.round_meets(e0 * (1.0 + 1e-9), m, c, R, Delta, E, passing)
 
     hi = 2.0 * tc.max_eps0(E, Delta, c, R, lambda e0: m, passing)
     if not hi > 0.0:
@@ -508,10 +575,23 @@ def _exact_rate(T: int, g: float, eps0: float, lam: int, boundaries: int) -> flo
     return top_rate_exact(T, lo, hi, exact_scale(1.0 / eps0), lam, boundaries)
 
 
+GRID_STEP = 0.01
+"""The estimate's sigma grid: steps of 1% in log scale (``_up_to_grid``)."""
+
+
 def _up_to_grid(sigma: float) -> float:
     """sigma rounded up to a grid of 1% steps in log scale: more noise means more tops in the
     model's regime, so the rate at the rounded value is the larger (and the cache can reuse it)."""
-    return math.exp(math.ceil(math.log(sigma) / 0.01) * 0.01)
+    return _grid_sigma(_grid_index(sigma))
+
+
+def _grid_index(sigma: float) -> int:
+    """The index n of ``_up_to_grid(sigma)`` = exp(n GRID_STEP) (a memo key)."""
+    return math.ceil(math.log(sigma) / GRID_STEP)
+
+
+def _grid_sigma(n: int) -> float:
+    return math.exp(n * GRID_STEP)
 
 
 def _q(gamma: float, x: float) -> float:

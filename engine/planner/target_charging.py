@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import mpmath
@@ -65,10 +65,20 @@ def binom_lower_tail(K: int, q: float, a: int) -> float:
     x = a / K
     if x >= q:
         return 1.0
+    qm, one_qm, margin = _exact_q(q)
     with mpmath.workdps(40):
-        xm, qm = mpmath.mpf(a) / K, mpmath.mpf(q)
-        kl = (xm * mpmath.log(xm / qm) if a > 0 else 0) + (1 - xm) * mpmath.log((1 - xm) / (1 - qm))
-        return up(mpmath.exp(-K * kl) * (1 + mpmath.mpf(10) ** -30))
+        xm = mpmath.mpf(a) / K
+        kl = (xm * mpmath.log(xm / qm) if a > 0 else 0) + (1 - xm) * mpmath.log((1 - xm) / one_qm)
+        return up(mpmath.exp(-K * kl) * margin)
+
+
+@functools.lru_cache(maxsize=1 << 12, typed=True)
+def _exact_q(q: float) -> tuple[mpmath.mpf, mpmath.mpf, mpmath.mpf]:
+    """q, 1 - q and the rounding margin 1 + 10^-30 at ``binom_lower_tail``'s 40 digits (the same
+    values it computed inline; cached: the searches ask for many K at one q)."""
+    with mpmath.workdps(40):
+        qm = mpmath.mpf(q)
+        return qm, 1 - qm, 1 + mpmath.mpf(10) ** -30
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -148,14 +158,31 @@ def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float, passing: fl
     on the probability that the round's top count reaches c before its halting test fires
     (tau(c - c0), Lemma T(ii)); the round runs no hard cap (docs/privacy/genericbbl.md 16, Lemma TC'),
     so a tail with K < R adds it."""
+    cands = _round_candidates(eps0, m, c, R, Delta, passing)
+    best = next(cands)  # E = +inf: no K certifies the round
+    for cand in cands:
+        if cand.E < best.E:
+            best = cand
+    return best
+
+
+def round_meets(eps0: float, m: int, c: int, R: int, Delta: float, E: float, passing: float = 0.0) -> bool:
+    """``round_epsilon(eps0, m, c, R, Delta, passing).E <= E``, stopping at the first K that meets E
+    (the same candidates in the same order; the planner's searches ask only this)."""
+    return any(cand.E <= E for cand in _round_candidates(eps0, m, c, R, Delta, passing))
+
+
+def _round_candidates(eps0: float, m: int, c: int, R: int, Delta: float, passing: float) -> Iterator[RoundTC]:
+    """``round_epsilon``'s certificates, one per K tried: first the one with E = +inf and K = 0 (q
+    alone), then K = R (every query charged, no tail), then the tail shares' (``TAIL_SHARES``)."""
     q = q_target(eps0, m)
-    best = RoundTC(math.inf, Delta, eps0, q, 0, 0.0, 0.0)
+    yield RoundTC(math.inf, Delta, eps0, q, 0, 0.0, 0.0)
     if q <= 0.0 or not 0.0 < Delta < 1.0:
-        return best
+        return
     # K = R: every query charged, no tail
     E_all = comp.kov_epsilon(eps0, 0.0, R, Delta)
     if math.isfinite(E_all):
-        best = RoundTC(E_all, Delta, eps0, q, R, comp.kov_delta(eps0, 0.0, R, E_all), 0.0)
+        yield RoundTC(E_all, Delta, eps0, q, R, comp.kov_delta(eps0, 0.0, R, E_all), 0.0)
     for share in TAIL_SHARES:
         K = charged_steps(c, q, share * Delta)
         if K >= R:
@@ -163,9 +190,7 @@ def round_epsilon(eps0: float, m: int, c: int, R: int, Delta: float, passing: fl
         tail = up_sum(binom_lower_tail(K, q, c - 1), passing)  # both rounded up (section 1)
         rest = down_diff(Delta, tail) if tail < Delta else 0.0  # what is left for KOV, rounded down
         E = comp.kov_epsilon(eps0, 0.0, K, rest) if rest > 0.0 else math.inf
-        if E < best.E:
-            best = RoundTC(E, Delta, eps0, q, K, rest, tail)
-    return best
+        yield RoundTC(E, Delta, eps0, q, K, rest, tail)
 
 
 def max_eps0(E: float, Delta: float, c: int, R: int, m_of: Callable[[float], int], passing: float = 0.0) -> float:

@@ -52,15 +52,49 @@ def _share(y: NDArray[np.float64], lam: int) -> NDArray[np.float64]:
 
 def top_rate(gamma: float, sigma: float, lam: int, boundaries: int = 1) -> float:
     """The planner's estimate: band [1/2 - gamma, 1/2 + gamma] in shares, per-query noise a
-    (continuous) Laplace of scale ``sigma`` in shares (sigma = 1/(eps0 T))."""
-    s, wk = _kept_shares(lam, boundaries)
+    (continuous) Laplace of scale ``sigma`` in shares (sigma = 1/(eps0 T)).
 
-    def window(a: NDArray[np.float64] | float, b: NDArray[np.float64] | float) -> NDArray[np.float64]:
-        return np.asarray(_laplace_cdf(b, sigma) - _laplace_cdf(a, sigma), dtype=np.float64)
-
-    g0 = float(window(0.5 - gamma, 0.5 + gamma))
-    inside = window(0.5 - gamma - s, 0.5 + gamma - s)
+    The window's ends, their signs and -|end| depend on (gamma, lambda, b) alone and are kept
+    (``_window_ends``); per sigma the same element-wise operations as ``_laplace_cdf`` remain."""
+    wk = _kept_shares(lam, boundaries)[1]
+    g0 = _far_rate(gamma, sigma)
+    a_neg, a_abs, b_neg, b_abs = _window_ends(gamma, lam, boundaries)
+    inside = _cdf_from(b_neg, b_abs, sigma) - _cdf_from(a_neg, a_abs, sigma)
     return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, wk)))
+
+
+@functools.lru_cache(maxsize=1 << 14, typed=True)
+def _far_rate(gamma: float, sigma: float) -> float:
+    """g0 = P[z in [1/2 - gamma, 1/2 + gamma]], a far query's top rate (cached: the rounds' lambdas share it)."""
+    return float(np.asarray(_laplace_cdf(0.5 + gamma, sigma) - _laplace_cdf(0.5 - gamma, sigma), dtype=np.float64))
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _window_ends(gamma: float, lam: int, boundaries: int) -> tuple[int | NDArray[np.bool_], NDArray[np.float64],
+                                                                   int | NDArray[np.bool_], NDArray[np.float64]]:
+    """For the window [1/2 - gamma - S, 1/2 + gamma - S] on the kept nodes: where each end is < 0
+    (the count k of a prefix, as the ends grow along the nodes; else the mask) and -|end| (a pure
+    function of gamma, lambda and b: cached)."""
+    s = _kept_shares(lam, boundaries)[0]
+    out: list[int | NDArray[np.bool_] | NDArray[np.float64]] = []
+    for end in (0.5 - gamma - s, 0.5 + gamma - s):
+        neg, nabs = end < 0, -np.abs(end)
+        k = int(np.count_nonzero(neg))
+        nabs.flags.writeable = neg.flags.writeable = False
+        out += [k if bool(np.all(neg[:k])) else neg, nabs]
+    return out[0], out[1], out[2], out[3]  # type: ignore[return-value]
+
+
+def _cdf_from(neg: int | NDArray[np.bool_], nabs: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
+    """``_laplace_cdf`` at points given by where they are < 0 and -|x|: the same operations on the
+    same values (0.5 e^{-|x|/sigma} below 0, 1 minus it above)."""
+    e = np.exp(nabs / sigma)
+    e *= 0.5
+    if not isinstance(neg, int):
+        return np.where(neg, e, 1.0 - e)
+    out = 1.0 - e
+    out[:neg] = e[:neg]
+    return out
 
 
 @functools.lru_cache(maxsize=64)

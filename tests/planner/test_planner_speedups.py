@@ -1,0 +1,120 @@
+"""The planner's speed-only rewrites give the values of the forms they replace, bit for bit (the
+known answers, tests/data/kat-plan.json, pin the plans; these pin the pieces on many more inputs).
+
+* ``accuracy._kl_boundary`` is ``roots.smallest_float`` on ``_kl`` with 80 steps;
+* ``top_rate.top_rate`` (window ends kept per band and lambda) is the element-wise ``_laplace_cdf`` form;
+* ``round_solvers._grid_index`` / ``_grid_sigma`` are ``_up_to_grid``'s grid;
+* ``TargetChargedSolver._round``'s memo returns what ``_round_at`` returns (or raises what it raises).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from everlast.engine import roots
+from everlast.engine.planner import accuracy as acc
+from everlast.engine.planner import round_solvers as rs
+from everlast.engine.planner import top_rate as tr
+
+
+def test_kl_boundary_is_the_bisection_it_inlines() -> None:
+    rnd = random.Random(2)
+    for _ in range(3000):
+        mu = math.exp(rnd.uniform(-12.0, -0.01))
+        T = int(math.exp(rnd.uniform(0.0, 25.0)))
+        level = math.log(1.0 / math.exp(rnd.uniform(-20.0, -1.0))) / T * (1.0 + 1e-9)
+        if rnd.random() < 0.05:  # near the top: the bisection reaches u = 1
+            level = acc._kl(1.0, mu) * rnd.uniform(0.9, 1.0)
+        want = roots.smallest_float(lambda u, mu=mu, level=level: acc._kl(u, mu) >= level, mu, 1.0, steps=80)
+        assert acc._kl_boundary(mu, level) == want
+
+
+def _top_rate_reference(gamma: float, sigma: float, lam: int, boundaries: int) -> float:
+    s, wk = tr._kept_shares(lam, boundaries)
+
+    def window(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+        return np.asarray(tr._laplace_cdf(b, sigma) - tr._laplace_cdf(a, sigma), dtype=np.float64)
+
+    g0 = float(window(0.5 - gamma, 0.5 + gamma))
+    inside = window(0.5 - gamma - s, 0.5 + gamma - s)
+    return min(1.0, g0 + boundaries / lam * float(np.dot(inside - g0, wk)))
+
+
+def test_top_rate_is_the_elementwise_form() -> None:
+    rnd = random.Random(1)
+    for _ in range(2000):
+        g = rnd.choice((*rs.GAMMAS, 0.0125, 0.05))
+        lam, b = rnd.choice((1, 2, 5, 17, 60, 61, 333, 5000)), rnd.choice((1, 2, 3))
+        sigma = math.exp(rnd.uniform(-9.0, 1.0))
+        assert tr.top_rate(g, sigma, lam, b) == _top_rate_reference(g, sigma, lam, b)
+
+
+def test_grid_index_is_up_to_grid() -> None:
+    rnd = random.Random(3)
+    for _ in range(10000):
+        sigma = math.exp(rnd.uniform(-12.0, 3.0))
+        n = rs._grid_index(sigma)
+        assert rs._grid_sigma(n) == math.exp(math.ceil(math.log(sigma) / 0.01) * 0.01) == rs._up_to_grid(sigma)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_round_memo_returns_the_rounds_value(exact: bool) -> None:
+    from everlast.engine.planner.options import TightOptions
+    from everlast.engine.planner.tight import _Problem
+
+    def solver() -> rs.TargetChargedSolver:
+        P = _Problem(1.0, 1e-6, 0.1, 0.05, 1, TightOptions(halt_budget="split-votes", eps_h=0.1, relabelling="even"))
+        assert isinstance(P.solver, rs.TargetChargedSolver)
+        return P.solver
+
+    memo, fresh = solver(), solver()
+    for R, G in ((10**5, 400), (10**6, 900), (10**5, 400), (3 * 10**6, 2000), (10**6, 900)):
+        for i in (1, 12):
+            try:
+                want: object = fresh._round_at(i, R, 0.9, 1e-7, exact, G)
+            except rs.Infeasible as exc:
+                with pytest.raises(rs.Infeasible, match=str(exc)):
+                    memo._round(i, R, 0.9, 1e-7, exact, G)
+                continue
+            assert memo._round(i, R, 0.9, 1e-7, exact, G) == want
+
+
+def test_round_meets_is_round_epsilons_answer() -> None:
+    from everlast.engine.planner import target_charging as tc
+
+    rnd = random.Random(4)
+    for _ in range(40):
+        eps0, m = math.exp(rnd.uniform(-6.0, -1.0)), rnd.choice((1, 5, 40, 300))
+        c, R, Delta = rnd.choice((1, 3, 30, 300)), rnd.choice((50, 10**4, 10**6)), rnd.choice((1e-7, 1e-3))
+        passing = rnd.choice((0.0, 1e-9))
+        full = tc.round_epsilon(eps0, m, c, R, Delta, passing)
+        for E in (full.E, math.nextafter(full.E, 0.0), full.E * 1.1, full.E * 0.9, math.inf, 0.5):
+            assert tc.round_meets(eps0, m, c, R, Delta, E, passing) == (full.E <= E)
+
+
+@pytest.mark.parametrize("band", ["planned", "alpha"])
+def test_settles_is_the_full_rounds_answer(band: str) -> None:
+    """``_settles`` (first candidate that settles; candidates whose need's floor exceeds G passed over)
+    answers as the full round does, over a grid of G around where rounds settle."""
+    from everlast.engine.planner.options import TightOptions
+    from everlast.engine.planner.tight import _Problem
+
+    o = TightOptions(halt_budget="split-votes", eps_h=0.1, relabelling="even", band=band)  # type: ignore[arg-type]
+    short = _Problem(1.0, 1e-6, 0.1, 0.05, 1, o).solver
+    full = _Problem(1.0, 1e-6, 0.1, 0.05, 1, o).solver
+    assert isinstance(short, rs.TargetChargedSolver) and isinstance(full, rs.TargetChargedSolver)
+    seen = set()
+    for i in (1, 2, 12):
+        for R in (10**3, 10**5, 3 * 10**6):
+            for G in (1, 10, 100, 300, 1000, 2000, 3000, 5000, 10**4, 3 * 10**4, 10**5, 10**6):
+                try:
+                    want = full._round_at(i, R, 0.9, 1e-7, False, G).t_acc <= G
+                except rs.Infeasible:
+                    want = False
+                assert short._settles(i, R, 0.9, 1e-7, G) == want
+                seen.add(want)
+    assert seen == {True, False}
