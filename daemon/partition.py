@@ -22,7 +22,9 @@ Decisions, in the order ``feed`` takes them:
    may lag answers already published is suspended: restored from a periodic checkpoint without
    its journal (lost, or written by another replica), and whose answers change its state
    (GenericBBL; never the private learner, whose answers are a fixed function of its release).
-   Checked on the first fetch response after assignment, records or not. **Deleted records**
+   Checked on the first fetch response after assignment, records or not, and again after the
+   broker went away or came back (``recheck``: the I/O layer seeks one record back) or the
+   consumer's position went back (a re-read record must be the one processed). **Deleted records**
    (the log starts after the next offset: retention ran while the daemon was away) are judged the
    same way.
 2. **Records already processed** (a re-delivery, or the one-record overlap re-read to verify the
@@ -465,6 +467,19 @@ class PartitionProcessor:
 
     # -- 1. a replaced log -----------------------------------------------------------------------
 
+    def recheck(self) -> int:
+        """The log may have been replaced under this running partition (the broker went away, e.g. an
+        embedded broker restarted empty): judge it again as at assignment before processing more. The
+        next fetch must show the record before the next offset with the fingerprint it had when it was
+        processed, and a high watermark that reaches the next offset; else the log was replaced
+        (``_rebase``: re-read from offset 0; a model whose state may lag its published answers is
+        suspended). Returns where to seek (one record back, when its fingerprint is known)."""
+        if self.status is Status.REVOKED:
+            raise OutOfTurn(f"partition {self.partition}: recheck after revoke")
+        if self.next_offset > 0 and self.last_fp:
+            self._expect[self.next_offset - 1] = self.last_fp
+        return self.start_position
+
     def saw_log_end(self, end: int) -> None:
         """The broker says the log reaches at least ``end`` (at assignment, before any checkpoint)."""
         if self.status is not Status.REVOKED and end >= max(self.next_offset, self.log_end):
@@ -475,9 +490,13 @@ class PartitionProcessor:
             if highwater < max(self.next_offset, self.log_end):
                 return True
             self.log_end = highwater
-        if batch is None or not len(batch) or not self._expect:
+        if batch is None or not len(batch):
             return False
         first = batch.offset(0)
+        if first < self.next_offset and self.last_fp:  # a re-read (the consumer's position went back): same log?
+            self._expect.setdefault(self.next_offset - 1, self.last_fp)
+        if not self._expect:
+            return False
         for off in [o for o in self._expect if o < first]:  # a gap in the log: that record never comes
             del self._expect[off]
         if not self._expect:

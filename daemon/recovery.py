@@ -8,13 +8,19 @@ partition there: the state replayed so far is exact as far as it goes (every lab
 is the first one's), and from there on the models rely on the broker's log. Whether that log holds
 what they published is the processor's judgement at the first fetch (``Served.lost`` names what of
 their own state was lost, for the reason it gives if the log does not). Nothing is written for a
-partition that is not fully restored but its periodic checkpoint of that exact, earlier state."""
+partition that is not fully restored but its periodic checkpoint of that exact, earlier state.
+
+The same judgement of the log runs again, under a running partition, after the broker went away or
+came back (``recheck``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
+
+from aiokafka.errors import IllegalStateError, KafkaError
 
 from everlast.daemon import batch as codec
 from everlast.daemon.checkpoint.model_state import ModelCheckpointer
@@ -75,6 +81,40 @@ def _adopted(svc: Service, mr: ModelRuntime) -> None:
     publish_guarantee(svc.metrics, mr)
     mr.adopted = None
 
+
+
+async def log_bounds(svc: Service, o: OwnedPartition) -> None:
+    """Where the partition's log begins (records deleted by retention?) and how far it reaches
+    (a lower bound, saved with the checkpoints: a log found ending before it is another log)."""
+    tp = svc.tp(o.part)
+    with contextlib.suppress(KafkaError, TimeoutError):
+        first = await asyncio.wait_for(svc.consumer.beginning_offsets([tp]), 10)
+        o.log_start = int(first[tp])
+    with contextlib.suppress(KafkaError, TimeoutError):
+        end = await asyncio.wait_for(svc.consumer.end_offsets([tp]), 10)
+        o.proc.saw_log_end(int(end[tp]))
+
+
+async def recheck(svc: Service) -> None:
+    """The broker went away or came back while the daemon ran (it may have come back empty, or with
+    another log): every owned partition is judged again as at assignment before any more of its
+    records are processed (``PartitionProcessor.recheck``): the record before its next offset must be
+    the one processed and the high watermark must reach it, else the log was replaced (re-read from 0;
+    a model whose state may lag its published answers suspended); once the broker answers, where the
+    log begins too (records deleted). A running model's state holds every answer it published (the
+    published marks follow it), so the judgement at assignment against those marks has nothing to add
+    here. Without it a replaced log that outgrew the old one read as its continuation: its first
+    records were never answered, or the partition waited for records that never come."""
+    svc.recheck_due = False
+    for o in list(svc.owned.values()):
+        if svc.broker_ok:
+            await log_bounds(svc, o)
+        at = o.proc.recheck()
+        with contextlib.suppress(IllegalStateError):  # no longer assigned: the next assignment judges it
+            svc.consumer.seek(svc.tp(o.part), at)
+    if svc.owned:
+        log.info("the broker %s: the log of partitions %s is checked again before more records are processed",
+                 "answers again" if svc.broker_ok else "does not answer", sorted(svc.owned))
 
 
 async def replay_journal(svc: Service, o: OwnedPartition) -> None:

@@ -38,7 +38,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError
 from aiokafka.partitioner import DefaultPartitioner
 
 from everlast.daemon import batch as codec
@@ -58,7 +57,7 @@ from everlast.daemon.monitor import update_lag, watch
 from everlast.daemon.outbox import Groups, Outbox
 from everlast.daemon.owned import OwnedPartition, drop_lag, running
 from everlast.daemon.partition import PartitionProcessor, Served, Step
-from everlast.daemon.recovery import activate, judge_marks, replay_journal
+from everlast.daemon.recovery import activate, judge_marks, log_bounds, recheck, replay_journal
 from everlast.daemon.retry import retrying, until_stopped
 from everlast.daemon.signals import client_tests_line, publish, publish_guarantee
 from everlast.engine.errors import EngineError
@@ -116,6 +115,8 @@ class Service:
         self.uncovered: list[str] = []
         self.ready_flag = False
         self.broker_ok = False
+        self.recheck_due = False
+        """The broker went away or came back since the logs were last judged (``recovery.recheck``)."""
         self.checkpoint_ok = True
         self.failed: BaseException | None = None
         self.scrapes_at_failure: int | None = None
@@ -336,7 +337,7 @@ class Service:
         """A partition just assigned: its log bounds, its journal replayed, its first checkpoint (a
         created model's first one: a crash must never re-draw its randomness; a restored one's state
         after its journal; it gives up its one-time hand-over claim), before answering anything new."""
-        await self._log_bounds(o)
+        await log_bounds(self, o)
         await replay_journal(self, o)
         self.log_events(o.part, judge_marks(o, self.marks, self.journal_note))
         o.opened = True
@@ -345,17 +346,6 @@ class Service:
         self.consumer.seek(self.tp(o.part), o.proc.start_position)
         for s in o.models.values():
             self._publish(s)
-
-    async def _log_bounds(self, o: OwnedPartition) -> None:
-        """Where the partition's log begins (records deleted by retention?) and how far it reaches
-        (a lower bound, saved with the checkpoints: a log found ending before it is another log)."""
-        tp = self.tp(o.part)
-        with contextlib.suppress(KafkaError, TimeoutError):
-            first = await asyncio.wait_for(self.consumer.beginning_offsets([tp]), 10)
-            o.log_start = int(first[tp])
-        with contextlib.suppress(KafkaError, TimeoutError):
-            end = await asyncio.wait_for(self.consumer.end_offsets([tp]), 10)
-            o.proc.saw_log_end(int(end[tp]))
 
     async def revoke(self, partitions: list[int]) -> None:
         waits = [t for p in partitions if p in self.owned and (t := self.owned[p].transition) is not None]
@@ -392,6 +382,8 @@ class Service:
     # -- records -------------------------------------------------------------------------------
 
     async def _handle(self, fetched: dict[TopicPartition, list[Any]]) -> None:
+        if self.recheck_due:  # the records in hand may be another log's: fetched again where it seeks
+            return await recheck(self)
         t0 = time.perf_counter()
         steps: list[tuple[OwnedPartition, Step]] = []
         max_bytes, hdr = self.cfg.consumer.max_record_bytes, self.cfg.consumer.client_header
@@ -578,6 +570,7 @@ class Service:
         publish(self.metrics, m, self.models.get(m.id), self.cfg.metrics.expose_halts_used)
 
     def broker(self, up: bool) -> None:
+        self.recheck_due = self.recheck_due or (up != self.broker_ok and self.ready_flag)
         self.broker_ok = up
         self.metrics.broker_up.set(1 if up else 0)
 

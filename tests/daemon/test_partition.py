@@ -40,8 +40,8 @@ def test_records_below_the_next_offset_are_dropped_and_a_model_ahead_skips_to_it
     # offsets 0-4 were processed by every model; b's records below 8 were answered before its checkpoint
     assert got == [5, 7, 8, 9, 10, 11]
     assert a.total == 4 and b.total == 2  # a: 5,7,9,11; b: 8,10
-    step = feed(p, queries("a", [0.1, 0.1], 10))  # a re-delivery: nothing twice
-    assert step.labels == {} and a.total == 4
+    step = feed(p, recs[10:])  # a re-delivery (the same records): nothing twice
+    assert step.labels == {} and not step.log_reset and a.total == 4
 
 
 def test_park_during_a_transition_then_resume() -> None:
@@ -111,6 +111,38 @@ def test_a_log_replaced_above_the_next_offset_is_detected_by_fingerprint() -> No
     assert p.models["m"].suspension is not None  # restored from a periodic checkpoint: cannot replay
     labs = labels_of(feed(p, other))
     assert {d["status"] for d in labs} == {"refused"} and len(labs) == 6
+
+
+def test_after_a_broker_outage_a_log_that_outgrew_the_old_one_is_re_read_not_continued() -> None:
+    """The broker restarted empty while the partition ran and its new log is already longer than the
+    old one: ``recheck`` (after the outage) seeks one record back, whose fingerprint proves it is
+    another log. Without it the fetch at the old next offset reads as the old log's continuation: the
+    new log's first records are never answered (the mutant below)."""
+    old, new = queries("m", [0.5] * 4, 0), queries("m", [0.7] * 8, 0, id0=100)
+    p = proc_of(served("m", FakeEngine(R=1000)))
+    feed(p, old)
+    assert p.recheck() == 3
+    step = feed(p, new[3:])
+    assert step.log_reset and step.seek == 0 and step.labels == {}
+    assert p.models["m"].suspension is None  # its running state holds every answer it published
+    assert sorted(d["id"] for d in labels_of(feed(p, new))) == list(range(100, 108))
+    q = proc_of(served("m", FakeEngine(R=1000)))  # the mutant: no check after the outage
+    feed(q, old)
+    assert sorted(d["id"] for d in labels_of(feed(q, new[4:]))) == list(range(104, 108))
+
+
+def test_a_position_that_went_back_is_checked_against_the_last_processed_record() -> None:
+    """The consumer's position went back (reset to the log's start after an out-of-range fetch) while
+    the high watermark already reaches the next offset: the re-read record at the next offset - 1
+    tells a re-delivery (dropped) from another log (re-read from 0, as any replaced log)."""
+    old = queries("m", [0.5] * 4, 0)
+    p = proc_of(served("m", FakeEngine(R=1000)))
+    feed(p, old)
+    again = feed(p, old, hw=9)
+    assert not again.log_reset and again.labels == {} and p.next_offset == 4
+    step = feed(p, queries("m", [0.7] * 4, 0, id0=100), hw=9)  # another log, from its start
+    assert step.log_reset and step.seek == 0 and step.labels == {}
+    assert p.models["m"].suspension is None and p.next_offset == 0  # exact: it re-reads the new log
 
 
 def test_an_engine_error_suspends_the_model_and_every_query_gets_a_refusal_naming_it() -> None:
@@ -214,6 +246,8 @@ def test_calls_out_of_turn_raise() -> None:
     p.revoke()
     with pytest.raises(OutOfTurn, match="feed after revoke"):
         feed(p, queries("m", [0.9], 0))
+    with pytest.raises(OutOfTurn, match="recheck after revoke"):
+        p.recheck()
     assert p.status is Status.REVOKED
 
 
