@@ -105,9 +105,13 @@ class Tracer:
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """``fn()``, traced. The garbage collector is held off: a collection may run finalizers
-        (Python code) inside any call, at moments that depend on earlier allocations, not on data."""
+        (Python code) inside any call, at moments that depend on earlier allocations, not on data.
+        Other threads are held off too (a long GIL switch interval: they run only where this one
+        blocks), as tracemalloc counts every thread's allocations."""
         gc.collect()
         gc.disable()
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.5)  # other threads' allocations stay out of tracemalloc's counts
         if self.sizes is not None:
             tracemalloc.start()
             self._base = tracemalloc.get_traced_memory()[0]
@@ -121,6 +125,7 @@ class Tracer:
             sys.settrace(None)
             if self.sizes is not None:
                 tracemalloc.stop()
+            sys.setswitchinterval(switch)
             gc.enable()
 
 
@@ -148,19 +153,48 @@ def allocations(p: Predictor, x: np.ndarray[Any, Any], who: Any) -> list[tuple[s
 
 def allocation_gaps(far: list[tuple[str, int, int]], near: list[tuple[str, int, int]]) -> list[str]:
     """The lines whose peak allocations differ by more than ``ALLOC_SLACK`` (same lines in both)."""
+    return [f"{f}:{line}: {a} vs {b} bytes" for f, line, a, b in _paired(far, near) if abs(a - b) > ALLOC_SLACK]
+
+
+def _paired(far: list[tuple[str, int, int]], near: list[tuple[str, int, int]]) -> list[tuple[str, int, int, int]]:
     assert [a[:2] for a in far] == [b[:2] for b in near]
-    return [f"{a[0]}:{a[1]}: {a[2]} vs {b[2]} bytes" for a, b in zip(far, near, strict=True)
-            if abs(a[2] - b[2]) > ALLOC_SLACK]
+    return [(a[0], a[1], a[2], b[2]) for a, b in zip(far, near, strict=True)]
 
 
-def same_allocations(make: Callable[[], Predictor], far: Predictor, near: Predictor, batch: np.ndarray[Any, Any],
-                     who: Any) -> list[str]:
-    """``allocation_gaps`` of far and near answering ``batch``, after a warm-up on a third predictor
-    in far's state (the first traced call pays one-off allocations: caches filled on first use)."""
+REPEATS = 3
+"""Fresh twins measured this many times; a line is a gap only if it differs in every repeat.
+tracemalloc sees every thread's allocations, so a thread left running by another test of the same
+worker (an executor, a transition's second core) can add a few KB to one line of one run (seen once in
+CI: 2,308 bytes at ``clients.py``'s ``np.fromiter``). A difference that comes from the private counts
+is there in every repeat (the kept mutant is caught by this same check)."""
+
+
+def repeated_gaps(twins: Callable[[], tuple[Predictor, Predictor]],
+                  measure: Callable[[Predictor, float], list[tuple[str, int, int]]]) -> list[str]:
+    """``allocation_gaps`` of a fresh pair ``twins()`` (far, near) measured as ``measure(p, side)``
+    (side -1.0 for far, 0.5 for near), ``REPEATS`` times: a line counts only if it differs in all."""
+    worst: dict[int, tuple[int, str]] = {}
+    for r in range(REPEATS):
+        far, near = twins()
+        rows = _paired(measure(far, -1.0), measure(near, 0.5))
+        for i, (f, line, a, b) in enumerate(rows):
+            if r == 0 or i in worst:
+                gap = abs(a - b)
+                if gap <= ALLOC_SLACK:
+                    worst.pop(i, None)
+                elif r == 0 or gap < worst[i][0]:
+                    worst[i] = (gap, f"{f}:{line}: {a} vs {b} bytes")
+    return [worst[i][1] for i in sorted(worst)]
+
+
+def same_allocations(make: Callable[[], Predictor], twins: Callable[[], tuple[Predictor, Predictor]],
+                     batch: np.ndarray[Any, Any], who: Any) -> list[str]:
+    """``repeated_gaps`` of far and near answering the same ``batch``, after a warm-up on a third
+    predictor in far's state (the first traced call pays one-off allocations: caches filled on first use)."""
     warm = make()
     warm.answer(np.full(250, -1.0), who[:250])
     allocations(warm, batch, who[250:350])
-    return allocation_gaps(allocations(far, batch, who[250:350]), allocations(near, batch, who[250:350]))
+    return repeated_gaps(twins, lambda p, _: allocations(p, batch, who[250:350]))
 
 
 def old_shortcut(p: Predictor, n: int, out_tops: int) -> bool:
@@ -170,6 +204,14 @@ def old_shortcut(p: Predictor, n: int, out_tops: int) -> bool:
     assert xi is not None and p.plan.c0 is not None
     end = p.tops_in_round + out_tops
     return end < p.plan.c and end + int(xi.max()) < p.plan.c0 + p._live.bt.rho_h
+
+
+def twins(make: Callable[[], Predictor], who: Any, k: int = 250) -> tuple[Predictor, Predictor]:
+    """Far's and near's twins, for the allocation check: ``k`` queries with no tops, and k tops."""
+    far, near = make(), make()
+    far.answer(np.full(k, -1.0), who[:k])
+    near.answer(np.full(k, 0.5), who[:k])
+    return far, near
 
 
 SHARP: dict[str, Any] = {"eps_bt": 50.0, "halt_eps": 0.5}
@@ -193,9 +235,6 @@ def test_the_answer_path_does_the_same_work_whatever_the_counts(case: str) -> No
     batch = np.r_[np.full(70, -1.0), np.full(30, 0.5)]  # the same batch; its tops come last
     if case == "quotas off":  # the removed shortcut would have run in one and not the other
         assert old_shortcut(far, 100, 30) and not old_shortcut(near, 100, 30)
-    twins = [CASES[case]() for _ in range(2)]  # far's and near's twins, for the allocation check
-    twins[0].answer(np.full(250, -1.0), who[:250])
-    twins[1].answer(np.full(250, 0.5), who[:250])
     ev_far, res_far = traced_answer(far, batch, who[250:350])
     ev_near, res_near = traced_answer(near, batch, who[250:350])
     assert far.phase is near.phase is Phase.ANSWERING  # neither halted
@@ -203,7 +242,7 @@ def test_the_answer_path_does_the_same_work_whatever_the_counts(case: str) -> No
         assert (res_near.refusals != 0).all() and (res_far.refusals == 0).all()  # quotas: released, not timed
         assert res_far.burn.shape == res_near.burn.shape == (2, 3)
     assert ev_far == ev_near, differ(ev_far, ev_near)
-    gaps = same_allocations(CASES[case], *twins, batch, who)
+    gaps = same_allocations(CASES[case], lambda: twins(CASES[case], who), batch, who)
     assert not gaps, "the answer path allocates by the private counts:\n" + "\n".join(gaps)
 
 
@@ -224,13 +263,10 @@ def test_a_mutant_whose_work_grows_with_the_top_count_is_caught(monkeypatch: pyt
     far.answer(np.full(250, -1.0))
     near.answer(np.full(250, 0.5))
     batch = np.r_[np.full(70, -1.0), np.full(30, 0.5)]
-    twins = [make(), make()]
-    twins[0].answer(np.full(250, -1.0))
-    twins[1].answer(np.full(250, 0.5))
     ev_far, _ = traced_answer(far, batch, who[250:350])
     ev_near, _ = traced_answer(near, batch, who[250:350])
     assert ev_far == ev_near  # the call-by-call trace alone cannot see it
-    gaps = same_allocations(make, *twins, batch, who)
+    gaps = same_allocations(make, lambda: twins(make, [None] * 250), batch, who)
     assert gaps and any("test_constant_work.py" in g for g in gaps), gaps
 
 
@@ -256,12 +292,11 @@ def test_a_quota_firing_inside_the_batch_costs_no_extra_work() -> None:
     # and the same allocation sizes, line by line (twins in the same states; a warm-up trace first)
     make = lambda: split_vote(client_predictor(seed=SEED, quotas={"share": 0.2, "eps": 100.0}, burn=None,  # noqa: E731
                                                **SHARP))
-    warm, q2, f2 = make(), make(), make()
-    for p, x in ((warm, -1.0), (q2, -1.0), (f2, 0.5)):
-        p.answer(np.full(150, x), who[:150])
+    warm = make()
+    warm.answer(np.full(150, -1.0), who[:150])
     allocations(warm, np.full(60, -1.0), who[150:210])
-    gaps = allocation_gaps(allocations(q2, np.full(60, -1.0), who[150:210]),
-                           allocations(f2, np.full(60, 0.5), who[150:210]))
+    gaps = repeated_gaps(lambda: twins(make, who, 150),
+                         lambda p, x: allocations(p, np.full(60, x), who[150:210]))
     assert not gaps, "a quota firing allocates by the private counts:\n" + "\n".join(gaps)
 
 
