@@ -81,3 +81,13 @@ def test_bench_capacity_quick() -> None:
     assert {r["concept"] for r in rows} == {"thresholds", "intervals", "stumps"}
     for r in rows:
         assert r["peak_bytes"] > 0 and math.isfinite(r["ratio"]) and 0.2 < r["ratio"] < 5.0
+
+
+@pytest.mark.broker
+def test_bench_hop_quick() -> None:
+    rows = _run("bench.hop")["hop"]
+    assert [r["fetch_max_wait_ms"] for r in rows] == [5, 20]
+    for r in rows:
+        assert r["records"] == 50
+        for k in ("ack", "end_to_end"):
+            assert 0 <= r[k]["p50_ms"] <= r[k]["p99_ms"] <= r[k]["max_ms"] < math.inf
