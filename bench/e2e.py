@@ -164,7 +164,7 @@ def rate_of(recs: list[Any]) -> float:
     return len(recs) / span if span > 0 else float("inf")
 
 
-def write_config(root: Path, bootstrap: str, t: dict[str, str], fetch_max_wait_ms: int = 20) -> Path:
+def write_config(root: Path, bootstrap: str, t: dict[str, str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     g = np.random.default_rng(0)
     x = g.random(100_000)
@@ -176,7 +176,7 @@ def write_config(root: Path, bootstrap: str, t: dict[str, str], fetch_max_wait_m
         f'[broker]\nbootstrap_servers = "{bootstrap}"\n'
         f'[topics]\nqueries = "{t["q"]}"\nlabels = "{t["l"]}"\ndead_letters = "{t["dl"]}"\npartitions = 1\n'
         f'[consumer]\ngroup_id = "{t["g"]}"\nsession_timeout_ms = 2000\nheartbeat_interval_ms = 200\n'
-        f"fetch_max_wait_ms = {fetch_max_wait_ms}\nmax_records = {MAX_RECORDS}\n"
+        f"fetch_max_wait_ms = 20\nmax_records = {MAX_RECORDS}\n"
         f'[checkpoint]\ndir = "{root / "ck"}"\nevery_queries = 50000\nevery_seconds = 5.0\n'
         '[metrics]\nport = 0\n[log]\nlevel = "WARNING"\n'
         f'[[models]]\nid = "bench"\ndata = "{root / "train.npz"}"\nschedule = "{root / "schedule.json"}"\nseed = 1\n'

@@ -36,7 +36,6 @@ import numpy as np
 
 from bench.e2e import BenchFailed, Side, _say, create, write_config
 from everlast.daemon.broker import EmbeddedBroker, free_port
-from everlast.daemon.config import ConsumerConfig
 
 BATCH = 100
 MODEL = "bench"
@@ -193,7 +192,7 @@ async def run(requests: int, repeats: int, concurrency: int, latency_s: float, w
             u = uuid.uuid4().hex[:8]
             t = {"q": f"q-{u}", "l": f"l-{u}", "dl": f"dl-{u}", "g": f"g-{u}"}
             await create(b.bootstrap, [t["q"], t["l"], t["dl"]])
-            cfg = write_config(root, b.bootstrap, t, ConsumerConfig().fetch_max_wait_ms)  # the default: latency
+            cfg = write_config(root, b.bootstrap, t)
             port, mport = free_port(), free_port()
             d = Side("daemon", [sys.executable, "-m", "everlast.cli", "serve", "--config", str(cfg)],
                      root / "daemon.stderr")

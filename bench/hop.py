@@ -5,9 +5,9 @@
 On the embedded broker (Tansu): a producer sends one record every 10 ms and waits for its
 acknowledgement; a consumer with ``fetch_max_wait_ms`` = each of ``--waits`` reads them. Tansu answers a
 fetch that found no records only at its max wait, so the hop costs about half that wait plus the
-acknowledgement: the reason the daemon's ``consumer.fetch_max_wait_ms`` defaults to 5 ms
-(docs/OPERATIONS.md, capacity). The last line is one JSON object: per wait, the ack and end-to-end
-(produce to fetched) p50/p90/p99/max in ms, and the load average (the machine may be shared).
+acknowledgement (docs/OPERATIONS.md, capacity, weighs this against the polling a shorter wait
+costs). The last line is one JSON object: per wait, the ack and end-to-end (produce to fetched)
+p50/p90/p99/max in ms, and the load average (the machine may be shared).
 """
 
 from __future__ import annotations

@@ -85,10 +85,7 @@ class TopicsConfig(_Strict):
 
 class ConsumerConfig(_Strict):
     group_id: str = "everlast"
-    fetch_max_wait_ms: int = Field(
-        5, ge=0, le=60_000,
-        description="how long a fetch may wait for records; the embedded broker (Tansu) answers a fetch that found "
-                    "none only at this wait, so it is a hop's latency there (Apache Kafka answers when records arrive)")
+    fetch_max_wait_ms: int = Field(20, ge=0, le=60_000)
     session_timeout_ms: int = Field(10_000, ge=500)
     heartbeat_interval_ms: int = Field(1_000, ge=50)
     max_records: int = Field(5_000, ge=1, description="records per fetch (bounds in-flight work)")

@@ -194,7 +194,7 @@ class Service:
     async def _start_clients(self, clients: contextlib.AsyncExitStack) -> None:
         c, ck = self.cfg.consumer, self.cfg.checkpoint
         self._producer = AIOKafkaProducer(
-            **self._kw(), acks="all", linger_ms=0, enable_idempotence=False,  # batches are explicit (Outbox): no linger
+            **self._kw(), acks="all", linger_ms=2, enable_idempotence=False,
             max_request_size=max(1_048_576, ck.max_chunk_bytes + 65_536),
         )
         await self._producer.start()
