@@ -139,17 +139,22 @@ def _kl_boundary(mu: float, level: float) -> float:
 
 
 KL_FLOAT_ULPS = 4.0
-"""What ``_kl_decided`` assumes of the platform's ``math.log``: within this many ulps of the exact
-logarithm (glibc documents at most 1 on x86-64 and aarch64; CPython's own fallbacks are as close)."""
+"""What ``_kl_decided`` assumes of the platform's ``math.log`` and ``math.log1p``: within this many ulps
+of the exact logarithm (glibc documents at most 1-2 on x86-64 and aarch64; CPython's fallbacks are as
+close)."""
+_KL_FLOAT_MIN = 2.0**-900
+"""Below this ``mu`` the rounding model of ``_kl_decided`` (relative errors) fails to underflow:
+such calls go to the 40-digit path (an independent review found a wrong answer at mu = 2^-1074 and
+T = 1.7e308, far outside any plan)."""
 _U = 2.0**-53
 """The unit roundoff of a float (round-to-nearest): fl(a op b) = (a op b)(1 + d), |d| <= _U."""
 
 
 def _kl_decided(u: float, m: float, T: int, beta_e: float) -> bool | None:
     """``T KL(u || m) >= ln(1/beta_e)`` decided in floats where a proven error bound settles it, else
-    None (``_kl_exact_at_least`` then evaluates at 40 digits). Exact: never an answer the 40-digit
-    evaluation would not give (tests/planner/test_planner_speedups.py compares the two near the
-    boundary, with the mutant that drops the bound).
+    None (``_kl_exact_at_least`` then evaluates at 40 digits). The exact answer where it answers
+    (tests/planner/test_planner_speedups.py compares it with the 40-digit one near the boundary and
+    where cancellation in KL is large, with mutants that drop the bound or its T err term).
 
     The bound, for 0 < m < u < 1 (else None); KL = u log(u/m) + (1-u) log((1-u)/(1-m)) = a + b.
     Each logarithm is taken of an argument y computed to a relative d (|d| <= 3.01 _U: at most three
@@ -163,9 +168,12 @@ def _kl_decided(u: float, m: float, T: int, beta_e: float) -> bool | None:
     the second-order terms and u, s, |a|, |b| computed rather than exact). L = fl(-log(beta_e)) is
     within 2 KL_FLOAT_ULPS _U L of ln(1/beta_e), and P = fl(T k) within T err + 2 _U |P| of T KL
     (T converted with _U); the decision needs |P - L| above tol = T err + 2^-44 (|P| + L), more than
-    all of these together, and so far above the 40-digit evaluation's own error (~1e-38 relative)
-    that it gives the same answer."""
-    if not (0.0 < m < u < 1.0):
+    all of these together: the answer is the exact one. The 40-digit evaluation errs by ~2^-136 in
+    absolute terms (not relative to KL; and for u < 2^-83 its 1 - U is rounded), so the two agree
+    wherever T KL is not within ~T 2^-136 of L: for every plan (mu >= 2^-83, T <= 1e26 L). Beyond
+    that an independent review found the 40-digit path wrong and this one right. Underflow breaks
+    the relative-error model: mu below ``_KL_FLOAT_MIN`` is not decided here."""
+    if not (_KL_FLOAT_MIN <= m < u < 1.0):
         return None
     x1 = (u - m) / m  # > 0: two roundings
     if x1 <= 1.0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -167,6 +168,50 @@ def test_kl_float_decision_without_its_error_bound_is_caught() -> None:
 
     wrong = sum(mutant(*c) != acc._kl_exact_at_least_mp(*c) for c in _kl_cases(7, 300, 12))
     assert wrong > 0
+
+
+def _cancelling_cases(seed: int, count: int) -> list[tuple[float, float, int, float]]:
+    """(u, mu, T, beta) with u within ~1e-6 relative of mu (KL ~ 1e-12 from terms ~1e-6: the float k
+    has a relative error ~1e-10) and ln(1/beta) between T k and T KL: only ``T err`` separates them."""
+    rnd = random.Random(seed)
+    out: list[tuple[float, float, int, float]] = []
+    while len(out) < count:
+        mu = rnd.uniform(0.05, 0.9)
+        u = mu * (1.0 + rnd.uniform(0.3e-6, 3e-6))
+        T = int(rnd.uniform(1e10, 1e12))
+        k = u * math.log1p((u - mu) / mu) + (1.0 - u) * math.log1p((mu - u) / (1.0 - mu))
+        with mpmath.workdps(60):
+            U, M = mpmath.mpf(u), mpmath.mpf(mu)
+            kl = float(U * mpmath.log1p((U - M) / M) + (1 - U) * mpmath.log1p((M - U) / (1 - M)))
+        lo, hi = sorted((T * k, T * kl))
+        if hi - lo <= 1e-12 * hi:
+            continue
+        out.append((u, mu, T, math.exp(-(lo + hi) / 2.0)))
+    return out
+
+
+def test_kl_float_decision_where_cancellation_is_large() -> None:
+    """Where KL's two terms cancel, the float decision answers only as the 40-digit one does, and the
+    mutant whose tolerance drops ``T err`` (keeping only the 2^-44 relative slack) is caught."""
+    cases = _cancelling_cases(9, 200)
+    for c in cases:
+        fast = acc._kl_decided(*c)
+        assert fast is None or fast == acc._kl_exact_at_least_mp(*c), c
+
+    def mutant(u: float, mu: float, T: int, beta: float) -> bool | None:
+        k = u * math.log1p((u - mu) / mu) + (1.0 - u) * math.log1p((mu - u) / (1.0 - mu))
+        tk, lb = T * k, -math.log(beta)
+        tol = 2.0**-44 * (abs(tk) + abs(lb))
+        return True if tk - lb > tol else False if lb - tk > tol else None
+
+    wrong = sum((d := mutant(*c)) is not None and d != acc._kl_exact_at_least_mp(*c) for c in cases)
+    assert wrong > len(cases) // 4, wrong
+
+
+def test_kl_float_decision_leaves_underflow_to_the_40_digit_path() -> None:
+    """The review's counterexample (subnormal u and mu, T near the largest float): not decided."""
+    c = (2.0**-1073, 2.0**-1074, int(1.7e308), 1.0 - 2.0**-53)
+    assert acc._kl_decided(*c) is None
 
 
 @pytest.mark.parametrize("band", ["planned", "alpha"])
