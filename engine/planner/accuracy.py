@@ -138,8 +138,79 @@ def _kl_boundary(mu: float, level: float) -> float:
     return hi
 
 
+KL_FLOAT_ULPS = 4.0
+"""What ``_kl_decided`` assumes of the platform's ``math.log`` and ``math.log1p``: within this many ulps
+of the exact logarithm (glibc documents at most 1-2 on x86-64 and aarch64; CPython's fallbacks are as
+close)."""
+_KL_FLOAT_MIN = 2.0**-900
+"""Below this ``mu`` the rounding model of ``_kl_decided`` (relative errors) fails to underflow:
+such calls go to the 40-digit path (an independent review found a wrong answer at mu = 2^-1074 and
+T = 1.7e308, far outside any plan)."""
+_U = 2.0**-53
+"""The unit roundoff of a float (round-to-nearest): fl(a op b) = (a op b)(1 + d), |d| <= _U."""
+
+
+def _kl_decided(u: float, m: float, T: int, beta_e: float) -> bool | None:
+    """``T KL(u || m) >= ln(1/beta_e)`` decided in floats where a proven error bound settles it, else
+    None (``_kl_exact_at_least`` then evaluates at 40 digits). The exact answer where it answers
+    (tests/planner/test_planner_speedups.py compares it with the 40-digit one near the boundary and
+    where cancellation in KL is large, with mutants that drop the bound or its T err term).
+
+    The bound, for 0 < m < u < 1 (else None); KL = u log(u/m) + (1-u) log((1-u)/(1-m)) = a + b.
+    Each logarithm is taken of an argument y computed to a relative d (|d| <= 3.01 _U: at most three
+    roundings), as log(y) (absolute error |log(1 + d)| <= 1.01 |d|) or, where y is near 1, as
+    log1p(y - 1) with y - 1 computed to a relative d (absolute error <= |y - 1| |d| / (1 + min(y - 1,
+    0)) (1 + 1e-15), i.e. <= 2.01 |y - 1| |d| for y >= 1/2): ``ea`` and ``eb`` below, weighted by u
+    and by s = fl(1 - u) <= (1 - u)(1 + _U). On top of that the logarithm's own error (<=
+    ``KL_FLOAT_ULPS`` ulps, an ulp <= 2 _U times the value), the product's and s's roundings (_U
+    each) are relative errors of a and b, and the final sum's _U one of |a| + |b|: |k - KL| <= err =
+    2 (u ea + s eb) + (4 KL_FLOAT_ULPS + 8) _U (|a| + |b|) (a factor ~2 to spare, which also covers
+    the second-order terms and u, s, |a|, |b| computed rather than exact). L = fl(-log(beta_e)) is
+    within 2 KL_FLOAT_ULPS _U L of ln(1/beta_e), and P = fl(T k) within T err + 2 _U |P| of T KL
+    (T converted with _U); the decision needs |P - L| above tol = T err + 2^-44 (|P| + L), more than
+    all of these together: the answer is the exact one. The 40-digit evaluation errs by ~2^-136 in
+    absolute terms (not relative to KL; and for u < 2^-83 its 1 - U is rounded), so the two agree
+    wherever T KL is not within ~T 2^-136 of L: for every plan (mu >= 2^-83, T <= 1e26 L). Beyond
+    that an independent review found the 40-digit path wrong and this one right. Underflow breaks
+    the relative-error model: mu below ``_KL_FLOAT_MIN`` is not decided here."""
+    if not (_KL_FLOAT_MIN <= m < u < 1.0):
+        return None
+    x1 = (u - m) / m  # > 0: two roundings
+    if x1 <= 1.0:
+        la, ea = math.log1p(x1), 2.0 * _U * x1 * 1.01
+    else:
+        la, ea = math.log(u / m), 1.01 * _U
+    s, t = 1.0 - u, 1.0 - m
+    x2 = (m - u) / t  # in (-1, 0): three roundings
+    if x2 >= -0.5:
+        lb, eb = math.log1p(x2), 2.01 * 3.01 * _U * -x2
+    else:
+        lb, eb = math.log(s / t), 1.01 * 3.01 * _U
+    a, b = u * la, s * lb
+    k = a + b
+    err = 2.0 * (u * ea + s * eb) + (4.0 * KL_FLOAT_ULPS + 8.0) * _U * (abs(a) + abs(b))
+    tk, lb1 = T * k, -math.log(beta_e)  # P and L of the docstring
+    if not (math.isfinite(tk) and math.isfinite(lb1) and math.isfinite(err)):
+        return None
+    tol = T * err + 2.0**-44 * (abs(tk) + abs(lb1))
+    if tk - lb1 > tol:
+        return True
+    if lb1 - tk > tol:
+        return False
+    return None
+
+
 def _kl_exact_at_least(u: float, m: float, T: int, beta_e: float) -> bool:
-    """T KL(u || m) >= ln(1/beta_e), evaluated at 40 digits."""
+    """T KL(u || m) >= ln(1/beta_e), evaluated at 40 digits (in floats where ``_kl_decided`` proves
+    the same answer)."""
+    fast = _kl_decided(u, m, T, beta_e)
+    if fast is not None:
+        return fast
+    return _kl_exact_at_least_mp(u, m, T, beta_e)
+
+
+def _kl_exact_at_least_mp(u: float, m: float, T: int, beta_e: float) -> bool:
+    """T KL(u || m) >= ln(1/beta_e), evaluated at 40 digits (always)."""
     with mpmath.workdps(_DPS):
         U, M = mpmath.mpf(u), mpmath.mpf(m)
         kl = U * mpmath.log(U / M) + (1 - U) * mpmath.log((1 - U) / (1 - M))

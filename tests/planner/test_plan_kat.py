@@ -46,6 +46,21 @@ def test_headline_plan_cpu_time_is_bounded() -> None:
     assert cpu < CPU_BOUND_S, f"planning took {cpu:.1f} s of CPU"
 
 
+ABLATION_CPU_BOUND_S = 30.0
+"""Generous: the headline plan with its ablation and design table (the CLI's defaults) took ~15 s of
+CPU when this guard was added (planning is meant to take a few seconds); once it took a minute."""
+
+
+def test_headline_plan_with_ablation_cpu_time_is_bounded() -> None:
+    """``everlast plan --epsilon 1 ... --json`` as the README runs it (the ablation's five levers and the
+    design table on) in a fresh process: its own CPU time stays far below a minute."""
+    out = subprocess.run([sys.executable, "-c", _CHILD, *make_plan_kat.CASES["eps1"]],
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    cpu = float(out.stdout.strip().splitlines()[-1])
+    assert cpu < ABLATION_CPU_BOUND_S, f"planning with the ablation took {cpu:.1f} s of CPU"
+
+
 _CHILD = """
 import sys, time
 from click.testing import CliRunner

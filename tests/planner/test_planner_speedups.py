@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -117,4 +118,119 @@ def test_settles_is_the_full_rounds_answer(band: str) -> None:
                     want = False
                 assert short._settles(i, R, 0.9, 1e-7, G) == want
                 seen.add(want)
+    assert seen == {True, False}
+
+
+def _kl_cases(seed: int, count: int, ulps: int) -> list[tuple[float, float, int, float]]:
+    """(u, mu, T, beta) at and around the float boundary of T KL(u || mu) >= ln(1/beta) (``ulps``
+    floats either side), where a float decision is hardest, and at ensemble_error's own probes."""
+    rnd = random.Random(seed)
+    out: list[tuple[float, float, int, float]] = []
+    while len(out) < count * (2 * ulps + 2):
+        mu = math.exp(rnd.uniform(-12.0, -0.01))
+        T = int(math.exp(rnd.uniform(0.0, 25.0)))
+        beta = math.exp(rnd.uniform(-30.0, -1.0))
+        target = math.log(1.0 / beta) / T
+        if acc._kl(1.0, mu) <= target * (1.0 + 1e-9):
+            continue
+        x = acc._kl_boundary(mu, target)
+        out.append((math.nextafter(acc._kl_boundary(mu, target * (1.0 + 1e-9)), math.inf), mu, T, beta))
+        for direction in (-math.inf, math.inf):
+            u = x
+            out.append((u, mu, T, beta))
+            for _ in range(ulps):
+                u = math.nextafter(u, direction)
+                out.append((u, mu, T, beta))
+    return out
+
+
+def test_kl_float_decision_is_the_40_digit_one() -> None:
+    """``_kl_decided`` (the float shortcut of ensemble_error's 40-digit check) answers only where the
+    40-digit evaluation gives the same answer, at the boundary and at ensemble_error's probes (where
+    it decides most often: that is the speed-up)."""
+    decided = probes = 0
+    for u, mu, T, beta in _kl_cases(7, 300, 12):
+        fast = acc._kl_decided(u, mu, T, beta)
+        if fast is not None:
+            decided += 1
+            assert fast == acc._kl_exact_at_least_mp(u, mu, T, beta), (u, mu, T, beta)
+        assert acc._kl_exact_at_least(u, mu, T, beta) == acc._kl_exact_at_least_mp(u, mu, T, beta)
+    for u, mu, T, beta in _kl_cases(8, 300, 0)[::2]:  # ensemble_error's first probe
+        probes += acc._kl_decided(u, mu, T, beta) is not None
+    assert decided > 0 and probes > 150  # 214 of the 300 here; in the eps1 plan all but 5 of 18,105 calls
+
+
+def test_kl_float_decision_without_its_error_bound_is_caught() -> None:
+    """The mutant that decides every case in floats (no error bound) gives an answer the 40-digit
+    evaluation does not on the boundary cases above: the test would catch a wrong shortcut."""
+    def mutant(u: float, mu: float, T: int, beta: float) -> bool:
+        return T * (u * math.log(u / mu) + (1.0 - u) * math.log((1.0 - u) / (1.0 - mu))) >= -math.log(beta)
+
+    wrong = sum(mutant(*c) != acc._kl_exact_at_least_mp(*c) for c in _kl_cases(7, 300, 12))
+    assert wrong > 0
+
+
+def _cancelling_cases(seed: int, count: int) -> list[tuple[float, float, int, float]]:
+    """(u, mu, T, beta) with u within ~1e-6 relative of mu (KL ~ 1e-12 from terms ~1e-6: the float k
+    has a relative error ~1e-10) and ln(1/beta) between T k and T KL: only ``T err`` separates them."""
+    rnd = random.Random(seed)
+    out: list[tuple[float, float, int, float]] = []
+    while len(out) < count:
+        mu = rnd.uniform(0.05, 0.9)
+        u = mu * (1.0 + rnd.uniform(0.3e-6, 3e-6))
+        T = int(rnd.uniform(1e10, 1e12))
+        k = u * math.log1p((u - mu) / mu) + (1.0 - u) * math.log1p((mu - u) / (1.0 - mu))
+        with mpmath.workdps(60):
+            U, M = mpmath.mpf(u), mpmath.mpf(mu)
+            kl = float(U * mpmath.log1p((U - M) / M) + (1 - U) * mpmath.log1p((M - U) / (1 - M)))
+        lo, hi = sorted((T * k, T * kl))
+        if hi - lo <= 1e-12 * hi:
+            continue
+        out.append((u, mu, T, math.exp(-(lo + hi) / 2.0)))
+    return out
+
+
+def test_kl_float_decision_where_cancellation_is_large() -> None:
+    """Where KL's two terms cancel, the float decision answers only as the 40-digit one does, and the
+    mutant whose tolerance drops ``T err`` (keeping only the 2^-44 relative slack) is caught."""
+    cases = _cancelling_cases(9, 200)
+    for c in cases:
+        fast = acc._kl_decided(*c)
+        assert fast is None or fast == acc._kl_exact_at_least_mp(*c), c
+
+    def mutant(u: float, mu: float, T: int, beta: float) -> bool | None:
+        k = u * math.log1p((u - mu) / mu) + (1.0 - u) * math.log1p((mu - u) / (1.0 - mu))
+        tk, lb = T * k, -math.log(beta)
+        tol = 2.0**-44 * (abs(tk) + abs(lb))
+        return True if tk - lb > tol else False if lb - tk > tol else None
+
+    wrong = sum((d := mutant(*c)) is not None and d != acc._kl_exact_at_least_mp(*c) for c in cases)
+    assert wrong > len(cases) // 4, wrong
+
+
+def test_kl_float_decision_leaves_underflow_to_the_40_digit_path() -> None:
+    """The review's counterexample (subnormal u and mu, T near the largest float): not decided."""
+    c = (2.0**-1073, 2.0**-1074, int(1.7e308), 1.0 - 2.0**-53)
+    assert acc._kl_decided(*c) is None
+
+
+@pytest.mark.parametrize("band", ["planned", "alpha"])
+@pytest.mark.parametrize("margin", ["lemma-a1", "band"])
+def test_settle_scan_is_the_candidates_answer(band: str, margin: str) -> None:
+    """``_settle_scan`` (the settle loop unrolled) answers as ``any`` over ``_candidates(settle=True)``."""
+    from everlast.engine.planner.options import TightOptions
+    from everlast.engine.planner.tight import _Problem
+
+    o = TightOptions(halt_budget="split-votes", eps_h=0.1, relabelling="even", band=band,  # type: ignore[arg-type]
+                     answer_margin=margin)  # type: ignore[arg-type]
+    solver = _Problem(1.0, 1e-6, 0.1, 0.05, 1, o).solver
+    assert isinstance(solver, rs.TargetChargedSolver)
+    seen = set()
+    for i in (1, 2, 12):
+        for R in (10**3, 10**5, 3 * 10**6):
+            for E, Delta in ((0.9, 1e-7), (0.3, 1e-9)):
+                for G in (1, 10, 100, 300, 1000, 2000, 3000, 5000, 10**4, 3 * 10**4, 10**5, 10**6):
+                    want = any(need <= G for need, *_ in solver._candidates(i, R, E, Delta, G, True))
+                    assert solver._settle_scan(i, R, E, Delta, G) == want
+                    seen.add(want)
     assert seen == {True, False}
