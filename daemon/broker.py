@@ -73,6 +73,16 @@ def _accepts(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+REAP_CLOSE_S = 5.0
+"""How long a port may stay open after the stale broker that held it was stopped."""
+
+
+def _wait_closed(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _accepts(port) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that has the kernel SIGKILL the child when its parent thread dies (Linux),
     or None where that does not exist. Resolved before the fork: the child only calls into libc."""
@@ -120,6 +130,8 @@ class EmbeddedBroker:
             self.port = free_port()
         self._lock = BrokerLock.acquire(self.port)
         try:
+            if self._lock.reaped:  # a stale broker just stopped: its sockets close a moment after its
+                _wait_closed(self.port, REAP_CLOSE_S)  # command line is gone (the kernel frees memory first)
             if _accepts(self.port):
                 raise BrokerError(
                     f"port {self.port} is taken by another program (not an embedded broker an everlast daemon "

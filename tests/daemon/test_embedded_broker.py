@@ -151,3 +151,32 @@ def test_the_proxy_drops_only_the_default_tags_of_tansus_api_versions(compat_bro
     proxied = api_versions_v3(compat_broker.port)
     assert direct.endswith(b"\x04\x00\x01\x01\x01\x08" + b"\xff" * 8 + b"\x02\x01\x01\x03\x01\x00")
     assert proxied == direct[:-20] + b"\x00"
+
+
+def test_a_port_still_closing_after_a_stale_broker_was_stopped_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race CI met: the stale broker's command line was gone (so it counted as stopped) while its
+    listening socket still accepted for a moment, and the start refused the port as another program's.
+    The start now waits for the port to close after a reap; the mutant without the wait refuses it."""
+    import everlast.daemon.broker as b
+
+    class Reaped:
+        def __init__(self) -> None:
+            self.reaped = [1]
+
+        def release(self) -> None:
+            pass
+
+    def start(wait: bool) -> list[float]:
+        answers = iter([True, True, True])  # open for three looks, then closed
+        monkeypatch.setattr(b, "_accepts", lambda port: next(answers, False))
+        monkeypatch.setattr(b.BrokerLock, "acquire", classmethod(lambda cls, port: Reaped()))
+        if not wait:
+            monkeypatch.setattr(b, "_wait_closed", lambda port, timeout: None)
+        spawned: list[float] = []
+        monkeypatch.setattr(b.EmbeddedBroker, "_spawn", lambda self, timeout: spawned.append(timeout))
+        b.EmbeddedBroker(12345).start()
+        return spawned
+
+    assert start(wait=True) == [10.0]
+    with pytest.raises(BrokerError, match="taken by another program"):
+        start(wait=False)
