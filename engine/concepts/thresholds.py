@@ -29,7 +29,8 @@ SORTED_SEARCH_MIN_T = 64
 """From this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) the batch is sorted before
 the binary search: consecutive needles then walk nearby thresholds (cache hits, predictable
 branches) instead of each missing on its own path; the counts are the same integers. On fresh
-random needles the sorted search costs 1.2-4x less per needle from T = 100 up and about the same
+random needles the sorted search cost 1.2-4x less per needle from T = 100 up (a later run, in
+batches of 65,536: 1.1-2.5x from T = 10^4 up but 0.55-0.8 at T = 100-1,000) and about the same
 at T <= 30 or a batch of 64 (``python -m bench.search`` prints both). Timing one batch over and
 over hides this: the branch predictor learns the batch."""
 SORTED_SEARCH_MIN_BATCH = 256
