@@ -48,17 +48,20 @@ LABEL org.opencontainers.image.title="everlast" \
 RUN groupadd --system --gid 10001 everlast \
     && useradd --system --uid 10001 --gid everlast --home-dir /var/lib/everlast --no-create-home \
        --shell /usr/sbin/nologin everlast \
-    && mkdir -p /etc/everlast /var/lib/everlast/checkpoints \
+    && mkdir -p /etc/everlast /var/lib/everlast/checkpoints /var/lib/everlast/plans \
     && chown -R everlast:everlast /var/lib/everlast \
     && chmod 0700 /var/lib/everlast/checkpoints
 COPY --from=build /opt/everlast /opt/everlast
 # Environment beats the config file: these two hold inside the container whatever the file says
-# (metrics must listen beyond loopback to be scraped; checkpoints belong in the volume).
+# (metrics must listen beyond loopback to be scraped; checkpoints belong in the volume). The planner
+# keeps its searched schedules (public values) in /var/lib/everlast/plans: a restart re-plans in
+# a fraction of a second (docs/OPERATIONS.md, "Planning").
 ENV PATH=/opt/everlast/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     EVERLAST_METRICS__HOST=0.0.0.0 \
-    EVERLAST_CHECKPOINT__DIR=/var/lib/everlast/checkpoints
+    EVERLAST_CHECKPOINT__DIR=/var/lib/everlast/checkpoints \
+    EVERLAST_PLAN_CACHE=/var/lib/everlast/plans
 WORKDIR /var/lib/everlast
 # Checkpoints hold the engine state (training-derived data and RNG state): treat the volume as a
 # secret, and set EVERLAST_CHECKPOINT_KEY to encrypt it at rest.

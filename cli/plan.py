@@ -26,6 +26,7 @@ import click
 
 from everlast.cli.common import emit_json
 from everlast.cli.params import Count
+from everlast.daemon import plan_cache
 from everlast.daemon.privacy import default_burn
 from everlast.engine import burn as burn_defaults
 from everlast.engine.burn import Burn
@@ -181,6 +182,8 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
              n: int | None, mechanism: str, domain_size: int | None, as_json: bool, reading: str,
              with_ablation: bool, engine_memory: int | None, quotas: str | None, burn: str | None) -> None:
     """Plan a schedule for privacy/accuracy targets and certify it step by step."""
+    # searched schedules are kept on disk (the claims are re-derived): $EVERLAST_PLAN_CACHE, or off
+    cache = click.get_current_context().with_resource(plan_cache.active())
     if concept == "finite" and vc_dim is None and mechanism != "private-learner":
         raise click.UsageError("--concept finite needs --vc-dim")
     if concept == "trees" and mechanism != "private-learner":
@@ -231,7 +234,7 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
             else None)
     if auto_burn and at_n is not None:
         at_n = _served_burn(at_n)
-    _emit(p, at_n, achievable, costs, levers, compared, memory, n, epsilon, as_json)
+    _emit(p, at_n, achievable, costs, levers, compared, memory, n, epsilon, as_json, cache)
 
 
 def _infeasible(targets: Targets, why: str, n: int | None, achievable: Achievable | None, mechanism: str,
@@ -254,7 +257,7 @@ def _infeasible(targets: Targets, why: str, n: int | None, achievable: Achievabl
 
 
 def _emit(p: Plan, at_n: Plan | None, achievable: Achievable | None, costs: Any, levers: Any, compared: Any,
-          memory: int, n: int | None, epsilon: float, as_json: bool) -> None:
+          memory: int, n: int | None, epsilon: float, as_json: bool, cache: plan_cache.Cache) -> None:
     """The plan as JSON or text; with ``at_n``, the schedule ``--n`` examples run (the target's own plan
     stays in the JSON as the top level)."""
     if as_json:
@@ -263,6 +266,7 @@ def _emit(p: Plan, at_n: Plan | None, achievable: Achievable | None, costs: Any,
             out["plan_at_n"] = plan_json(at_n, None, None, None, memory)
         if compared is not None:
             out.update({"mechanism": "all", **mech.comparison_json(compared)})
+        out["plan_cache"] = cache.report()
         emit_json(out)
         return
     if at_n is not None:

@@ -18,6 +18,7 @@ from everlast.cli.common import emit_json, progress
 from everlast.cli.guarantee import plain_guarantee
 from everlast.cli.params import Count
 from everlast.cli.simulate_schedule import DEFAULT_ROUND, PAPER_DELTA_BT, build_schedule, planned_schedule
+from everlast.daemon import plan_cache
 from everlast.engine.concepts import ConceptClass, from_spec
 from everlast.engine.design import DEFAULT, RETIRED, Design
 from everlast.engine.errors import EngineError
@@ -147,8 +148,9 @@ def simulate(
     """Run the predictor in-process on synthetic data labeled by a hidden concept, and print the
     privacy its schedule certifies for this n (docs/PRIVACY.md)."""
     started = time.perf_counter()
-    schedule, n, queries, cert = _resolve(concept, dim, n, queries, full_rounds, after, schedule_path, epsilon,
-                                          delta, accounting, halting, restarts, flags)
+    with plan_cache.active():  # a planned schedule's search is kept on disk (its claims are re-derived)
+        schedule, n, queries, cert = _resolve(concept, dim, n, queries, full_rounds, after, schedule_path, epsilon,
+                                              delta, accounting, halting, restarts, flags)
     cls = concept_for(concept, dim)
     task = make_task(cls, distribution, seed=seed or 0, positives=positives)
     data_seed = seed if seed is not None else 0

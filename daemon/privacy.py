@@ -8,7 +8,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from everlast.daemon.config import ModelConfig
 from everlast.daemon.errors import ConfigError
@@ -18,6 +18,9 @@ from everlast.engine.concepts import ConceptClass
 from everlast.engine.errors import InvalidSchedule
 from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import Schedule
+
+if TYPE_CHECKING:
+    from everlast.daemon import plan_cache
 
 log = logging.getLogger("everlast.daemon")
 
@@ -118,7 +121,10 @@ def plan_model(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedul
     A planned target-charged model runs the burn-rate signal by default (``default_burn``)."""
     if cfg.schedule is not None:
         return _schedule_file(cfg, n)
-    return _planned(cfg, concept, n)
+    from everlast.daemon import plan_cache  # the planner's imports cost seconds: only when a model plans
+
+    with plan_cache.active() as cache:  # a restart re-plans from the searched schedule kept on disk
+        return _planned(cfg, concept, n, cache)
 
 
 def _schedule_file(cfg: ModelConfig, n: int) -> tuple[Schedule, Guarantee]:
@@ -144,7 +150,7 @@ def _schedule_file(cfg: ModelConfig, n: int) -> tuple[Schedule, Guarantee]:
     return schedule, _from_certificate(cert, schedule)
 
 
-def _planned(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule, Guarantee]:
+def _planned(cfg: ModelConfig, concept: ConceptClass, n: int, cache: plan_cache.Cache) -> tuple[Schedule, Guarantee]:
     """A schedule planned for the model's targets on n examples, or a refusal saying what would work."""
     from everlast.engine.planner import PlanInfeasible, Targets, certify, plan
     from everlast.engine.planner.learning import SPLIT_VOTES
@@ -187,7 +193,8 @@ def _planned(cfg: ModelConfig, concept: ConceptClass, n: int) -> tuple[Schedule,
     except PlanInfeasible as exc:
         raise ConfigError(f"model {cfg.id}: no schedule meets the targets ({exc}; {charged}). "
                           f"{what_works(cfg, targets, n)}") from None
-    log.info("model %s: planned in %.1f s: n_required = %d", cfg.id, time.monotonic() - started, p.n_required)
+    log.info("model %s: planned in %.1f s: n_required = %d (%s)", cfg.id, time.monotonic() - started,
+             p.n_required, cache.note())
     if p.n_required > n or p.schedule is None:
         p = _below_required(cfg, targets, n, p, charged)
     assert p.schedule is not None  # a plan without a runnable schedule was refused above
@@ -385,3 +392,4 @@ def capacity_summary(cfg: ModelConfig, concept: ConceptClass, schedule: Schedule
     where = ("every round" if hz.queries is None else "no query (round 1 is not covered)" if hz.rounds == 0
              else f"{hz.queries:.3g} queries (rounds 1-{hz.rounds})")
     return f"{held}; accuracy horizon (Theorem A-infinity, per query, alpha = {t.alpha:g}): {where}"
+

@@ -41,11 +41,13 @@ CASES: dict[str, tuple[str, ...]] = {
 
 
 def run(args: tuple[str, ...]) -> dict[str, Any]:
-    """``everlast plan ARGS`` in-process: its one JSON object."""
-    res = CliRunner().invoke(plan_cmd, list(args), catch_exceptions=False)
+    """``everlast plan ARGS`` in-process, searched afresh (the plan cache off): its one JSON object
+    without ``plan_cache`` (where the cache is and what it answered: not part of the plan)."""
+    res = CliRunner(env={"EVERLAST_PLAN_CACHE": "off"}).invoke(plan_cmd, list(args), catch_exceptions=False)
     if res.exit_code != 0:
         raise SystemExit(f"everlast plan {' '.join(args)} exited {res.exit_code}: {res.output[-400:]}")
     out: dict[str, Any] = json.loads(res.output)
+    out.pop("plan_cache", None)
     return out
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from everlast.engine.burn import Burn
 from everlast.engine.design import DEFAULT, PAPER, Design, noise_plan
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import solve_store
 from everlast.engine.planner.accountants import (
     PUBLISHED,
     TIGHT,
@@ -45,7 +46,7 @@ from everlast.engine.planner.learning import (
 from everlast.engine.planner.options import AnswerMargin, Band, Chunks, Relabelling, TightOptions
 from everlast.engine.planner.paper import PaperSchedule, paper_schedule
 from everlast.engine.planner.steps import Check, Step
-from everlast.engine.planner.tight import RoundPlan, estimate_n, solve
+from everlast.engine.planner.tight import RoundPlan, TightSchedule, estimate_n, solve
 from everlast.engine.quotas import Quotas
 from everlast.engine.schedule import RoundSpec, Schedule
 
@@ -272,10 +273,6 @@ def plan(targets: Targets) -> Plan:
 
 @functools.lru_cache(maxsize=256)
 def _plan_cached(targets: Targets) -> Plan:
-    try:
-        targets.design  # noqa: B018  (validates: retired designs are refused with the reason)
-    except InvalidSchedule as exc:
-        raise PlanInfeasible(str(exc)) from None
     p = _plan_design(targets)
     if targets.is_default_design:
         why = (f"default design {p.certificate.design}: the only design whose query privacy is proven "
@@ -286,7 +283,15 @@ def _plan_cached(targets: Targets) -> Plan:
 
 @functools.lru_cache(maxsize=256)
 def _plan_design(targets: Targets) -> Plan:
-    t = targets
+    return _PLANNERS[targets.accountant](targets, _validated(targets))
+
+
+def _validated(t: Targets) -> int:
+    """The targets' VC dimension, or :class:`PlanInfeasible` saying why no plan is made for them."""
+    try:
+        t.design  # noqa: B018  (validates: retired designs are refused with the reason)
+    except InvalidSchedule as exc:
+        raise PlanInfeasible(str(exc)) from None
     if not (t.epsilon > 0.0 and 0.0 < t.delta < 1.0 and 0.0 < t.alpha < 0.5 and 0.0 < t.beta < 1.0):
         raise PlanInfeasible("need epsilon > 0, delta in (0,1), alpha in (0,1/2), beta in (0,1)")
     try:
@@ -295,7 +300,7 @@ def _plan_design(targets: Targets) -> Plan:
         raise PlanInfeasible(str(exc)) from None
     if t.accountant.refusal(t.design) is not None:
         raise PlanInfeasible(t.accountant.planning_refusal)
-    return _PLANNERS[t.accountant](t, vc)
+    return vc
 
 
 def _plan_published(t: Targets, vc: int) -> Plan:
@@ -355,19 +360,42 @@ def _options_with(t: Targets, eps_h: float) -> TightOptions:
     return tight_options(dataclasses.replace(t, eps_h=eps_h))
 
 
-_estimate_n = functools.lru_cache(maxsize=256, typed=True)(estimate_n)
-"""``tight.estimate_n`` is a pure function of its arguments (a fresh search per call): the design table's
-targets (which name the default design) ask for the same estimates as the plan's own."""
+@functools.lru_cache(maxsize=256, typed=True)
+def _estimate_n(*args: object) -> float:
+    """``tight.estimate_n`` is a pure function of its arguments (a fresh search per call): the design table's
+    targets (which name the default design) ask for the same estimates as the plan's own; a process's
+    ``solve_store`` keeps them between processes."""
+    return solve_store.estimate_through(estimate_n, args)
 
-_solve = functools.lru_cache(maxsize=256)(solve)
-"""``tight.solve`` is a pure function of its arguments: two Targets that differ only in how they
-name the same design (``designs`` names the default one) share one solve."""
+
+@functools.lru_cache(maxsize=256)
+def _solve(*args: object) -> TightSchedule:
+    """``tight.solve`` is a pure function of its arguments: two Targets that differ only in how they
+    name the same design (``designs`` names the default one) share one solve; a process's
+    ``solve_store`` keeps it between processes (the certificate is derived afresh either way)."""
+    opts = args[-1]
+    assert isinstance(opts, TightOptions)
+    return solve_store.solve_through(solve, args, opts.rounds, lambda sol: _stored_meets(args, sol))
 
 
-def _plan_tight(t: Targets, vc: int) -> Plan:
-    """The tight solver's schedule (``engine.planner.tight``), certified for the engine's mechanism."""
-    design = t.design
-    warnings: list[str] = []
+def _stored_meets(args: tuple[object, ...], sol: TightSchedule) -> bool:
+    """A stored solve whose schedule the engine runs is used only if the certificate ``_plan_tight``
+    derives from it meets the targets it was stored for (else it is searched afresh): an entry cannot
+    make the planner serve less. One the engine cannot run is used as it is: nothing is served from it
+    (``_tight_solution`` lists fewer rounds, or the plan is refused as not runnable)."""
+    epsilon, delta, _, _, _, opts = args
+    assert isinstance(epsilon, float | int) and isinstance(delta, float | int) and isinstance(opts, TightOptions)
+    sched, _ = _schedule(sol.specs, opts.design, opts.quotas, opts.burn)
+    if sched is None:
+        return True
+    cert = certify(sched, sol.n_required, opts.accountant, delta, design=opts.design,
+                   tests=ClientTests.of(opts.quotas, opts.burn))
+    return cert.epsilon_claimed <= epsilon * (1.0 + TARGET_SLACK) and cert.delta <= delta
+
+
+def _tight_solution(t: Targets, vc: int) -> tuple[TightSchedule, int, Schedule | None, str]:
+    """The tight solver's schedule for ``t`` with as many of its rounds listed as the engine runs exactly:
+    (solution, rounds listed, the runnable schedule or None, why not ("" when runnable))."""
     opts = tight_options(t)
     listed = t.rounds
     while True:
@@ -375,13 +403,29 @@ def _plan_tight(t: Targets, vc: int) -> Plan:
             sol = _solve(t.epsilon, t.delta, t.alpha, t.beta, vc, dataclasses.replace(opts, rounds=listed))
         except ValueError as exc:
             raise PlanInfeasible(str(exc)) from None
-        rounds = sol.specs
-        sched, why = _schedule(rounds, design, t.quotas, t.burn)
-        first_bad = _first_unrunnable(rounds, design)
+        sched, why = _schedule(sol.specs, t.design, t.quotas, t.burn)
+        first_bad = _first_unrunnable(sol.specs, t.design)
         if sched is not None or first_bad is None or first_bad <= 2 or listed <= 2:
-            break
+            return sol, listed, sched, why
         # the rounds grow; list fewer (the last repeats) so that every round fits the engine's counters
         listed = min(listed - 1, first_bad - 1)
+
+
+def n_required(targets: Targets) -> int:
+    """``plan(targets).n_required`` without the certificate and the accuracy checks (the same solve; the
+    ablation's rows, which report n alone). Raises :class:`PlanInfeasible` as ``plan`` does."""
+    if _PLANNERS[targets.accountant] is not _plan_tight:
+        return plan(targets).n_required
+    return _tight_solution(targets, _validated(targets))[0].n_required
+
+
+def _plan_tight(t: Targets, vc: int) -> Plan:
+    """The tight solver's schedule (``engine.planner.tight``), certified for the engine's mechanism."""
+    design = t.design
+    warnings: list[str] = []
+    opts = tight_options(t)
+    sol, listed, sched, why = _tight_solution(t, vc)
+    rounds = sol.specs
     if listed < t.rounds:
         warnings.append(f"{listed} rounds listed instead of {t.rounds}: a later round would exceed what the "
                         "engine counts exactly (2^62 queries)")
@@ -532,7 +576,7 @@ def ablation(targets: Targets, include_all_off: bool = True) -> tuple[LeverCost,
     out = []
     for key, name, lemma, off in cases:
         try:
-            n: int | None = plan(dataclasses.replace(targets, **off)).n_required  # type: ignore[arg-type]
+            n: int | None = n_required(dataclasses.replace(targets, **off))  # type: ignore[arg-type]
             why = ""
         except PlanInfeasible as exc:
             n, why = None, str(exc)

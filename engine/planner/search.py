@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable
 
 from everlast.engine.errors import InvalidSchedule
+from everlast.engine.planner import solve_store
 from everlast.engine.planner.api import Achievable, Plan, PlanInfeasible, Targets, plan, tight_options
 from everlast.engine.planner.tight import estimate_n
 
@@ -60,7 +61,7 @@ def _estimator(targets: Targets, n: int) -> Callable[[float], float] | None:
     vc = t.vc
 
     def g(x: float) -> float:
-        est = estimate_n(math.exp(x), t.delta, t.alpha, t.beta, vc, opts)
+        est = solve_store.estimate_through(estimate_n, (math.exp(x), t.delta, t.alpha, t.beta, vc, opts))
         return math.log(est / n) if math.isfinite(est) and est > 0 else math.inf
 
     return g

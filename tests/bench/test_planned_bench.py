@@ -36,3 +36,7 @@ def test_the_quick_plan_benchmark_prints_cpu_times() -> None:
     rows = json.loads(r.stdout.strip().splitlines()[-1])["plan"]
     assert [row["name"] for row in rows] == ["eps8_quick"]
     assert all(row["cpu_s"] > 0 and row["n_required"] > 0 and row["exit_code"] == 0 for row in rows)
+    for row in rows:  # the second run plans from the cache the first filled, and prints the same plan
+        assert row["same"] is True and row["warm_cpu_s"] > 0
+        assert row["plan_cache"]["hits"] == 0 and row["warm_plan_cache"]["misses"] == 0
+        assert row["warm_plan_cache"]["hits"] == row["plan_cache"]["misses"] > 0

@@ -77,3 +77,29 @@ def test_a_refusal_names_every_charged_component_and_offers_no_stronger_epsilon(
     assert "the halting test eps_h = " in msg and "the burn-rate signal eps_b = 0.5 (the default" in msg
     offered = re.search(r"the strongest epsilon n = [\d,]+ certifies is ([\d.e+]+)", msg)
     assert offered is None or float(offered.group(1)) > eps, msg
+
+
+def _forget_plans() -> None:
+    from everlast.engine.planner import api
+
+    for f in (api._plan_cached, api._plan_design, api._solve, api._estimate_n, api.choose_eps_h):
+        f.cache_clear()
+
+
+def test_serve_plans_from_the_search_plan_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """``everlast plan`` then ``everlast serve`` (or a restart) with the same targets: the daemon reuses
+    every search the plan command kept on disk, and serves the same schedule."""
+    monkeypatch.setenv("EVERLAST_PLAN_CACHE", str(tmp_path / "plans"))
+    _forget_plans()
+    res = CliRunner().invoke(plan_cmd, ["--epsilon", "8", "--json", "--no-ablation", "--no-designs"],
+                             catch_exceptions=False)
+    d = json.loads(res.output)
+    assert d["plan_cache"]["misses"] > 0
+    _forget_plans()  # a new process
+    with caplog.at_level(logging.INFO, logger="everlast.daemon"):
+        schedule, _ = plan_model(_model(tmp_path, 8.0), Thresholds(), d["n_required"])  # type: ignore[arg-type]
+    assert [r.T for r in schedule.rounds] == [r["T"] for r in d["schedule"]]
+    m = re.search(r"plan cache (\S+): (\d+) searches reused, (\d+) run", caplog.text)
+    assert m is not None, caplog.text
+    assert m.group(1) == str(tmp_path / "plans") and int(m.group(2)) > 0 and m.group(3) == "0"

@@ -163,10 +163,13 @@ def key_env_name() -> str:
 
 
 def check_env_settings(env: dict[str, str]) -> list[str]:
-    """Problems with the EVERLAST_* names in ``env`` (every one must be a setting or the key variable)."""
+    """Problems with the EVERLAST_* names in ``env`` (every one must be a setting, the key variable or the
+    plan cache's directory, ``daemon.plan_cache.ENV``)."""
+    from everlast.daemon.plan_cache import ENV as PLAN_CACHE
+
     problems = []
     for name in env:
-        if not name.startswith("EVERLAST_") or name == key_env_name():
+        if not name.startswith("EVERLAST_") or name in (key_env_name(), PLAN_CACHE):
             continue
         if setting_path(name) is None:
             problems.append(f"{name} is not a setting of daemon/config.py")

@@ -9,6 +9,7 @@ regenerate with ``.venv/bin/python scripts/make_plan_kat.py`` and say why in the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_headline_plan_cpu_time_is_bounded() -> None:
     its own CPU time (process_time, not wall clock) stays far below a minute."""
     out = subprocess.run([sys.executable, "-c", _CHILD, "--epsilon", "1", "--delta", "1e-6", "--alpha", "0.1",
                           "--halts", "split-votes", "--json", "--no-ablation", "--no-designs"],
-                         capture_output=True, text=True, timeout=900, check=False)
+                         capture_output=True, text=True, timeout=900, check=False, env=_COLD)
     assert out.returncode == 0, out.stderr[-2000:]
     cpu = float(out.stdout.strip().splitlines()[-1])
     assert cpu < CPU_BOUND_S, f"planning took {cpu:.1f} s of CPU"
@@ -55,11 +56,50 @@ def test_headline_plan_with_ablation_cpu_time_is_bounded() -> None:
     """``everlast plan --epsilon 1 ... --json`` as the README runs it (the ablation's five levers and the
     design table on) in a fresh process: its own CPU time stays far below a minute."""
     out = subprocess.run([sys.executable, "-c", _CHILD, *make_plan_kat.CASES["eps1"]],
-                         capture_output=True, text=True, timeout=900, check=False)
+                         capture_output=True, text=True, timeout=900, check=False, env=_COLD)
     assert out.returncode == 0, out.stderr[-2000:]
     cpu = float(out.stdout.strip().splitlines()[-1])
     assert cpu < ABLATION_CPU_BOUND_S, f"planning with the ablation took {cpu:.1f} s of CPU"
 
+
+_COLD = {**os.environ, "EVERLAST_PLAN_CACHE": "off"}
+"""The guards time the search itself: no plan cache."""
+
+WARM_CPU_BOUND_S = 10.0
+"""Generous: the same plan from the plan cache (every search kept, every claim re-derived) took 1.1-2 s
+of CPU when this guard was added."""
+
+
+def test_headline_plan_from_the_plan_cache_cpu_time_is_bounded(tmp_path: Path) -> None:
+    """The README's plan, run twice on one plan cache: the second run searches nothing (every solve is
+    a hit), prints the same plan, and its CPU time is a few seconds."""
+    env = {**os.environ, "EVERLAST_PLAN_CACHE": str(tmp_path)}
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _CHILD_JSON, *make_plan_kat.CASES["eps1"]],
+                             capture_output=True, text=True, timeout=900, check=False, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        cpu, text = out.stdout.split("\n", 1)
+        runs.append((float(cpu), json.loads(text)))
+    (_, cold), (cpu, warm) = runs
+    assert cold["plan_cache"]["hits"] == 0 and cold["plan_cache"]["misses"] > 0
+    assert warm["plan_cache"] == {"dir": str(tmp_path), "hits": cold["plan_cache"]["misses"], "misses": 0}
+    cold.pop("plan_cache")
+    warm.pop("plan_cache")
+    assert warm == cold
+    assert cpu < WARM_CPU_BOUND_S, f"planning from the cache took {cpu:.1f} s of CPU"
+
+
+_CHILD_JSON = """
+import sys, time
+from click.testing import CliRunner
+from everlast.cli.plan import plan_cmd
+t0 = time.process_time()
+res = CliRunner().invoke(plan_cmd, sys.argv[1:], catch_exceptions=False)
+assert res.exit_code == 0, res.output
+print(time.process_time() - t0)
+print(res.output)
+"""
 
 _CHILD = """
 import sys, time
