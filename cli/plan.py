@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from everlast.cli.common import emit_json
+from everlast.cli.common import emit_json, progress
 from everlast.cli.params import Count
 from everlast.daemon import plan_cache
 from everlast.daemon.privacy import default_burn
@@ -35,7 +35,7 @@ from everlast.engine.errors import InvalidSchedule
 from everlast.engine.planner import Achievable, PlanInfeasible, Targets, best_epsilon, designs
 from everlast.engine.planner import mechanisms as mech
 from everlast.engine.planner import plan as make_plan
-from everlast.engine.planner.api import Plan, ablation
+from everlast.engine.planner.api import LEVERS, Plan, ablation
 from everlast.engine.planner.report import infeasible_json, plan_json, plan_text
 from everlast.engine.quotas import Quotas
 
@@ -216,16 +216,20 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
         targets.design  # noqa: B018  (a design no engine runs: a usage error, not an infeasible plan)
     except InvalidSchedule as exc:
         raise click.UsageError(str(exc)) from None
-    achievable: Achievable | None = best_epsilon(n, targets) if n is not None else None
+    bar = _phases(n is not None, with_designs, with_ablation and targets.is_default_design)
+    achievable: Achievable | None = (bar.step("best epsilon", lambda: best_epsilon(n, targets))
+                                     if n is not None else None)
     try:
-        p = make_plan(targets)
+        p = bar.step("schedule", lambda: make_plan(targets))
     except PlanInfeasible as exc:
+        bar.close()
         _infeasible(targets, str(exc), n, achievable, mechanism, size, guarantee, as_json)
         return
     if auto_burn:
         p = _served_burn(p)
-    costs = designs(targets) if with_designs else None
-    levers = ablation(targets) if with_ablation else None
+    costs = bar.step("designs", lambda: designs(targets)) if with_designs else None
+    levers = ablation(targets, on_row=bar.row) if with_ablation else None
+    bar.close()
     compared = (mech.compare(targets, mech.MECHANISMS, n, size, bbl_plan=p, bbl_achievable=achievable,
                              guarantee=guarantee) if mechanism == "all" else None)
     # with --n, the schedule shown is the one those n examples run (at the best epsilon they certify);
@@ -235,6 +239,31 @@ def plan_cmd(concept: str, depth: int, epsilon: float, delta: float, alpha: floa
     if auto_burn and at_n is not None:
         at_n = _served_burn(at_n)
     _emit(p, at_n, achievable, costs, levers, compared, memory, n, epsilon, as_json, cache)
+
+
+class _Progress:
+    """The plan's phases as a progress bar on stderr (a terminal only: ``common.progress``)."""
+
+    def __init__(self, total: int) -> None:
+        self.bar = progress(total, "planning", unit="step")
+
+    def step(self, what: str, run: Any) -> Any:
+        self.bar.set_postfix_str(what)
+        out = run()
+        self.bar.update()
+        return out
+
+    def row(self, key: str) -> None:
+        self.bar.set_postfix_str(f"ablation: {key}")
+        self.bar.update()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _phases(with_n: bool, with_designs: bool, with_ablation: bool) -> _Progress:
+    """A search of seconds (minutes with --n): say where it is. The ablation has a row per lever and all off."""
+    return _Progress(int(with_n) + 1 + int(with_designs) + (len(LEVERS) + 1 if with_ablation else 0))
 
 
 def _infeasible(targets: Targets, why: str, n: int | None, achievable: Achievable | None, mechanism: str,

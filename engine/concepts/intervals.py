@@ -29,6 +29,7 @@ from everlast.engine.concepts.base import (
 from everlast.engine.concepts.line import LabeledRanks
 from everlast.engine.concepts.random_order import OrderSource, order_job
 from everlast.engine.concepts.thresholds import (
+    SORTED_SEARCH_MIN_T_SHARED,
     midpoint_above,
     midpoint_below,
     search_order,
@@ -63,7 +64,7 @@ class IntervalEnsemble(Ensemble):
 
     def votes(self, x: Array) -> I64:
         xs = np.asarray(x)
-        order = search_order(self.a.size, xs)
+        order = search_order(self.a.size, xs, SORTED_SEARCH_MIN_T_SHARED)
         if order is None:
             return sorted_search(self.a, xs, "right") - sorted_search(self.b, xs, "left")
         sx = xs.ravel()[order]  # one sort serves both endpoint searches

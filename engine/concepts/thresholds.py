@@ -25,21 +25,29 @@ from everlast.engine.concepts.line import kth_distinct
 from everlast.engine.concepts.random_order import OrderSource, order_job
 from everlast.engine.learner.exact import BitSource
 
-SORTED_SEARCH_MIN_T = 64
-"""From this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) the batch is sorted before
-the binary search: consecutive needles then walk nearby thresholds (cache hits, predictable
-branches) instead of each missing on its own path; the counts are the same integers. On fresh
-random needles the sorted search cost 1.2-4x less per needle from T = 100 up (a later run, in
-batches of 65,536: 1.1-2.5x from T = 10^4 up but 0.55-0.8 at T = 100-1,000) and about the same
-at T <= 30 or a batch of 64 (``python -m bench.search`` prints both). Timing one batch over and
-over hides this: the branch predictor learns the batch."""
+SORTED_SEARCH_MIN_T = 20_000
+"""From this many classifiers (and a batch of SORTED_SEARCH_MIN_BATCH) a batch searched once is sorted
+before the binary search: consecutive needles then walk nearby thresholds (cache hits, predictable
+branches) instead of each missing on its own path; the counts are the same integers, and the choice
+depends on the public T and batch size only. What the sort buys depends on the table (``python -m
+bench.search``, plain / engine ns per needle, batches of 65,536): on the tables the engine fits (T
+chunks of 10 points, thresholds bunched at the boundary, where a plain search's branches repeat for
+every needle on one side) 0.87 / 0.96 / 1.30 at T = 3·10^4 / 10^5 / 10^6, and 0.60 at T = 10^4 (a run
+with the sort from 5,000); on uniform random tables (a plain search's worst case) 1.60 / 1.83 / 2.56,
+and 1.45 at 10^4. So at 10^4 the sort could lose 1.7x and win 1.45x, from 3·10^4 it loses at most
+1.15x and wins 1.6-2.6x: it starts between the two. Timing one batch over and over hides all this:
+the branch predictor learns the batch."""
+SORTED_SEARCH_MIN_T_SHARED = 64
+"""The same for a batch whose one sort serves two searches (the interval ensemble's endpoints), which
+pays for the sort sooner: kept where the single search's rule was before (bench.search measures the
+thresholds' single search only)."""
 SORTED_SEARCH_MIN_BATCH = 256
 
 
-def search_order(t_size: int, xs: NDArray[Any]) -> I64 | None:
+def search_order(t_size: int, xs: NDArray[Any], min_t: int = SORTED_SEARCH_MIN_T) -> I64 | None:
     """The order to search ``xs`` in against ``t_size`` sorted values, or None where the plain
-    search is as cheap (small tables or batches)."""
-    if t_size < SORTED_SEARCH_MIN_T or xs.size < SORTED_SEARCH_MIN_BATCH:
+    search is as cheap (tables below ``min_t`` values, small batches)."""
+    if t_size < min_t or xs.size < SORTED_SEARCH_MIN_BATCH:
         return None
     return np.argsort(xs.ravel())  # any order: equal needles get equal counts
 

@@ -562,9 +562,11 @@ LEVERS: tuple[tuple[str, str, str, dict[str, str]], ...] = (
 """(JSON key, name, the lemma that makes it sound, the Targets fields that switch it off)."""
 
 
-def ablation(targets: Targets, include_all_off: bool = True) -> tuple[LeverCost, ...]:
+def ablation(targets: Targets, include_all_off: bool = True,
+             on_row: Callable[[str], None] | None = None) -> tuple[LeverCost, ...]:
     """n_required of the default design with each lever switched off in turn (and, unless told
-    otherwise, all of them at once): what each lemma buys. Empty for other designs or accountings."""
+    otherwise, all of them at once): what each lemma buys. Empty for other designs or accountings.
+    ``on_row(key)`` is called as each row is done (a caller's progress)."""
     if not targets.is_default_design:
         return ()
     cases = [(key, name, lemma, off) for key, name, lemma, off in LEVERS]
@@ -581,4 +583,6 @@ def ablation(targets: Targets, include_all_off: bool = True) -> tuple[LeverCost,
         except PlanInfeasible as exc:
             n, why = None, str(exc)
         out.append(LeverCost(key, name, lemma, tuple(off.items()), n, why))
+        if on_row is not None:
+            on_row(key)
     return tuple(out)

@@ -38,11 +38,14 @@ def test_bench_compare_quick() -> None:
 
 
 def test_bench_search_quick() -> None:
+    from everlast.engine.concepts.thresholds import SORTED_SEARCH_MIN_BATCH, SORTED_SEARCH_MIN_T
+
     rows = _run("bench.search")["search"]
-    assert {(r["T"], r["batch"]) for r in rows} == {(T, B) for T in (10, 300, 10**4) for B in (64, 4096)}
+    assert {(r["table"], r["T"], r["batch"]) for r in rows} == {
+        (table, T, B) for table in ("trained", "random") for T in (10, 300, 10**4) for B in (64, 4096)}
     for r in rows:
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("plain_ns", "engine_ns", "ratio"))
-        assert r["sorted"] == (r["T"] >= 64 and r["batch"] >= 256)
+        assert r["sorted"] == (r["T"] >= SORTED_SEARCH_MIN_T and r["batch"] >= SORTED_SEARCH_MIN_BATCH)
 
 
 def test_bench_fitcost_quick() -> None:

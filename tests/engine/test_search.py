@@ -23,7 +23,8 @@ def values(g: np.random.Generator, n: int, pool: int) -> np.ndarray:
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), T=st.sampled_from([1, 5, SORTED_SEARCH_MIN_T, 300, 5000]),
+@given(seed=st.integers(0, 2**32 - 1),
+       T=st.sampled_from([1, 5, 64, 300, SORTED_SEARCH_MIN_T - 1, SORTED_SEARCH_MIN_T, 7000]),
        n=st.sampled_from([0, 1, SORTED_SEARCH_MIN_BATCH - 1, SORTED_SEARCH_MIN_BATCH, 700, 20_000]),
        side=st.sampled_from(["left", "right"]), pool=st.sampled_from([3, 50, 10_000]))
 def test_sorted_search_is_searchsorted(seed: int, T: int, n: int, side: Literal["left", "right"], pool: int) -> None:

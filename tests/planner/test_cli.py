@@ -197,3 +197,34 @@ def test_plan_with_more_n_than_needed_shows_the_plan_those_examples_run() -> Non
     assert text.startswith("n = 1e9 examples meet epsilon = 1 (it needs n = "), text[:200]
     assert f"training set:  epsilon = {at_n['epsilon_training']:.3g}" in text
     assert f"training set:  epsilon = {out['epsilon_training']:.3g}" not in text
+
+
+class _Bar:
+    """Records what ``everlast plan`` tells its progress bar."""
+
+    def __init__(self, total: int, desc: str, unit: str = "q") -> None:
+        self.total, self.n, self.said, self.closed = total, 0, [], False
+
+    def set_postfix_str(self, s: str) -> None:
+        self.said.append(s)
+
+    def update(self) -> None:
+        self.n += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-designs", "--no-ablation"], ["--n", "1e7", "--no-ablation"]])
+def test_plan_reports_each_phase_to_its_progress_bar(monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> None:
+    import everlast.cli.plan as plan_mod
+
+    bars: list[_Bar] = []
+    monkeypatch.setattr(plan_mod, "progress", lambda *a, **k: bars.append(_Bar(*a, **k)) or bars[-1])
+    res = CliRunner().invoke(plan, ["--epsilon", "40", "--alpha", "0.45", "--json", *extra], catch_exceptions=False)
+    json.loads(res.output)  # stdout stays one JSON object
+    (bar,) = bars
+    assert bar.closed and bar.n == bar.total
+    assert "schedule" in bar.said
+    assert ("ablation: all_off" in bar.said) == (extra == [])
+    assert ("best epsilon" in bar.said) == ("--n" in extra)
