@@ -378,6 +378,13 @@ def _solve(*args: object) -> TightSchedule:
     return solve_store.solve_through(solve, args, opts.rounds, lambda sol: _stored_meets(args, sol))
 
 
+def forget_plans() -> None:
+    """Drop this process's memo of plans, solves and estimates (the next plan asks the solve store, or
+    searches): what a new process would see."""
+    for f in (_plan_cached, _plan_design, _solve, _estimate_n, choose_eps_h):
+        f.cache_clear()
+
+
 def _stored_meets(args: tuple[object, ...], sol: TightSchedule) -> bool:
     """A stored solve whose schedule the engine runs is used only if the certificate ``_plan_tight``
     derives from it meets the targets it was stored for (else it is searched afresh): an entry cannot

@@ -82,8 +82,7 @@ def test_a_refusal_names_every_charged_component_and_offers_no_stronger_epsilon(
 def _forget_plans() -> None:
     from everlast.engine.planner import api
 
-    for f in (api._plan_cached, api._plan_design, api._solve, api._estimate_n, api.choose_eps_h):
-        f.cache_clear()
+    api.forget_plans()
 
 
 def test_serve_plans_from_the_search_plan_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

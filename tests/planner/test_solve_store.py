@@ -33,8 +33,7 @@ class MemStore:
 
 def _forget() -> None:
     """Drop the in-process caches, so that the next plan asks the store (or searches)."""
-    for f in (api._plan_cached, api._plan_design, api._solve, api._estimate_n, api.choose_eps_h):
-        f.cache_clear()
+    api.forget_plans()
 
 
 @pytest.fixture(autouse=True)
@@ -285,31 +284,24 @@ def test_a_malformed_entry_is_a_miss_through_the_planner(cold: api.Plan) -> None
     assert tally.misses == 1
 
 
+def _n_or_refusal(fn: Any, t: Targets) -> int | str:
+    try:
+        return int(fn(t))
+    except PlanInfeasible as exc:
+        return str(exc)
+
+
+def _same_n(t: Targets) -> None:
+    with solve_store.using(None):
+        assert _n_or_refusal(n_required, t) == _n_or_refusal(lambda u: plan(u).n_required, t)
+
+
 @pytest.mark.parametrize("off", [dict(off) for *_, off in LEVERS], ids=[key for key, *_ in LEVERS])
 def test_the_ablations_n_is_the_plans(off: dict[str, str]) -> None:
-    t = dataclasses.replace(TARGETS, **off)  # type: ignore[arg-type]
-    with solve_store.using(None):
-        try:
-            want: int | str = plan(t).n_required
-        except PlanInfeasible as exc:
-            want = str(exc)
-        try:
-            got: int | str = n_required(t)
-        except PlanInfeasible as exc:
-            got = str(exc)
-    assert got == want
+    _same_n(dataclasses.replace(TARGETS, **off))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("t", [Targets(epsilon=0.5, accounting="paper"), Targets(epsilon=2.0, alpha=0.6),
                                Targets(epsilon=0.5, eps_h=1.0)], ids=["paper", "invalid", "infeasible"])
 def test_n_required_refuses_as_plan_does(t: Targets) -> None:
-    with solve_store.using(None):
-        try:
-            want: int | str = plan(t).n_required
-        except PlanInfeasible as exc:
-            want = str(exc)
-        try:
-            got: int | str = n_required(t)
-        except PlanInfeasible as exc:
-            got = str(exc)
-    assert got == want
+    _same_n(t)
