@@ -127,3 +127,29 @@ def test_the_namespace_names_the_code_and_the_numerical_libraries(monkeypatch: p
     monkeypatch.setattr(plan_cache, "_version", lambda name: "0" if name == "scipy" else "1")
     assert plan_cache.namespace() != a
     assert plan_cache.loaded_namespace() == loaded == a  # computed once: the code this process loaded
+
+
+def test_a_directory_of_its_own_inside_a_shared_one_is_used(tmp_path: Path) -> None:
+    """The k8s layout (deploy/k8s/statefulset.yaml): an emptyDir is world-writable (0777), so the cache
+    lives in a directory of its own inside it, which it creates 0700."""
+    shared = tmp_path / "plans"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert not plan_cache.DirStore(shared, "ns").usable
+    store = plan_cache.DirStore(shared / "cache", "ns")
+    assert store.usable and (shared / "cache").stat().st_mode & 0o777 == 0o700
+    store.put("k", "x")
+    assert store.get("k") == "x"
+
+
+def test_the_k8s_daemon_keeps_its_plan_cache_in_its_own_directory_of_the_plans_volume() -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    sts = yaml.safe_load((root / "deploy" / "k8s" / "statefulset.yaml").read_text())
+    pod = sts["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    mount = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "plans")
+    assert Path(env[plan_cache.ENV]).parent == Path(mount)
+    assert any(v["name"] == "plans" and "emptyDir" in v for v in pod["volumes"])
