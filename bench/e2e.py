@@ -41,6 +41,12 @@ from everlast.engine.planner.fill import fill_tests
 from everlast.engine.schedule import RoundSpec, Schedule
 
 MAX_RECORDS = 5000
+BULK_FETCH_WAIT_MS = 100
+"""The readers' fetch wait. The embedded broker (Tansu) walks a partition's record batches for each
+fetch and answers empty once that takes longer than the fetch's max wait: at 5 ms a partition of
+~13,000 batches (5·10^6 labels in the producer's 16 kB batches) came back empty at every fetch, so a
+5 ms reader never read a planned round's labels. The records' broker timestamps, not the reader's
+clock, give every rate and latency here, so a longer wait changes no figure."""
 # One long round of the default design (its tests filled in as `everlast complete` does): no
 # transition during the run, so the figure is the steady-state hot path.
 ROUND = {"T": 2000, "lam": 20, "R": 10**9, "c": 10**8, "eps_bt": 0.5, "delta_bt": 1e-8, "alpha": 0.1,
@@ -134,7 +140,7 @@ async def read_all(bootstrap: str, topic: str, until: int, deadline: float, watc
     """Every record of ``topic`` until ``until`` have arrived; fails (never returns a partial list)
     when a watched subprocess exits or the watchdog's deadline passes. ``cpu`` receives the first
     watched process's CPU seconds when the first record arrived and when the last did."""
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=BULK_FETCH_WAIT_MS)
     await c.start()
     out: list[Any] = []
     try:

@@ -44,7 +44,7 @@ import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from numpy.typing import NDArray
 
-from bench.e2e import BenchFailed, Side, create, rate_of, read_all
+from bench.e2e import BULK_FETCH_WAIT_MS, BenchFailed, Side, create, rate_of, read_all
 from everlast.daemon.broker import EmbeddedBroker
 
 MAX_RECORDS = 5000
@@ -102,7 +102,8 @@ class Labels:
         """Read on from where the last call stopped until ``until`` distinct ids have arrived."""
         c = getattr(self, "_c", None)
         if c is None:
-            c = self._c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+            c = self._c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                           fetch_max_wait_ms=BULK_FETCH_WAIT_MS)
             await c.start()
             tp = TopicPartition(topic, 0)
             c.assign([tp])
@@ -253,7 +254,8 @@ async def run(epsilon: float, alpha: float, round2: int, watchdog_s: float, root
             await produce(b.bootstrap, t["q"], xl, first, rate=rate)
             await labels.read(b.bootstrap, t["l"], first + lat_n, deadline, [d])
             peak = vm_hwm(d.proc.pid)
-            qc = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5)
+            qc = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False,
+                                  fetch_max_wait_ms=BULK_FETCH_WAIT_MS)
             await qc.start()
             try:
                 tp = TopicPartition(t["q"], 0)
