@@ -30,6 +30,8 @@ import msgpack
 import numpy as np
 from numpy.typing import NDArray
 
+from everlast.daemon.fetch_wait import FetchWait
+
 
 class Stream(Protocol):
     """What replay needs of a stream: points (and true labels, if known) batch by batch."""
@@ -161,10 +163,13 @@ async def replay(
         waiting_for: set[str] = set()
         batch_done = asyncio.Event()
 
+        wait = FetchWait(10, "replay's labels reader")  # a long labels log stalls a short wait (embedded broker)
+
         async def consume() -> None:
             while not done.is_set():
                 res = await consumer.getmany(timeout_ms=50, max_records=50_000)
                 now = time.perf_counter()
+                await wait.after(consumer, any(res.values()), tps)
                 for recs in res.values():
                     for r in recs:
                         if r.key != key:  # another model's label

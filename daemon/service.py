@@ -47,6 +47,7 @@ from everlast.daemon.checkpoint.checkpoint import PartitionCheckpoint
 from everlast.daemon.config import Config
 from everlast.daemon.errors import CheckpointError, DaemonError, Stopped, as_daemon_error
 from everlast.daemon.events import Event, EventKind, log_events
+from everlast.daemon.fetch_wait import FetchWait
 from everlast.daemon.journal import FILENAME as JOURNAL_FILE
 from everlast.daemon.journal import Journal, Slice, open_or_set_aside
 from everlast.daemon.marks import FILENAME as MARKS_FILE
@@ -217,6 +218,7 @@ class Service:
         )
         await self._consumer.start()
         clients.push_async_callback(_quietly, self._consumer.stop)
+        self.fetch_wait = FetchWait(c.fetch_max_wait_ms, "the queries consumer")
         self._consumer.subscribe([self.cfg.topics.queries], listener=_Listener(self))
 
     async def _loop(self, stop: asyncio.Event) -> None:
@@ -237,6 +239,9 @@ class Service:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.5)
                 continue
+            paused = self.consumer.paused()  # a paused partition returns nothing on purpose
+            await self.fetch_wait.after(self.consumer, any(fetched.values()),
+                                        [tp for tp in map(self.tp, list(self.owned)) if tp not in paused])
             async with self.lock:
                 await self._handle(fetched)
                 update_lag(self)

@@ -37,8 +37,13 @@ from numpy.typing import NDArray
 
 from everlast.daemon import wire
 from everlast.daemon.config import Config
+from everlast.daemon.fetch_wait import FetchWait
 
 log = logging.getLogger("everlast.gateway")
+
+LABELS_FETCH_WAIT_MS = 5
+"""The labels reader's fetch wait: an idle hop costs up to this on a broker that answers an empty
+fetch only at its max wait (the embedded one); raised while that broker stalls (``fetch_wait``)."""
 
 Id = str | int
 Label = tuple[int | None, str, int, str | None]
@@ -124,7 +129,7 @@ class Relay:
         while True:
             self._producer = AIOKafkaProducer(**kw, acks="all", linger_ms=0, max_batch_size=1 << 20,
                                               partitioner=self._partitioner)
-            self._consumer = AIOKafkaConsumer(**kw, enable_auto_commit=False, fetch_max_wait_ms=5,
+            self._consumer = AIOKafkaConsumer(**kw, enable_auto_commit=False, fetch_max_wait_ms=LABELS_FETCH_WAIT_MS,
                                               max_partition_fetch_bytes=1 << 22)
             try:
                 await self._producer.start()
@@ -194,6 +199,7 @@ class Relay:
         await c.seek_to_beginning(*tps)
         # caught up once each partition's position reaches the first high watermark a fetch reported
         # (the end at start or later; a ListOffsets answer can be short of it on some brokers)
+        wait = FetchWait(LABELS_FETCH_WAIT_MS, "the gateway's labels reader")
         while True:
             try:
                 batch = await c.getmany(timeout_ms=100, max_records=20_000)
@@ -203,6 +209,7 @@ class Relay:
                 continue
             for recs in batch.values():
                 self._take(recs)
+            await wait.after(c, any(batch.values()), tps)
             if not self.caught_up:
                 for tp in tps:
                     hw = c.highwater(tp)
