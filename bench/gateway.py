@@ -13,9 +13,12 @@ fresh query ids, each with K requests in flight, 100 queries a request:
 
 Throughput: queries answered per second over N requests (the median of ``--repeats`` alternations).
 Latency: requests at half the gateway's throughput, open loop (sent on a fixed schedule), from
-sending a request to its response. The last line is one JSON object: ``gateway_qps``, ``direct_qps``,
-``ratio`` (gateway / direct), ``p50_ms``, ``p99_ms`` and the load average before and after (the machine
-may be shared).
+sending a request to its response, through the gateway, then direct, then through a second gateway
+whose queries a bare echo answers (``bench.passthrough``: no engine, journal or marks; topics of its
+own): ``echo_*`` is the floor of the path on this broker and machine, what latency no daemon could
+get under. The last line is one JSON object: ``gateway_qps``, ``direct_qps``, ``ratio`` (gateway /
+direct), ``p50_ms``, ``p99_ms``, ``direct_p50_ms``, ``direct_p99_ms``, ``echo_p50_ms``,
+``echo_p99_ms`` and the load average before and after (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from typing import Any
 
 import msgpack
 import numpy as np
+from numpy.typing import NDArray
 
-from bench.e2e import BenchFailed, Side, _say, create, write_config
+from bench.e2e import MAX_RECORDS, BenchFailed, Side, _say, create, write_config
 from everlast.daemon.broker import EmbeddedBroker, free_port
 
 BATCH = 100
@@ -179,9 +183,52 @@ async def open_loop(client: Any, rate_rps: float, seconds: float, g: np.random.G
     return lat
 
 
+class Gateway(Side):
+    """``everlast gateway`` on ``cfg``'s topics, with one key and no rate limit of its own."""
+
+    def __init__(self, cfg: Path, key: str, log: Path, name: str = "gateway") -> None:
+        from everlast.daemon.gateway.auth import key_hash
+
+        self.port, mport = free_port(), free_port()
+        env = {"EVERLAST_GATEWAY__KEYS": json.dumps([{"client": "bench", "sha256": key_hash(key)}]),
+               "EVERLAST_GATEWAY__MAX_QUERIES": str(BATCH), "EVERLAST_GATEWAY__CLIENT_QPS": "1e9",
+               "EVERLAST_GATEWAY__CLIENT_BURST": str(10**9), "EVERLAST_GATEWAY__CLIENT_INFLIGHT": "1024",
+               "EVERLAST_GATEWAY__TIMEOUT_S": "60"}
+        os.environ.update(env)
+        try:
+            super().__init__(name, [sys.executable, "-m", "everlast.cli", "gateway", "--config", str(cfg),
+                                         "--port", str(self.port), "--metrics-port", str(mport)], log)
+        finally:
+            for k in env:
+                os.environ.pop(k, None)
+
+
+
+async def echo_latency(bootstrap: str, root: Path, u: str, key: str, rate: float, seconds: float,
+                       g: np.random.Generator, deadline: float, sides: list[Side]) -> NDArray[np.float64]:
+    """Latencies (ms) at ``rate`` requests a second through a second gateway whose queries a bare
+    echo answers (``bench.passthrough``: decode, reply, produce with acks, commit; no engine, journal
+    or marks, no commit) on topics of their own: the floor of the path the daemon sits in (HTTP, the gateway,
+    two broker hops and a consumer's fetch wait), measured on the same broker and machine."""
+    t = {"q": f"eq-{u}", "l": f"el-{u}", "dl": f"edl-{u}", "g": f"eg-{u}"}
+    await create(bootstrap, [t["q"], t["l"], t["dl"]])
+    cfg = write_config(root / "echo", bootstrap, t)
+    echo = Side("echo", [sys.executable, "-m", "bench.passthrough", "--bootstrap", bootstrap, "--src", t["q"],
+                         "--dst", t["l"], "--group", t["g"], "--max-records", str(MAX_RECORDS), "--no-commit"],
+                root / "echo.stderr")
+    sides.append(echo)
+    gw = Gateway(cfg, key, root / "echo-gateway.stderr", "echo gateway")
+    sides.append(gw)
+    url = f"http://127.0.0.1:{gw.port}"
+    await _wait_http(f"{url}/readyz", deadline, sides)
+    async with Http(url, key) as http:
+        await closed_loop(http, 20, 4, g, "we", sides)  # warm-up, as for the daemon's paths
+        return np.array(await open_loop(http, rate, seconds, g, "elat-"), dtype=np.float64)
+
+
 async def run(requests: int, repeats: int, concurrency: int, latency_s: float, watchdog_s: float,
               root: Path) -> dict[str, Any]:
-    from everlast.daemon.gateway.auth import key_hash, new_key
+    from everlast.daemon.gateway.auth import new_key
 
     load_before = os.getloadavg()
     deadline = time.monotonic() + watchdog_s
@@ -193,24 +240,13 @@ async def run(requests: int, repeats: int, concurrency: int, latency_s: float, w
             t = {"q": f"q-{u}", "l": f"l-{u}", "dl": f"dl-{u}", "g": f"g-{u}"}
             await create(b.bootstrap, [t["q"], t["l"], t["dl"]])
             cfg = write_config(root, b.bootstrap, t)
-            port, mport = free_port(), free_port()
             d = Side("daemon", [sys.executable, "-m", "everlast.cli", "serve", "--config", str(cfg)],
                      root / "daemon.stderr")
             sides.append(d)
             key = new_key()
-            env = {"EVERLAST_GATEWAY__KEYS": json.dumps([{"client": "bench", "sha256": key_hash(key)}]),
-                   "EVERLAST_GATEWAY__MAX_QUERIES": str(BATCH), "EVERLAST_GATEWAY__CLIENT_QPS": "1e9",
-                   "EVERLAST_GATEWAY__CLIENT_BURST": str(10**9), "EVERLAST_GATEWAY__CLIENT_INFLIGHT": "1024",
-                   "EVERLAST_GATEWAY__TIMEOUT_S": "60"}
-            os.environ.update(env)
-            try:
-                gw = Side("gateway", [sys.executable, "-m", "everlast.cli", "gateway", "--config", str(cfg),
-                                      "--port", str(port), "--metrics-port", str(mport)], root / "gateway.stderr")
-            finally:
-                for k in env:
-                    os.environ.pop(k, None)
+            gw = Gateway(cfg, key, root / "gateway.stderr")
             sides.append(gw)
-            url = f"http://127.0.0.1:{port}"
+            url = f"http://127.0.0.1:{gw.port}"
             _say("waiting for the daemon and the gateway ...")
             await _wait_http(f"{url}/readyz", deadline, sides)
             runs = []
@@ -236,6 +272,8 @@ async def run(requests: int, repeats: int, concurrency: int, latency_s: float, w
                 _say(f"latency at half the gateway's throughput ({rate:.1f} requests/s) ...")
                 lat = np.array(await open_loop(http, rate, latency_s, g, "lat-"), dtype=np.float64)
                 dlat = np.array(await open_loop(direct, rate, latency_s, g, "dlat-"), dtype=np.float64)
+            _say("the path's floor: the same rate through a second gateway and a bare echo ...")
+            elat = await echo_latency(b.bootstrap, root, u, key, rate, latency_s, g, deadline, sides)
             for s in sides:
                 if s.stop() not in (0, None):
                     raise BenchFailed(f"{s.name} did not stop cleanly")
@@ -256,6 +294,8 @@ async def run(requests: int, repeats: int, concurrency: int, latency_s: float, w
         "p99_ms": float(np.percentile(lat, 99)),
         "direct_p50_ms": float(np.percentile(dlat, 50)),
         "direct_p99_ms": float(np.percentile(dlat, 99)),
+        "echo_p50_ms": float(np.percentile(elat, 50)),
+        "echo_p99_ms": float(np.percentile(elat, 99)),
         "queries_per_request": BATCH,
         "requests": requests,
         "concurrency": concurrency,

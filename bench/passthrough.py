@@ -2,6 +2,8 @@
 
 Consume with getmany, msgpack-decode each value, msgpack-encode a reply, produce the batch with
 ``send_batch`` (one batch per partition), wait for the acks, commit. No engine, no validation.
+``--no-commit``: no offset commit either (the daemon's own commit is informational, off its path):
+``bench.gateway``'s echo, the floor of the path a query takes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import msgpack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 
-async def main(bootstrap: str, src: str, dst: str, group: str, max_records: int, fetch_wait: int) -> None:
+async def main(bootstrap: str, src: str, dst: str, group: str, max_records: int, fetch_wait: int,
+               commit: bool = True) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     c = AIOKafkaConsumer(src, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
@@ -40,7 +43,8 @@ async def main(bootstrap: str, src: str, dst: str, group: str, max_records: int,
                     futs.append(await p.send_batch(b, dst, partition=tp.partition))
             if futs:
                 await asyncio.gather(*futs)
-                await c.commit()
+                if commit:
+                    await c.commit()
     finally:
         await c.stop()
         await p.stop()
@@ -54,5 +58,6 @@ if __name__ == "__main__":
     ap.add_argument("--group", required=True)
     ap.add_argument("--max-records", type=int, default=5000)
     ap.add_argument("--fetch-wait", type=int, default=20)
+    ap.add_argument("--no-commit", dest="commit", action="store_false", help="never commit offsets")
     a = ap.parse_args()
-    asyncio.run(main(a.bootstrap, a.src, a.dst, a.group, a.max_records, a.fetch_wait))
+    asyncio.run(main(a.bootstrap, a.src, a.dst, a.group, a.max_records, a.fetch_wait, a.commit))
