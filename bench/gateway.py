@@ -13,12 +13,13 @@ fresh query ids, each with K requests in flight, 100 queries a request:
 
 Throughput: queries answered per second over N requests (the median of ``--repeats`` alternations).
 Latency: requests at half the gateway's throughput, open loop (sent on a fixed schedule), from
-sending a request to its response, through the gateway, then direct, then through a second gateway
-whose queries a bare echo answers (``bench.passthrough``: no engine, journal or marks; topics of its
-own): ``echo_*`` is the floor of the path on this broker and machine, what latency no daemon could
-get under. The last line is one JSON object: ``gateway_qps``, ``direct_qps``, ``ratio`` (gateway /
-direct), ``p50_ms``, ``p99_ms``, ``direct_p50_ms``, ``direct_p99_ms``, ``echo_p50_ms``,
-``echo_p99_ms`` and the load average before and after (the machine may be shared).
+sending a request to its response, through the gateway, then direct, then through the gateway again
+with the daemon stopped and a bare echo answering in its place (``bench.passthrough --from-end``: no
+engine, journal or marks; the same topics, with their history): ``echo_*`` is the floor of the path
+on this broker and machine, what latency no daemon could get under. The last line is one JSON
+object: ``gateway_qps``, ``direct_qps``, ``ratio`` (gateway / direct), ``p50_ms``, ``p99_ms``,
+``direct_p50_ms``, ``direct_p99_ms``, ``echo_p50_ms``, ``echo_p99_ms`` and the load average before
+and after (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -204,23 +205,21 @@ class Gateway(Side):
 
 
 
-async def echo_latency(bootstrap: str, root: Path, u: str, key: str, rate: float, seconds: float,
-                       g: np.random.Generator, deadline: float, sides: list[Side]) -> NDArray[np.float64]:
-    """Latencies (ms) at ``rate`` requests a second through a second gateway whose queries a bare
-    echo answers (``bench.passthrough``: decode, reply, produce with acks, commit; no engine, journal
-    or marks, no commit) on topics of their own: the floor of the path the daemon sits in (HTTP, the gateway,
-    two broker hops and a consumer's fetch wait), measured on the same broker and machine."""
-    t = {"q": f"eq-{u}", "l": f"el-{u}", "dl": f"edl-{u}", "g": f"eg-{u}"}
-    await create(bootstrap, [t["q"], t["l"], t["dl"]])
-    cfg = write_config(root / "echo", bootstrap, t)
+async def echo_latency(bootstrap: str, t: dict[str, str], url: str, key: str, rate: float, seconds: float,
+                       g: np.random.Generator, deadline: float, sides: list[Side], root: Path) -> NDArray[np.float64]:
+    """Latencies (ms) at ``rate`` requests a second through the same gateway, topics and broker, the
+    daemon replaced by a bare echo (``bench.passthrough --from-end``: decode, reply, produce with
+    acks; no engine, journal, marks or commit): the floor of the path the daemon sits in (HTTP, the
+    gateway, two broker hops on topics with the same history), measured on the same machine."""
     echo = Side("echo", [sys.executable, "-m", "bench.passthrough", "--bootstrap", bootstrap, "--src", t["q"],
-                         "--dst", t["l"], "--group", t["g"], "--max-records", str(MAX_RECORDS), "--no-commit"],
+                         "--dst", t["l"], "--group", "-", "--max-records", str(MAX_RECORDS), "--from-end"],
                 root / "echo.stderr")
     sides.append(echo)
-    gw = Gateway(cfg, key, root / "echo-gateway.stderr", "echo gateway")
-    sides.append(gw)
-    url = f"http://127.0.0.1:{gw.port}"
-    await _wait_http(f"{url}/readyz", deadline, sides)
+    while b"ready" not in echo.log.read_bytes():
+        echo.check()
+        if time.monotonic() > deadline:
+            raise BenchFailed("watchdog: the echo never positioned itself")
+        await asyncio.sleep(0.1)
     async with Http(url, key) as http:
         await closed_loop(http, 20, 4, g, "we", sides)  # warm-up, as for the daemon's paths
         return np.array(await open_loop(http, rate, seconds, g, "elat-"), dtype=np.float64)
@@ -272,8 +271,11 @@ async def run(requests: int, repeats: int, concurrency: int, latency_s: float, w
                 _say(f"latency at half the gateway's throughput ({rate:.1f} requests/s) ...")
                 lat = np.array(await open_loop(http, rate, latency_s, g, "lat-"), dtype=np.float64)
                 dlat = np.array(await open_loop(direct, rate, latency_s, g, "dlat-"), dtype=np.float64)
-            _say("the path's floor: the same rate through a second gateway and a bare echo ...")
-            elat = await echo_latency(b.bootstrap, root, u, key, rate, latency_s, g, deadline, sides)
+            sides.remove(d)
+            if d.stop() not in (0, None):
+                raise BenchFailed("the daemon did not stop cleanly")
+            _say("the path's floor: the same rate, the daemon replaced by a bare echo ...")
+            elat = await echo_latency(b.bootstrap, t, url, key, rate, latency_s, g, deadline, sides, root)
             for s in sides:
                 if s.stop() not in (0, None):
                     raise BenchFailed(f"{s.name} did not stop cleanly")
