@@ -1,7 +1,8 @@
 """The baseline of ``bench.e2e``: a raw aiokafka echo with the daemon's I/O shape.
 
 Consume with getmany, msgpack-decode each value, msgpack-encode a reply, produce the batch with
-``send_batch`` (one batch per partition), wait for the acks, commit. No engine, no validation.
+``send_batch`` (one batch per partition, in record batches of the daemon's size), wait for the acks,
+commit. No engine, no validation.
 ``--no-commit``: no offset commit either (the daemon's own commit is informational, off its path).
 ``--from-end``: no consumer group; every partition of ``--src`` read from its end, "ready" on stderr
 once positioned (implies ``--no-commit``): ``bench.gateway``'s echo in the daemon's place.
@@ -17,6 +18,8 @@ import sys
 import msgpack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from everlast.daemon.service import LABEL_BATCH_BYTES
+
 
 async def main(bootstrap: str, src: str, dst: str, group: str, max_records: int, fetch_wait: int,
                commit: bool = True, from_end: bool = False) -> None:
@@ -28,7 +31,7 @@ async def main(bootstrap: str, src: str, dst: str, group: str, max_records: int,
         c = AIOKafkaConsumer(src, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", fetch_max_wait_ms=fetch_wait, session_timeout_ms=2000,
                              heartbeat_interval_ms=200)
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, max_batch_size=LABEL_BATCH_BYTES)  # the daemon's
     await c.start()
     await p.start()
     if from_end:

@@ -11,7 +11,7 @@ index and never stalls so; there the wait stays as configured.
 
 ``FetchWait.after`` counts such polls; ``STRIKES`` in a row double the wait, up to ``cap_ms``. It is
 never lowered: the walk only grows with the log. The wait is aiokafka's fetcher attribute
-``_fetch_max_wait_ms``, read for each fetch request it builds (aiokafka 0.11-0.14; ``set_wait``
+``_fetch_max_wait_ms``, read for each fetch request it builds (checked on aiokafka 0.14; ``set_wait``
 raises if it is gone, and tests/daemon/test_fetch_wait.py runs against the installed aiokafka).
 """
 
