@@ -41,8 +41,8 @@ def _pct(v: list[float]) -> dict[str, float]:
     return {k: round(float(x), 2) for k, x in zip(("p50_ms", "p90_ms", "p99_ms", "max_ms"), p, strict=True)}
 
 
-async def fill(bootstrap: str, topic: str, batches: int) -> None:
-    """``batches`` record batches of 100 small records on partition 0 (one per gateway request)."""
+async def fill(bootstrap: str, topic: str, batches: int, value: bytes = b"x" * 40) -> None:
+    """``batches`` record batches of 100 records of ``value`` on partition 0 (one per gateway request)."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
     await p.start()
     try:
@@ -50,7 +50,8 @@ async def fill(bootstrap: str, topic: str, batches: int) -> None:
         for _ in range(batches):
             b = p.create_batch()
             for _ in range(100):
-                b.append(key=b"m", value=b"x" * 40, timestamp=None, headers=[])
+                if b.append(key=b"m", value=value, timestamp=None, headers=[]) is None:
+                    raise ValueError("100 records of this value do not fit one record batch")
             futs.append(await p.send_batch(b, topic, partition=0))
             if len(futs) > 200:
                 await asyncio.gather(*futs)

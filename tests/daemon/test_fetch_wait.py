@@ -11,8 +11,9 @@ from typing import Any
 
 import msgpack
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from bench.hop import fill as _fill
 from everlast.daemon.broker import EmbeddedBroker
 from everlast.daemon.config import load
 from everlast.daemon.fetch_wait import CAP_MS, STRIKES, FetchWait, set_wait
@@ -71,25 +72,6 @@ def test_a_poll_with_records_restarts_the_count() -> None:
 def test_set_wait_refuses_a_consumer_without_the_attribute() -> None:
     with pytest.raises(RuntimeError, match="_fetch_max_wait_ms"):
         set_wait(object(), 10)
-
-
-async def _fill(bootstrap: str, topic: str, batches: int, value: bytes) -> None:
-    """``batches`` record batches of 100 records: one per gateway request of 100 queries."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
-    await p.start()
-    try:
-        futs = []
-        for _ in range(batches):
-            b = p.create_batch()
-            for _ in range(100):
-                assert b.append(key=b"m", value=value, timestamp=None, headers=[]) is not None
-            futs.append(await p.send_batch(b, topic, partition=0))
-            if len(futs) > 200:
-                await asyncio.gather(*futs)
-                futs.clear()
-        await asyncio.gather(*futs)
-    finally:
-        await p.stop()
 
 
 @pytest.mark.broker
